@@ -1,0 +1,67 @@
+"""Environment rules for every process that may start rclpy.
+
+On these machines DDS must stay on loopback: ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` (the kilted wheels
+ignore ``ROS_LOCALHOST_ONLY``) and a ``ROS_DOMAIN_ID`` of the process's own, set before rclpy is imported.
+
+- :func:`default_to_localhost` is for programs that start every node on one machine (``pyrualean play``, the
+  pip launch runner): they default to LOCALHOST when the variable is unset, and leave an explicit value alone.
+- :func:`check_node_environment` is called by every node's ``main()`` before importing rclpy. When
+  ``PYRUA_REQUIRE_LOOPBACK=1`` (the test harness and CI set it) a node refuses to start unless discovery is
+  LOCALHOST and a domain id is set, so a test that forgot the rule fails instead of multicasting.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import MutableMapping
+
+DISCOVERY_VAR = "ROS_AUTOMATIC_DISCOVERY_RANGE"
+LOCALHOST = "LOCALHOST"
+REQUIRE_VAR = "PYRUA_REQUIRE_LOOPBACK"
+
+
+class UnsafeDiscoveryError(RuntimeError):
+    """A node was about to start with DDS discovery beyond loopback where loopback is required."""
+
+
+def default_to_localhost(env: MutableMapping[str, str] | None = None) -> MutableMapping[str, str]:
+    """Set LOCALHOST discovery and a ROS home when unset; return the mapping (``os.environ`` by default)."""
+    env = os.environ if env is None else env
+    env.setdefault(DISCOVERY_VAR, LOCALHOST)
+    if not env.get("HOME") and not env.get("ROS_HOME"):
+        env["ROS_HOME"] = tempfile.mkdtemp(prefix="pyrua_ros_home_")
+    return env
+
+
+def check_node_environment(env: MutableMapping[str, str] | None = None) -> None:
+    """Raise :class:`UnsafeDiscoveryError` if loopback is required but not configured.
+
+    Must run before ``import rclpy``; it also refuses to judge once rclpy is loaded, since the DDS
+    participant may already exist.
+    """
+    env = os.environ if env is None else env
+    if env.get(REQUIRE_VAR) != "1":
+        return
+    problems = []
+    if env.get(DISCOVERY_VAR) != LOCALHOST:
+        problems.append(f"{DISCOVERY_VAR}={env.get(DISCOVERY_VAR)!r} (must be {LOCALHOST!r})")
+    if not env.get("ROS_DOMAIN_ID"):
+        problems.append("ROS_DOMAIN_ID is unset")
+    if "rclpy" in sys.modules and not problems:
+        return
+    if problems:
+        raise UnsafeDiscoveryError(
+            f"refusing to start a ROS node: {'; '.join(problems)}. {REQUIRE_VAR}=1 requires loopback-only DDS "
+            f"discovery and an own domain id, set before rclpy is imported."
+        )
+
+
+def node_preamble() -> None:
+    """Call first in every node ``main()``: exit with status 3 and a clear message on an unsafe environment."""
+    try:
+        check_node_environment()
+    except UnsafeDiscoveryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(3) from None

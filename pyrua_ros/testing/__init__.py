@@ -1,0 +1,188 @@
+"""Test and benchmark support: loopback ROS environments, node processes, a spinning client.
+
+Used by ``test/conftest.py`` and by ``benchmarks/``. Nothing here is imported by the product.
+
+Threading model of :class:`RosClient`: it owns one rclpy context, one node and one executor spinning in one
+daemon thread; callers wait on futures or events with deadlines and never spin themselves. ``close()``
+shuts the executor down and joins the thread before the context is shut down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+DOMAIN_LOCK_DIR = pathlib.Path(tempfile.gettempdir()) / "pyrua_ros_domains"
+DOMAIN_RANGE = range(120, 230)   # clear of 0 (the ROS default) and of common hand-picked ids
+_held_locks: list = []
+
+
+def allocate_domain_id() -> int:
+    """Return a ROS domain id no other live process of this machine holds (flock on a file per id).
+
+    The lock lives as long as this process, so concurrent test sessions never share a domain.
+    """
+    DOMAIN_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    start = os.getpid() % len(DOMAIN_RANGE)
+    for k in range(len(DOMAIN_RANGE)):
+        domain = DOMAIN_RANGE[(start + k) % len(DOMAIN_RANGE)]
+        fh = open(DOMAIN_LOCK_DIR / f"{domain}.lock", "w")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.close()
+            continue
+        fh.write(str(os.getpid()))
+        fh.flush()
+        _held_locks.append(fh)
+        return domain
+    raise RuntimeError(f"no free ROS domain id in {DOMAIN_RANGE}")
+
+
+def apply_loopback_environment(env: dict | None = None) -> dict:
+    """Set the loopback rules on ``env`` (``os.environ`` by default); must run before rclpy is imported."""
+    env = os.environ if env is None else env
+    if "rclpy" in sys.modules and env is os.environ:
+        raise RuntimeError("rclpy was imported before the loopback environment was set")
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    env.pop("ROS_STATIC_PEERS", None)
+    if not env.get("PYRUA_TEST_DOMAIN_FIXED"):
+        env["ROS_DOMAIN_ID"] = str(allocate_domain_id())
+    home = tempfile.mkdtemp(prefix="pyrua_ros_test_home_")
+    env["ROS_HOME"] = home
+    env["ROS_LOG_DIR"] = os.path.join(home, "log")
+    env["PYRUA_REQUIRE_LOOPBACK"] = "1"
+    env.setdefault("MUJOCO_GL", "egl")
+    env.setdefault("PYOPENGL_PLATFORM", "egl")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class NodeProcess:
+    """A node (or any command) started as a child process in its own process group, ended by its PID."""
+
+    def __init__(self, argv: list[str], *, env: dict | None = None, log_path: str | os.PathLike | None = None,
+                 cwd: str | os.PathLike | None = None):
+        self.argv = list(argv)
+        self.log_path = pathlib.Path(log_path) if log_path else pathlib.Path(
+            tempfile.mkstemp(prefix="pyrua_node_", suffix=".log")[1])
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(self.argv, env=dict(os.environ if env is None else env), stdout=self._log,
+                                     stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+
+    @classmethod
+    def module(cls, module: str, *args: str, **kw) -> NodeProcess:
+        """Start ``python -m module args...`` with this interpreter."""
+        return cls([sys.executable, "-m", module, *args], **kw)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_output(self, text: str, timeout: float) -> bool:
+        return spin_until(lambda: text in self.output() or not self.alive(), timeout) and text in self.output()
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGINT, then SIGTERM, then SIGKILL to this child's process group; returns the exit code."""
+        for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            if self.proc.poll() is not None:
+                break
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(wait)
+        self._log.close()
+        return self.proc.returncode
+
+
+def spin_until(predicate: Callable[[], bool], timeout: float, period: float = 0.02) -> bool:
+    """Poll ``predicate`` until true or ``timeout`` seconds pass; never sleeps blindly past the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(period, max(0.0, deadline - time.monotonic())))
+
+
+class RosClient:
+    """An external ROS client for tests: own context, one node, one executor in one thread."""
+
+    def __init__(self, name: str = "pyrua_test_client"):
+        import rclpy
+        from rclpy.executors import MultiThreadedExecutor
+
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(name, context=self.context)
+        self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, name=f"{name}-spin", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        with contextlib.suppress(ExternalShutdownException, Exception):
+            self.executor.spin()
+
+    def wait_future(self, future, timeout: float):
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(timeout):
+            raise TimeoutError(f"future not done after {timeout} s")
+        return future.result()
+
+    def latest(self, msg_type, topic: str, timeout: float, qos=10, predicate=None):
+        """Subscribe, return the first message (matching ``predicate``) within ``timeout``, unsubscribe."""
+        got: list = []
+        ev = threading.Event()
+
+        def cb(msg):
+            if not ev.is_set() and (predicate is None or predicate(msg)):
+                got.append(msg)
+                ev.set()
+
+        sub = self.node.create_subscription(msg_type, topic, cb, qos)
+        try:
+            if not ev.wait(timeout):
+                raise TimeoutError(f"no {msg_type.__name__} on {topic} within {timeout} s")
+            return got[0]
+        finally:
+            self.node.destroy_subscription(sub)
+
+    def close(self) -> None:
+        import rclpy
+
+        self.executor.shutdown(timeout_sec=5.0)
+        self._thread.join(timeout=5.0)
+        self.node.destroy_node()
+        with contextlib.suppress(Exception):
+            rclpy.shutdown(context=self.context)
+
+
+@contextlib.contextmanager
+def ros_client(name: str = "pyrua_test_client") -> Iterator[RosClient]:
+    client = RosClient(name)
+    try:
+        yield client
+    finally:
+        client.close()

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Set up pyrua_ros on a fresh Debian 12 machine, or bring an existing setup up to date.
+#
+# Creates .venv/ at the repository root with the pinned ROS 2 kilted wheels, LIBERO-PRO, the agent's
+# dependencies and pyrua_ros itself (editable); builds the interface packages PyPI lacks (control_msgs,
+# tf2_msgs) from interfaces/ into the venv; installs the apt packages headless EGL rendering, OpenCV and
+# the interface build need. Idempotent: every stage is skipped when its inputs did not change, so a
+# second run takes seconds.
+#
+# Usage: scripts/setup.sh            (set PYRUA_SETUP_QUIET=1 for less output)
+set -euo pipefail
+shopt -s lastpipe
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+STAMPS="$VENV/.pyrua_setup"
+PY="${PYRUA_PYTHON:-python3}"
+APT_PACKAGES=(cmake g++ libegl1 libegl-mesa0 libgl1-mesa-dri libopengl0 libgl1 libglib2.0-0)
+START=$(date +%s)
+
+say() { printf '[setup %3ss] %s\n' "$(( $(date +%s) - START ))" "$*"; }
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+stamp_ok() { [[ -f "$STAMPS/$1" && "$(cat "$STAMPS/$1")" == "$2" ]]; }
+stamp_set() { mkdir -p "$STAMPS"; echo "$2" > "$STAMPS/$1"; }
+
+# 1. Debian packages --------------------------------------------------------------------------------
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  say "apt: installing ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  say "apt: all ${#APT_PACKAGES[@]} packages present"
+fi
+
+# 2. The venv (the ROS wheels are built for CPython 3.11 and only work inside a venv) ----------------
+ver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+if [[ "$ver" != "3.11" ]]; then
+  echo "setup: the ROS 2 kilted wheels need CPython 3.11; $PY is $ver (set PYRUA_PYTHON)" >&2
+  exit 2
+fi
+if [[ ! -x "$VENV/bin/python" ]]; then
+  say "venv: creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+# A child of another ROS venv inherits its bootstrap guard; strip it so this venv sets up its own paths.
+unset _ROS_WHEELS_BOOTSTRAP_COMPLETE LD_LIBRARY_PATH || true
+VPY="$VENV/bin/python"
+PIP=("$VPY" -m pip --disable-pip-version-check -q)
+
+# 3. Pinned Python packages -------------------------------------------------------------------------
+req_hash=$(hash_of "$ROOT/scripts/requirements.txt" "$ROOT/scripts/requirements-nodeps.txt")
+if ! stamp_ok requirements "$req_hash"; then
+  say "pip: installing scripts/requirements.txt (first run downloads about 1 GB)"
+  "${PIP[@]}" install -U "setuptools==84.2.1" "wheel==0.48.0" 2>/dev/null \
+    || "${PIP[@]}" install -U pip setuptools wheel
+  # pip warns about every missing local mirror folder of this machine's pip config; those lines are noise.
+  "${PIP[@]}" install -r "$ROOT/scripts/requirements.txt" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+  "${PIP[@]}" install --no-deps -r "$ROOT/scripts/requirements-nodeps.txt" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+  rm -f "$STAMPS/interfaces"   # new wheels overwrite the cmake exports the interface build patches
+  stamp_set requirements "$req_hash"
+else
+  say "pip: requirements unchanged"
+fi
+
+# 4. AMENT_PREFIX_PATH for the venv (ament index look-ups, get_package_share_directory) -------------
+SITE=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+PTH="$SITE/pyrua_ros_ament_prefix.pth"
+want="import os; os.environ.setdefault('AMENT_PREFIX_PATH', '$VENV')"
+if [[ ! -f "$PTH" || "$(cat "$PTH")" != "$want" ]]; then
+  echo "$want" > "$PTH"
+  say "pth: AMENT_PREFIX_PATH defaults to $VENV"
+fi
+
+# 5. Interface packages missing from PyPI -----------------------------------------------------------
+if_hash=$(cd "$ROOT" && find interfaces scripts/build_interfaces.py -type f | sort | xargs cat | sha256sum | cut -c1-16)
+if ! stamp_ok interfaces "$if_hash"; then
+  say "interfaces: building control_msgs and tf2_msgs into the venv"
+  "$VPY" "$ROOT/scripts/build_interfaces.py" --venv "$VENV" --src "$ROOT/interfaces" \
+    --build "$ROOT/build/interfaces"
+  stamp_set interfaces "$if_hash"
+else
+  say "interfaces: up to date"
+fi
+
+# 6. pyrua_ros itself (editable), with its ament index marker and node wrappers ----------------------
+pkg_hash=$(cd "$ROOT" && cat setup.py setup.cfg package.xml | sha256sum | cut -c1-16)
+if ! stamp_ok package "$pkg_hash" || [[ ! -x "$VENV/lib/pyrua_ros/sim_node" ]]; then
+  say "pip: installing pyrua_ros (editable)"
+  "${PIP[@]}" install --no-deps --no-build-isolation -e "$ROOT" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+  stamp_set package "$pkg_hash"
+else
+  say "pyrua_ros: installed"
+fi
+
+"$VPY" "$ROOT/scripts/install_data_files.py" --prefix "$VENV" >/dev/null
+
+# 7. Smoke check ------------------------------------------------------------------------------------
+ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST "$VPY" -c \
+  "import rclpy, control_msgs.action, tf2_msgs.msg, libero.libero, pyrua_ros" \
+  || { echo "setup: import check failed" >&2; exit 1; }
+say "done: $(du -sh "$VENV" | cut -f1) in .venv"

@@ -1,0 +1,51 @@
+"""ament_python build of pyrua_ros: works with `colcon build` on a ROS 2 install and with `pip install`.
+
+Node executables are shell wrappers installed as data files under ``lib/pyrua_ros/``, which is where
+``ros2 run`` and ``launch_ros`` look on a real install; pip keeps their executable bit, so the same files
+serve a pip venv. The console scripts ``pyrua-ros`` and ``pyrualean`` are the project's CLI.
+"""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "pyrua_ros"
+NODES = ["sim_node", "agent_node", "fake_arm_node"]
+
+
+
+def data_files():
+    """Files installed outside site-packages: ament index marker, manifest, launch, config, node wrappers.
+
+    scripts/install_data_files.py installs the same list into a venv for editable installs, which do not
+    install data files themselves.
+    """
+    return [
+        ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
+        ("share/" + PACKAGE, ["package.xml"]),
+        ("share/" + PACKAGE + "/launch", sorted(glob("launch/*.launch.py"))),
+        ("share/" + PACKAGE + "/config", sorted(glob("config/*.yaml") + glob("config/*.rviz"))),
+        ("lib/" + PACKAGE, ["bin/" + n for n in NODES]),
+    ]
+
+
+if __name__ == "__main__":
+    setup(
+        name=PACKAGE,
+        version="0.1.0",
+        packages=find_packages(include=[PACKAGE, PACKAGE + ".*"]),
+        package_data={PACKAGE: ["knowledge/*.md", "guides/*.md", "data/*"]},
+        data_files=data_files(),
+        install_requires=["setuptools"],
+        zip_safe=True,
+        maintainer="pyrua_ros maintainers",
+        maintainer_email="maintainers@pyrua-ros.dev",
+        description="PyRUA-Lean robot agents on ROS 2, with a LIBERO-PRO simulation node",
+        license="Apache-2.0",
+        entry_points={
+            "console_scripts": [
+                "pyrua-ros = pyrua_ros.cli.main:main",
+                "pyrualean = pyrua_ros.cli.main:main",
+            ],
+        },
+    )

@@ -1,0 +1,32 @@
+"""Test harness: every test process runs with loopback-only DDS and a ROS domain of its own.
+
+This module runs before any test module is imported, so the environment below is in place before anything
+imports rclpy. Child processes (nodes) inherit it. ``PYRUA_REQUIRE_LOOPBACK=1`` makes every pyrua_ros node
+refuse to start without it (test_harness.py proves both).
+"""
+
+import os
+import sys
+
+from pyrua_ros.testing import apply_loopback_environment
+
+assert "rclpy" not in sys.modules, "rclpy was imported before test/conftest.py set the loopback environment"
+apply_loopback_environment()
+
+import pytest  # noqa: E402
+
+
+def pytest_report_header(config):
+    return (f"ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} "
+            f"ROS_AUTOMATIC_DISCOVERY_RANGE={os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE']} "
+            f"ROS_HOME={os.environ['ROS_HOME']}")
+
+
+@pytest.fixture
+def ros_client():
+    """A spinning external rclpy client, closed after the test."""
+    from pyrua_ros.testing import RosClient
+
+    client = RosClient()
+    yield client
+    client.close()
