@@ -1,0 +1,253 @@
+"""The one description of the ``libero_sim`` node graph, read by ``launch/libero_sim.launch.py`` and the pip runner.
+
+Everything a launch needs is here and nowhere else: the launch arguments (name, default, description, allowed
+values, type), the nodes (package, executable, node name, parameter file from ``config/``), which argument
+becomes which node parameter, remappings, environment, and the conditions that pick nodes:
+
+- ``robot:=sim`` starts ``sim_node`` (node ``sim``), ``robot:=fake`` starts ``fake_arm_node`` (also node ``sim``,
+  so the agent cannot tell them apart by name), ``robot:=external`` starts no driver: a real arm's drivers (or
+  any other stack) already serve the interfaces of ``config/interfaces.yaml``.
+- ``agent_node`` (node ``agent``) always runs; when it exits, the launch shuts down and its exit code is the launch's.
+- The driver node shuts the launch down too when it exits (``on_exit=Shutdown`` semantics).
+- ``rviz:=true`` adds ``rviz2 -d config/libero_sim.rviz``.
+
+:func:`plan` turns launch argument values (strings, as both launch front ends deliver them) into a tuple of
+:class:`PlannedNode`; the launch file turns each into a ``launch_ros.actions.Node``, the runner into a command line.
+No rclpy or launch import happens here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import yaml
+
+from pyrua_ros.driver import interfaces
+
+PACKAGE = "pyrua_ros"
+LAUNCH_NAMES = ("libero_sim",)
+RVIZ_CONFIG = "libero_sim.rviz"
+
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+_BOOL = ("true", "false")
+
+
+@dataclasses.dataclass(frozen=True)
+class Argument:
+    """One launch argument. ``default`` is the launch-level text; :meth:`convert` gives the typed value.
+
+    ``kind`` is ``str``, ``int``, ``float``, ``bool`` or ``json`` (a string that must hold a JSON object).
+    ``to`` names the graph nodes (keys of :data:`NODES`) that receive it as a parameter of the same name.
+    """
+
+    name: str
+    default: str
+    description: str
+    kind: str = "str"
+    choices: tuple[str, ...] = ()
+    to: tuple[str, ...] = ()
+
+    def convert(self, text: str) -> Any:
+        """Validate ``text`` and return the typed value; a bad value raises ValueError naming what is accepted."""
+        text = str(text)
+        if self.choices and text not in self.choices:
+            raise ValueError(f"{self.name}:={text!r} is not valid; choose one of {', '.join(self.choices)}")
+        try:
+            if self.kind == "int":
+                return int(text)
+            if self.kind == "float":
+                return float(text)
+            if self.kind == "bool":
+                low = text.strip().lower()
+                if low not in _TRUE + _FALSE:
+                    raise ValueError
+                return low in _TRUE
+            if self.kind == "json":
+                value = json.loads(text or "{}")
+                if not isinstance(value, dict):
+                    raise ValueError
+                return text or "{}"
+        except ValueError:
+            expected = {"int": "an integer", "float": "a number", "bool": "true or false",
+                        "json": "a JSON object such as '{\"top_p\": 0.95}'"}[self.kind]
+            raise ValueError(f"{self.name}:={text!r} is not valid; expected {expected}") from None
+        return text
+
+
+AGENT = ("agent",)
+EPISODE = ("sim", "agent")   # the sim starts on these; the agent resets the sim to them (DESIGN.md layer 2)
+
+ARGUMENTS: tuple[Argument, ...] = (
+    Argument("robot", "sim", "which driver serves the robot interfaces: sim (LIBERO-PRO), fake (kinematic "
+             "fake arm, no LIBERO), external (start no driver; a real arm's drivers serve them)",
+             choices=("sim", "fake", "external")),
+    Argument("rviz", "false", "start rviz2 with config/libero_sim.rviz", kind="bool", choices=_BOOL),
+    Argument("use_sim_time", "auto", "agent and rviz follow /clock: auto = true unless robot:=external",
+             choices=("auto", "true", "false")),
+    Argument("clock_mode", "lockstep", "sim clock: lockstep (one control step per command) or realtime (20 Hz "
+             "wall clock, last command held)", choices=("lockstep", "realtime"), to=("sim",)),
+    Argument("suite", "libero_goal", "LIBERO-PRO suite of the episode", to=EPISODE),
+    Argument("task", "0", "task index in the suite", kind="int", to=EPISODE),
+    Argument("seed", "0", "episode seed (official init state seed % n)", kind="int", to=EPISODE),
+    Argument("max_episode_steps", "10000", "simulator step budget of the episode [control steps]", kind="int",
+             to=EPISODE),
+    Argument("arm", "cells", "agent arm: cells (python tool, one cell per call) or program (run_program)",
+             choices=("cells", "program"), to=AGENT),
+    Argument("runtime", "replay", "who writes the cells: replay (a recorded run or program file) or openai "
+             "(chat completions)", choices=("replay", "openai"), to=AGENT),
+    Argument("replay_path", "", "replay runtime: a run directory, a tool_turns.json or a .py program", to=AGENT),
+    Argument("model", "", "model id for the openai runtime (empty: the runtime's default)", to=AGENT),
+    Argument("base_url", "", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000/v1", to=AGENT),
+    Argument("api_key_env", "OPENAI_API_KEY", "name of the environment variable holding the API key", to=AGENT),
+    Argument("reasoning", "", "reasoning effort sent to the model (empty: not sent)", to=AGENT),
+    Argument("openai_max_tokens", "8192", "max_tokens per model response", kind="int", to=AGENT),
+    Argument("openai_tool_choice", "auto", "tool_choice sent to the model", choices=("auto", "required", "none"),
+             to=AGENT),
+    Argument("openai_temperature", "1.0", "sampling temperature", kind="float", to=AGENT),
+    Argument("openai_extra_body", "{}", "JSON object merged into each request body", kind="json", to=AGENT),
+    Argument("images", "on-motion", "images given to the model", choices=("on-motion", "on-demand", "none"),
+             to=AGENT),
+    Argument("feedback", "rich", "cell result feedback", choices=("pure", "rich"), to=AGENT),
+    Argument("guides", "false", "copy the robot guides into the workspace and mention them", kind="bool",
+             choices=_BOOL, to=AGENT),
+    Argument("vla_endpoint", "", "host:port of a VLA policy server (empty: no VLA skills)", to=AGENT),
+    Argument("max_turns", "0", "decision budget in tool calls (0: unbounded, wall-clock budget only)", kind="int",
+             to=AGENT),
+    Argument("budget_s", "1200.0", "wall-clock budget of the agent loop [s]", kind="float", to=AGENT),
+    Argument("out", "", "run directory (empty: the agent picks runs/<suite>_<task>_<seed>_<time>)", to=AGENT),
+    Argument("record", "true", "record the episode to <out>/episode.mcap", kind="bool", choices=_BOOL,
+             to=AGENT),
+    Argument("interfaces", "", "interfaces.yaml replacing the packaged one for every node (PYRUA_INTERFACES)"),
+    Argument("remap", "", "agent remappings: from:=to pairs separated by commas (docs/BRINGUP.md has an example)"),
+)
+ARGUMENTS_BY_NAME: dict[str, Argument] = {a.name: a for a in ARGUMENTS}
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeSpec:
+    """A node the graph may start. ``when`` decides from the typed argument values whether it runs."""
+
+    key: str
+    package: str
+    executable: str
+    name: str
+    params_file: str | None
+    when: Callable[[Mapping[str, Any]], bool]
+    shutdown_on_exit: bool
+    sim_time_follower: bool
+
+
+NODES: tuple[NodeSpec, ...] = (
+    NodeSpec("sim", PACKAGE, "sim_node", "sim", "sim.yaml", lambda v: v["robot"] == "sim", True, False),
+    NodeSpec("fake", PACKAGE, "fake_arm_node", "sim", "fake_arm.yaml", lambda v: v["robot"] == "fake", True, False),
+    NodeSpec("agent", PACKAGE, "agent_node", "agent", "agent.yaml", lambda v: True, True, True),
+    NodeSpec("rviz", "rviz2", "rviz2", "rviz2", None, lambda v: v["rviz"], False, True),
+)
+AGENT_KEY = "agent"
+
+#: parameter names the agent node reads (config/agent.yaml holds their defaults): every argument sent to it,
+#: plus use_sim_time.
+AGENT_PARAMETERS: tuple[str, ...] = (*(a.name for a in ARGUMENTS if AGENT_KEY in a.to), "use_sim_time")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedNode:
+    """One node to start: everything both front ends need, already resolved.
+
+    ``parameters`` are typed overrides applied after ``params_file``; ``remappings`` are ``(from, to)`` pairs;
+    ``env`` holds extra environment variables; ``arguments`` are extra command-line arguments before
+    ``--ros-args``.
+    """
+
+    key: str
+    package: str
+    executable: str
+    name: str
+    params_file: pathlib.Path | None
+    parameters: dict[str, Any]
+    remappings: tuple[tuple[str, str], ...]
+    env: dict[str, str]
+    arguments: tuple[str, ...]
+    shutdown_on_exit: bool
+    is_agent: bool
+
+
+def config_dir() -> pathlib.Path:
+    """``config/`` of the source tree, else ``share/pyrua_ros/config`` of an installed package."""
+    source = interfaces.PACKAGE_CONFIG.parent
+    if source.is_dir():
+        return source
+    from ament_index_python.packages import get_package_share_directory
+
+    return pathlib.Path(get_package_share_directory(PACKAGE)) / "config"
+
+
+def parse_launch_args(tokens: Iterable[str]) -> dict[str, str]:
+    """``["task:=3", "rviz:=true"]`` -> ``{"task": "3", "rviz": "true"}``; unknown names list the valid ones."""
+    values: dict[str, str] = {}
+    for token in tokens:
+        name, sep, value = token.partition(":=")
+        if not sep or not name:
+            raise ValueError(f"launch argument {token!r} is not name:=value")
+        if name not in ARGUMENTS_BY_NAME:
+            raise ValueError(f"unknown launch argument {name!r}; valid: {', '.join(sorted(ARGUMENTS_BY_NAME))}")
+        values[name] = value
+    return values
+
+
+def resolve(values: Mapping[str, str]) -> dict[str, Any]:
+    """Apply defaults to launch argument texts and return typed values of every argument."""
+    unknown = set(values) - set(ARGUMENTS_BY_NAME)
+    if unknown:
+        raise ValueError(f"unknown launch arguments {sorted(unknown)}; valid: {', '.join(sorted(ARGUMENTS_BY_NAME))}")
+    typed = {a.name: a.convert(values.get(a.name, a.default)) for a in ARGUMENTS}
+    if typed["use_sim_time"] == "auto":
+        typed["use_sim_time"] = typed["robot"] != "external"
+    else:
+        typed["use_sim_time"] = typed["use_sim_time"] == "true"
+    return typed
+
+
+def parse_remaps(text: str) -> tuple[tuple[str, str], ...]:
+    """``"/a:=/b,/c:=/d"`` -> ``(("/a", "/b"), ("/c", "/d"))``."""
+    pairs = []
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        src, sep, dst = item.partition(":=")
+        if not sep or not src or not dst:
+            raise ValueError(f"remap entry {item!r} is not from:=to (entries are separated by commas)")
+        pairs.append((src, dst))
+    return tuple(pairs)
+
+
+def plan(values: Mapping[str, str]) -> tuple[PlannedNode, ...]:
+    """The nodes to start for these launch argument values (texts; missing ones take their defaults)."""
+    typed = resolve(values)
+    cfg = config_dir()
+    env = {"PYRUA_INTERFACES": str(pathlib.Path(typed["interfaces"]).resolve())} if typed["interfaces"] else {}
+    planned = []
+    for spec in NODES:
+        if not spec.when(typed):
+            continue
+        params = {a.name: typed[a.name] for a in ARGUMENTS if spec.key in a.to}
+        if spec.sim_time_follower:
+            params["use_sim_time"] = typed["use_sim_time"]
+        arguments: tuple[str, ...] = ()
+        if spec.key == "rviz":
+            arguments = ("-d", str(cfg / RVIZ_CONFIG))
+        planned.append(PlannedNode(
+            key=spec.key, package=spec.package, executable=spec.executable, name=spec.name,
+            params_file=cfg / spec.params_file if spec.params_file else None, parameters=params,
+            remappings=parse_remaps(typed["remap"]) if spec.key == AGENT_KEY else (),
+            env=dict(env), arguments=arguments, shutdown_on_exit=spec.shutdown_on_exit,
+            is_agent=spec.key == AGENT_KEY))
+    return tuple(planned)
+
+
+def yaml_scalar(value: Any) -> str:
+    """A parameter value as the YAML text ``-p name:=<text>`` needs so it keeps its type (strings stay strings)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=1 << 20).strip().removesuffix("...").strip()

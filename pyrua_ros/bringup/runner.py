@@ -1,0 +1,228 @@
+"""The pip-only launch runner: ``pyrua-ros launch libero_sim key:=value ...`` without ``ros2 launch``.
+
+It starts the nodes of :func:`pyrua_ros.bringup.graph.plan` as child processes, each in its own process group,
+with the same ``--ros-args`` a launch_ros ``Node`` would give (``-r __node:=<name> --params-file <yaml>
+-p k:=v -r from:=to``), and prefixes every output line with the node name. It ends the whole graph when the
+agent exits, when a node marked ``shutdown_on_exit`` (the driver) exits, on Ctrl-C or on SIGTERM: SIGINT to each
+child's process group, then SIGTERM, then SIGKILL, each after a deadline. The exit code is the agent's
+(signals as 128 + signal number); if the agent ended with 0 only because another node died first, it is 1.
+
+DDS discovery defaults to loopback (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) when the variable is unset,
+since every node of this graph runs on this machine; an explicit value is left alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import pathlib
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+from pyrua_ros.bringup import graph
+from pyrua_ros.driver.rosenv import default_to_localhost
+
+POLL_S = 0.05            # how often the supervisor looks at its children [s]
+SIGINT_GRACE_S = 10.0    # time each child gets to end after SIGINT [s]
+SIGTERM_GRACE_S = 5.0    # then after SIGTERM, before SIGKILL [s]
+
+
+class LaunchError(RuntimeError):
+    """The graph cannot be started as asked (missing executable or parameter file)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Child:
+    """A process the runner supervises: a label for its output, its argv, extra env and its exit semantics."""
+
+    label: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    shutdown_on_exit: bool = True
+    is_agent: bool = False
+
+
+def node_executable(node: graph.PlannedNode, prefix: str | os.PathLike = sys.prefix) -> list[str]:
+    """argv prefix that runs ``node``: ``<prefix>/lib/pyrua_ros/<exe>`` if installed, else ``python -m``."""
+    if node.package == graph.PACKAGE:
+        wrapper = pathlib.Path(prefix) / "lib" / graph.PACKAGE / node.executable
+        if wrapper.is_file() and os.access(wrapper, os.X_OK):
+            return [str(wrapper)]
+        return [sys.executable, "-m", f"pyrua_ros.nodes.{node.executable}"]
+    found = shutil.which(node.executable)
+    if not found:
+        raise LaunchError(f"{node.executable} ({node.package}) is not on PATH; it comes with a ROS 2 install. "
+                          f"Without one, launch with {node.key}:=false")
+    return [found]
+
+
+def ros_arguments(node: graph.PlannedNode) -> list[str]:
+    """The ``--ros-args`` part of a node's command line, exactly what launch_ros would pass."""
+    args = ["--ros-args", "-r", f"__node:={node.name}"]
+    if node.params_file is not None:
+        args += ["--params-file", str(node.params_file)]
+    for name, value in node.parameters.items():
+        args += ["-p", f"{name}:={graph.yaml_scalar(value)}"]
+    for src, dst in node.remappings:
+        args += ["-r", f"{src}:={dst}"]
+    return args
+
+
+def command(node: graph.PlannedNode, prefix: str | os.PathLike = sys.prefix) -> list[str]:
+    """Full argv of one planned node."""
+    if node.params_file is not None and not node.params_file.is_file():
+        raise LaunchError(f"parameter file {node.params_file} of node {node.name!r} does not exist")
+    return [*node_executable(node, prefix), *node.arguments, *ros_arguments(node)]
+
+
+def children(planned: Sequence[graph.PlannedNode], prefix: str | os.PathLike = sys.prefix) -> list[Child]:
+    return [Child(label=n.name, argv=tuple(command(n, prefix)), env=n.env, shutdown_on_exit=n.shutdown_on_exit,
+                  is_agent=n.is_agent) for n in planned]
+
+
+def _exit_status(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class Runner:
+    """Starts :class:`Child` processes, streams their output, and ends them all together.
+
+    Threading: one reader thread per child copies lines to ``out`` under a lock; the calling thread supervises.
+    """
+
+    def __init__(self, kids: Sequence[Child], *, env: Mapping[str, str] | None = None, out: TextIO | None = None):
+        if sum(k.is_agent for k in kids) != 1:
+            raise ValueError("the graph must hold exactly one agent child")
+        self.kids = list(kids)
+        self.env = dict(os.environ if env is None else env)
+        self.out = out or sys.stdout
+        self._lock = threading.Lock()
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._readers: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self.ended_by: str | None = None   # label of the child whose exit ended the graph, or "signal"
+
+    def say(self, label: str, line: str) -> None:
+        with self._lock:
+            self.out.write(f"[{label}] {line.rstrip()}\n")
+            self.out.flush()
+
+    def _pump(self, label: str, stream) -> None:
+        for raw in iter(stream.readline, b""):
+            self.say(label, raw.decode(errors="replace"))
+        stream.close()
+
+    def start(self) -> None:
+        width = max(len(k.label) for k in self.kids)
+        for kid in self.kids:
+            env = {**self.env, **kid.env, "PYTHONUNBUFFERED": "1"}
+            proc = subprocess.Popen(list(kid.argv), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            self._procs[kid.label] = proc
+            reader = threading.Thread(target=self._pump, args=(kid.label.ljust(width), proc.stdout),
+                                      name=f"out-{kid.label}", daemon=True)
+            reader.start()
+            self._readers.append(reader)
+            self.say("launch", f"started {kid.label} (pid {proc.pid}): {shlex.join(kid.argv)}")
+
+    def request_stop(self, *_sig) -> None:
+        """Ask the supervisor to end the graph (signal handlers call this)."""
+        self._stop.set()
+
+    def supervise(self, timeout: float | None = None) -> None:
+        """Wait until the agent or a shutdown-on-exit child ends, a stop is requested, or ``timeout`` [s] passes."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._stop.is_set():
+            for kid in self.kids:
+                code = self._procs[kid.label].poll()
+                if code is not None and (kid.is_agent or kid.shutdown_on_exit):
+                    self.ended_by = kid.label
+                    self.say("launch", f"{kid.label} exited with {_exit_status(code)}; shutting down")
+                    return
+            if deadline is not None and time.monotonic() >= deadline:
+                self.ended_by = "timeout"
+                return
+            self._stop.wait(POLL_S)
+        self.ended_by = "signal"
+
+    def shutdown(self) -> None:
+        """SIGINT, then SIGTERM, then SIGKILL to every child still alive, by its process group id (its PID)."""
+        for sig, grace in ((signal.SIGINT, SIGINT_GRACE_S), (signal.SIGTERM, SIGTERM_GRACE_S),
+                           (signal.SIGKILL, SIGTERM_GRACE_S)):
+            alive = [p for p in self._procs.values() if p.poll() is None]
+            if not alive:
+                break
+            for proc in alive:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)
+            deadline = time.monotonic() + grace
+            for proc in alive:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(max(0.0, deadline - time.monotonic()))
+        for reader in self._readers:
+            reader.join(timeout=2.0)
+
+    def exit_code(self) -> int:
+        agent = next(k for k in self.kids if k.is_agent)
+        code = self._procs[agent.label].returncode
+        status = 1 if code is None else _exit_status(code)
+        if status == 0 and self.ended_by not in (agent.label, None):
+            return 1
+        return status
+
+    def run(self) -> int:
+        """Start, supervise until the end, shut down; return the exit code (see the module docstring)."""
+        previous = {s: signal.signal(s, self.request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.start()
+            self.supervise()
+        finally:
+            self.shutdown()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        code = self.exit_code()
+        self.say("launch", f"done (ended by {self.ended_by}); exit code {code}")
+        return code
+
+
+def _show_arguments(out: TextIO) -> None:
+    for arg in graph.ARGUMENTS:
+        choices = f" (one of {', '.join(arg.choices)})" if arg.choices else ""
+        out.write(f"  {arg.name}:={arg.default!r}\n      {arg.description}{choices}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``pyrua-ros launch <launch> [name:=value ...]``; returns the process exit code."""
+    ap = argparse.ArgumentParser(prog="pyrua-ros launch", description=__doc__.splitlines()[0])
+    ap.add_argument("launch", choices=graph.LAUNCH_NAMES, help="launch description to run")
+    ap.add_argument("arguments", nargs="*", help="launch arguments as name:=value")
+    ap.add_argument("-s", "--show-args", action="store_true", help="list the launch arguments and exit")
+    ap.add_argument("--print", dest="print_only", action="store_true", help="print the commands, start nothing")
+    args = ap.parse_intermixed_args(argv)
+    if args.show_args:
+        _show_arguments(sys.stdout)
+        return 0
+    try:
+        kids = children(graph.plan(graph.parse_launch_args(args.arguments)))
+    except (ValueError, LaunchError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.print_only:
+        for kid in kids:
+            print(shlex.join(kid.argv))
+        return 0
+    env = default_to_localhost(dict(os.environ))
+    return Runner(kids, env=env).run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
