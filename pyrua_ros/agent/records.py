@@ -1,0 +1,347 @@
+"""Typed run records: ``result.json`` (schema ``pyrualean-episode-v2``), ``tool_turns.json`` and ``card.json``.
+
+One dataclass field per key of PYRUALEAN-CONTRACT.md 6.1, 6.2 and 6.4, so a missing key is a ``TypeError`` at
+construction, not a forgotten dict entry. ``to_json()`` gives the exact key set and order of the reference;
+``write_result`` / ``write_json`` replace the file atomically (temporary file in the same folder + rename), so a
+reader never sees half a record. Times are seconds, ``created_at`` is local ISO 8601 with the UTC offset.
+Our own runtime fields ride where the schema leaves room: ``host.runtime`` (``"openai"`` / ``"replay"``),
+``generation`` (token totals with the reference's names, requests, per-runtime audit) and the
+``<runtime>_returncode`` key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "pyrualean-episode-v2"
+SYSTEM = "pyrualean"
+PLAY_STATUSES = ("completed", "timeout", "call_budget", "planner_error", "error", "boot_error")
+FINISH_STATUSES = ("success", "failure", "stuck")
+BUDGET_MODES = ("calls", "wall")
+TOKEN_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens")
+
+
+def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}")
+
+
+def now_iso() -> str:
+    """Local time now as ISO 8601 with the UTC offset, seconds precision (``created_at``)."""
+    return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def write_json(path: Path | str, data: Any) -> Path:
+    """Write ``data`` as indented JSON to ``path`` atomically (temporary file + ``os.replace``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, ensure_ascii=False, default=str)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorInfo:
+    """Why an episode failed with an exception: ``type`` (class name), ``message``, optional ``traceback``."""
+
+    type: str
+    message: str
+    traceback: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{type, message}`` plus ``traceback`` when there is one."""
+        data = {"type": self.type, "message": self.message}
+        if self.traceback is not None:
+            data["traceback"] = self.traceback
+        return data
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, traceback_text: str | None = None) -> ErrorInfo:
+        """The record of a caught exception."""
+        return cls(type=type(exc).__name__, message=str(exc), traceback=traceback_text)
+
+
+@dataclasses.dataclass(frozen=True)
+class FinishRecord:
+    """The agent's ``finish`` call: ``status`` (success|failure|stuck), ``summary``, and whether the environment
+    had terminated (``robo.done``) when it was called. Only a claim: success is judged by the benchmark."""
+
+    status: str
+    summary: str
+    environment_terminated: bool
+
+    def __post_init__(self) -> None:
+        _check_choice("finish status", self.status, FINISH_STATUSES)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{status, summary, environment_terminated}``."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptRecord:
+    """``prompt``: length in characters, SHA-256 of ``prompt.txt`` and the attached image paths."""
+
+    chars: int
+    sha256: str
+    images: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """``{chars, sha256, images}``."""
+        return {"chars": self.chars, "sha256": self.sha256, "images": list(self.images)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Generation:
+    """``generation``: the runtime's audit. Token totals use the reference's names (summed over requests;
+    ``total_tokens`` = input + output); ``requests`` model requests; ``turns`` tool turns the runtime counted;
+    ``sandbox_flags`` ``[{turn, flags}]``; ``extra`` runtime-specific keys merged in (e.g. per-request usage)."""
+
+    runtime: str
+    model: str | None = None
+    input_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_output_tokens: int | None = None
+    total_tokens: int | None = None
+    requests: int = 0
+    turns: int | None = None
+    usage_source: str | None = None
+    sandbox_flags: tuple[dict[str, Any], ...] = ()
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """All fields, ``extra`` merged at top level (its keys may not shadow a field)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        data["sandbox_flags"] = [dict(flag) for flag in self.sandbox_flags]
+        clash = set(self.extra) & set(data)
+        if clash:
+            raise ValueError(f"generation extra keys shadow fields: {sorted(clash)}")
+        return {**data, **self.extra}
+
+
+@dataclasses.dataclass(frozen=True)
+class HostInfo:
+    """``host``: interpreter, GPU index as given (unused by a ROS backend, recorded), primitive set, runtime,
+    boot options, sandbox description, RPent root (accepted and recorded, meaningless here); the ``codex_*`` /
+    ``claude_cli`` keys exist only for those runtimes and are written only when set."""
+
+    python: str
+    cuda_device: str | None
+    primitive_set: str
+    runtime: str
+    boot_options: dict[str, Any]
+    sandbox: str
+    rpent_root: str | None = None
+    codex_context: dict[str, Any] | None = None
+    codex_home: str | None = None
+    claude_cli: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Fields in order; the optional runtime-specific ones only when not None."""
+        optional = {"codex_context", "codex_home", "claude_cli"}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name not in optional or getattr(self, f.name) is not None}
+
+
+def _json_value(value: Any) -> Any:
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeResult:
+    """One play episode's ``result.json`` (``pyrualean-episode-v2``, PYRUALEAN-CONTRACT.md 6.2).
+
+    ``environment_success`` is the benchmark predicate after the loop, never the agent's claim. ``calls`` is the
+    ledger length, ``env_steps`` the sum of the ledger's env steps, ``env_steps_total`` the backend frame counter.
+    Wall times [s]: ``policy_wall_s`` (agent loop), ``startup_s`` (boot), ``total_wall_s``; ``timeout_s`` =
+    ``budget_s``. ``runtime_returncode`` is written as ``<host.runtime>_returncode``.
+    """
+
+    arm: str
+    backend: str
+    robot: str
+    suite: str | None
+    task: int | str
+    seed: int
+    task_language: str | None
+    model: str | None
+    reasoning_effort: str | None
+    max_programs: int | None
+    images: str
+    feedback: str
+    guides: dict[str, Any] | bool
+    max_turns: int | None
+    budget_mode: str
+    environment_success: bool
+    status: str
+    reason: str | None
+    error: ErrorInfo | None
+    finish: FinishRecord | None
+    calls: int
+    stateful_calls: int
+    env_steps: int
+    tool_turns: int
+    policy_wall_s: float | None
+    startup_s: float | None
+    total_wall_s: float | None
+    timeout_s: float
+    max_episode_steps: int
+    prompt: PromptRecord | None
+    generation: Generation | None
+    host: HostInfo
+    created_at: str
+    notes: tuple[str, ...]
+    runtime_returncode: int | None
+    planner_attempts: int
+    env_steps_total: int | None
+    schema: str = SCHEMA
+    system: str = SYSTEM
+
+    def __post_init__(self) -> None:
+        _check_choice("status", self.status, PLAY_STATUSES)
+        _check_choice("budget_mode", self.budget_mode, BUDGET_MODES)
+        if self.schema != SCHEMA:
+            raise ValueError(f"schema must be {SCHEMA!r}; got {self.schema!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The exact key set and order of the reference's ``result.json``."""
+        data: dict[str, Any] = {"schema": self.schema, "system": self.system}
+        for field in dataclasses.fields(self):
+            if field.name in ("schema", "system"):
+                continue
+            value = _json_value(getattr(self, field.name))
+            if field.name == "runtime_returncode":
+                data[f"{self.host.runtime}_returncode"] = value
+            else:
+                data[field.name] = value
+        return data
+
+
+def write_result(path: Path | str, result: EpisodeResult | dict[str, Any]) -> Path:
+    """Write ``result.json`` atomically; ``path`` may be the run directory or the file itself."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "result.json"
+    return write_json(path, result.to_json() if isinstance(result, EpisodeResult) else result)
+
+
+def read_result(path: Path | str) -> dict[str, Any]:
+    """Load a ``result.json`` (file or run directory) as a dict; a clear error when it is missing or not JSON."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "result.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no result.json at {path}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds a {type(data).__name__}, expected a JSON object")
+    return data
+
+
+@dataclasses.dataclass(frozen=True)
+class TurnRecord:
+    """One tool turn in ``tool_turns.json`` (6.4): ``index`` (1-based), ``tool`` (python|run_program|finish|...),
+    ``elapsed_s`` (3 dp), ``ok`` (no ``error`` key in the result), ``moved`` (a stateful call ran), ``env_steps``
+    (frame delta), ``terminated`` (``robo.done`` after the turn), ``sandbox_flags``. Our additions, written only
+    when set: ``usage`` (token usage of the model request that made this call) and ``model_latency_s``."""
+
+    index: int
+    tool: str
+    elapsed_s: float
+    ok: bool
+    moved: bool
+    env_steps: int
+    terminated: bool
+    sandbox_flags: tuple[str, ...] = ()
+    usage: dict[str, Any] | None = None
+    model_latency_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The reference keys (``elapsed_s`` rounded to 3 dp), then our optional ones when set."""
+        data = {"index": self.index, "tool": self.tool, "elapsed_s": round(float(self.elapsed_s), 3),
+                "ok": self.ok, "moved": self.moved, "env_steps": self.env_steps, "terminated": self.terminated,
+                "sandbox_flags": list(self.sandbox_flags)}
+        if self.usage is not None:
+            data["usage"] = dict(self.usage)
+        if self.model_latency_s is not None:
+            data["model_latency_s"] = round(float(self.model_latency_s), 3)
+        return data
+
+
+def write_turns(path: Path | str, turns: Sequence[TurnRecord]) -> Path:
+    """Write ``tool_turns.json`` (a JSON list of turn records) atomically."""
+    return write_json(path, [turn.to_json() for turn in turns])
+
+
+@dataclasses.dataclass(frozen=True)
+class CardRecord:
+    """``card.json``: the non-privileged facts of an episode at step 0 (no object poses). ``eef_pos`` m,
+    ``eef_quat`` (x, y, z, w), ``gripper_opening`` m, ``images`` {camera: path relative to the run directory},
+    ``max_env_steps`` simulator steps, ``transfer`` (images show an example layout only), ``facts`` extra
+    bullet lines for robots without the LIBERO layout."""
+
+    suite: str
+    task: int | str
+    seed: int
+    task_language: str
+    object_names: tuple[str, ...]
+    eef_pos: tuple[float, float, float]
+    eef_quat: tuple[float, float, float, float]
+    gripper_opening: float
+    images: dict[str, str]
+    max_env_steps: int
+    transfer: bool = False
+    robot: str = "libero"
+    facts: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """All fields in order, tuples as lists."""
+        return {f.name: _json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CardRecord:
+        """Inverse of ``to_json``; unknown keys are an error that lists the known ones."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise ValueError(f"card.json has unknown keys {unknown}; known keys: {', '.join(names)}")
+        values = dict(data)
+        for key in ("object_names", "eef_pos", "eef_quat", "facts"):
+            if key in values:
+                values[key] = tuple(values[key])
+        values["images"] = dict(values.get("images", {}))
+        return cls(**values)
+
+    def write(self, path: Path | str) -> Path:
+        """Write ``card.json`` atomically (``path`` may be the run directory)."""
+        path = Path(path)
+        return write_json(path / "card.json" if path.is_dir() else path, self.to_json())
+
+    @classmethod
+    def read(cls, path: Path | str) -> CardRecord:
+        """Load ``card.json`` (file or run directory)."""
+        path = Path(path)
+        path = path / "card.json" if path.is_dir() else path
+        return cls.from_json(json.loads(path.read_text(encoding="utf-8")))

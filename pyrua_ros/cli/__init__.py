@@ -1,0 +1,1 @@
+"""The ``pyrualean`` / ``pyrua-ros`` command-line interface."""

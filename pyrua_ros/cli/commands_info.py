@@ -1,0 +1,120 @@
+"""The CLI subcommands that need no robot: ``api``, ``prompt``, ``summarize``, ``compare``.
+
+``add_info_parsers(subparsers)`` registers them on the main parser's subparsers (flags per
+PYRUALEAN-CONTRACT.md 4.2 "Other subcommands"); each sets ``func`` to its ``cmd_*`` function, which takes the
+parsed namespace and returns the exit status. Nothing here imports rclpy or boots a simulator: the reference is
+rendered from the ``robo`` class itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pyrua_ros.agent import compare as compare_mod
+from pyrua_ros.agent import summarize as summarize_mod
+from pyrua_ros.agent.prompt import (
+    ARMS,
+    FEEDBACK_MODES,
+    IMAGE_POLICIES,
+    NO_TOOLS_NOTE,
+    PRIMITIVE_SETS,
+    PromptOptions,
+    build_prompt,
+    render_reference,
+)
+from pyrua_ros.agent.records import CardRecord
+
+
+def robot_class(robot: str = "libero", primitives: str = "full") -> type:
+    """The ``robo`` class of a robot name and primitive set (imported lazily); ValueError listing the choices."""
+    if robot != "libero":
+        raise ValueError(f"robot must be one of libero; got {robot!r}")
+    from pyrua_ros.robo import libero
+
+    return libero.robot_class(primitives)
+
+
+def _default_primitives() -> str:
+    return os.environ.get("PYRUALEAN_PRIMITIVES") or "full"
+
+
+def _add_primitives(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--primitives", choices=PRIMITIVE_SETS, default=_default_primitives(),
+                        help="primitive set: full, or no-vla without the VLA skills (default $PYRUALEAN_PRIMITIVES "
+                             "or full)")
+
+
+def cmd_api(args: argparse.Namespace) -> int:
+    """Print the API reference of the ``robo`` class."""
+    print(render_reference(robot_class(args.robot, args.primitives), primitives=args.primitives), end="")
+    return 0
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    """Print the prompt an arm would get: system part, then (with ``--card``) the task card."""
+    options = PromptOptions(arm=args.arm, robot=args.robot, primitives=args.primitives, feedback=args.feedback,
+                            images=args.images, budget_s=args.budget_s, max_turns=args.max_turns,
+                            max_programs=args.max_programs, guides=args.guides, transfer=args.transfer,
+                            cell_timeout_s=args.cell_timeout_s)
+    card = None
+    if args.card is not None:
+        try:
+            card = CardRecord.read(args.card)
+        except (OSError, ValueError) as exc:
+            print(f"prompt: cannot read card {args.card}: {exc}", file=sys.stderr)
+            return 2
+    card_dir = Path(args.card).parent if args.card is not None and Path(args.card).is_file() else args.card
+    bundle = build_prompt(robot_class(args.robot, args.primitives), card, options, card_dir=card_dir)
+    if args.system_only or card is None:
+        print(bundle.system)
+    else:
+        print(bundle.text + (NO_TOOLS_NOTE if args.arm == "single-shot" else ""))
+    print(f"[prompt: {bundle.chars} chars, sha256 {bundle.sha256[:12]}, images {list(bundle.images)}]",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    """``summarize PATHS... [--json]``."""
+    return summarize_mod.run(args)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``compare METRICS... [--output] [--left-system] [--right-system]``; exit 2 when the pairing is invalid."""
+    return compare_mod.run(args)
+
+
+def add_info_parsers(subparsers: Any) -> None:
+    """Register ``api``, ``prompt``, ``summarize`` and ``compare`` on an ``add_subparsers()`` object."""
+    api = subparsers.add_parser("api", help="print the robo API reference (no simulator)")
+    api.add_argument("--robot", default="libero", choices=("libero",), help="robot (default libero)")
+    _add_primitives(api)
+    api.set_defaults(func=cmd_api)
+
+    prompt = subparsers.add_parser("prompt", help="print the prompt an arm would get (no simulator)")
+    prompt.add_argument("--card", type=Path, default=None, help="card.json (file or run directory) to render")
+    prompt.add_argument("--budget-s", type=float, default=1200.0, help="wall-clock budget in s (default 1200)")
+    prompt.add_argument("--system-only", action="store_true", help="print only the system part")
+    prompt.add_argument("--transfer", action="store_true", help="card images show one example layout only")
+    _add_primitives(prompt)
+    prompt.add_argument("--arm", choices=ARMS, default="single-shot", help="contract to render (default single-shot)")
+    prompt.add_argument("--robot", default="libero", choices=("libero",), help="robot (default libero)")
+    prompt.add_argument("--images", choices=IMAGE_POLICIES, default="on-motion", help="image policy of play arms")
+    prompt.add_argument("--feedback", choices=FEEDBACK_MODES, default="rich", help="feedback mode of play arms")
+    prompt.add_argument("--max-turns", type=int, default=None, help="decision budget (play arms)")
+    prompt.add_argument("--max-programs", type=int, default=None, help="program arm: max run_program calls")
+    prompt.add_argument("--guides", action="store_true", help="mention the guides in workspace/guides/")
+    prompt.add_argument("--cell-timeout-s", type=float, default=None, help="per-cell wall-clock limit to state")
+    prompt.set_defaults(func=cmd_prompt)
+
+    summarize = subparsers.add_parser("summarize", help="table (and --json aggregate) of run directories")
+    summarize_mod.add_arguments(summarize)
+    summarize.set_defaults(func=cmd_summarize)
+
+    compare = subparsers.add_parser("compare", help="strictly paired comparison of two systems")
+    compare_mod.add_arguments(compare)
+    compare.set_defaults(func=cmd_compare)

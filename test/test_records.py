@@ -1,0 +1,111 @@
+"""Typed run records: exact result.json key set and order, atomic writes, turn and card records."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from pyrua_ros.agent import records as R
+
+GOLDEN = Path(__file__).parent / "data" / "result_v2.json"
+
+# PYRUALEAN-CONTRACT.md 6.2, in order; "<runtime>_returncode" is "openai_returncode" for our runtime.
+RESULT_KEYS = [
+    "schema", "system", "arm", "backend", "robot", "suite", "task", "seed", "task_language", "model",
+    "reasoning_effort", "max_programs", "images", "feedback", "guides", "max_turns", "budget_mode",
+    "environment_success", "status", "reason", "error", "finish", "calls", "stateful_calls", "env_steps",
+    "tool_turns", "policy_wall_s", "startup_s", "total_wall_s", "timeout_s", "max_episode_steps", "prompt",
+    "generation", "host", "created_at", "notes", "openai_returncode", "planner_attempts", "env_steps_total",
+]
+
+
+def make_result(**overrides) -> R.EpisodeResult:
+    values = dict(
+        arm="cells", backend="libero", robot="libero", suite="libero_goal", task=8, seed=1,
+        task_language="put the bowl on the plate", model="m", reasoning_effort=None, max_programs=None,
+        images="on-motion", feedback="rich", guides=False, max_turns=None, budget_mode="wall",
+        environment_success=True, status="completed", reason=None, error=None,
+        finish=R.FinishRecord("success", "bowl on plate", True), calls=30, stateful_calls=9, env_steps=400,
+        tool_turns=6, policy_wall_s=88.25, startup_s=12.0, total_wall_s=101.0, timeout_s=1200.0,
+        max_episode_steps=10000, prompt=R.PromptRecord(30000, "0" * 64, ("card/agentview_high.png",)),
+        generation=R.Generation(runtime="openai", input_tokens=1000, output_tokens=200, total_tokens=1200, requests=6),
+        host=R.HostInfo(python="3.11.7", cuda_device=None, primitive_set="full", runtime="openai",
+                        boot_options={}, sandbox="subprocess"),
+        created_at=R.now_iso(), notes=(), runtime_returncode=0, planner_attempts=1, env_steps_total=400,
+    )
+    values.update(overrides)
+    return R.EpisodeResult(**values)
+
+
+def test_result_json_has_the_reference_keys_in_order():
+    data = make_result().to_json()
+    assert list(data) == RESULT_KEYS
+    assert data["schema"] == "pyrualean-episode-v2" and data["system"] == "pyrualean"
+    assert data["finish"] == {"status": "success", "summary": "bowl on plate", "environment_terminated": True}
+    assert data["host"]["runtime"] == "openai" and "codex_home" not in data["host"]
+    assert data["generation"]["input_tokens"] == 1000 and data["generation"]["runtime"] == "openai"
+    assert json.loads(json.dumps(data)) == data  # plain JSON values only
+
+
+def test_golden_file_matches_the_record_type():
+    golden = json.loads(GOLDEN.read_text())
+    assert list(golden) == RESULT_KEYS
+    assert set(golden["host"]) == {f.name for f in dataclasses.fields(R.HostInfo)
+                                   if f.name not in ("codex_context", "codex_home", "claude_cli")}
+
+
+def test_a_missing_field_is_a_type_error_and_bad_values_list_choices():
+    fields = {f.name for f in dataclasses.fields(R.EpisodeResult)}
+    assert fields >= {"policy_wall_s", "env_steps_total", "runtime_returncode", "planner_attempts"}
+    with pytest.raises(TypeError):
+        R.EpisodeResult(arm="cells")
+    with pytest.raises(ValueError, match="status must be one of completed, timeout, call_budget, planner_error, "
+                                         "error, boot_error; got 'crashed'"):
+        make_result(status="crashed")
+    with pytest.raises(ValueError, match="finish status must be one of success, failure, stuck"):
+        R.FinishRecord("done", "x", False)
+    with pytest.raises(ValueError, match="shadow fields"):
+        R.Generation(runtime="openai", extra={"requests": 3}).to_json()
+
+
+def test_write_result_is_atomic(tmp_path):
+    path = R.write_result(tmp_path, make_result())
+    assert path == tmp_path / "result.json"
+    before = path.read_text()
+
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        R.write_result(path, {"schema": R.SCHEMA, "bad": Unprintable()})
+    assert path.read_text() == before  # the old record survives a failed write
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]  # no temporary file left behind
+    assert R.read_result(tmp_path)["status"] == "completed"
+
+
+def test_read_result_errors_are_clear(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"no result\.json at"):
+        R.read_result(tmp_path)
+    (tmp_path / "result.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="holds a list, expected a JSON object"):
+        R.read_result(tmp_path)
+
+
+def test_turn_record_and_turns_file(tmp_path):
+    turn = R.TurnRecord(index=1, tool="python", elapsed_s=1.23456, ok=True, moved=True, env_steps=42,
+                        terminated=False, sandbox_flags=("probe:getattr",))
+    assert turn.to_json() == {"index": 1, "tool": "python", "elapsed_s": 1.235, "ok": True, "moved": True,
+                              "env_steps": 42, "terminated": False, "sandbox_flags": ["probe:getattr"]}
+    with_usage = dataclasses.replace(turn, usage={"prompt_tokens": 10}, model_latency_s=0.5)
+    assert with_usage.to_json()["usage"] == {"prompt_tokens": 10}
+    R.write_turns(tmp_path / "tool_turns.json", [turn, with_usage])
+    assert len(json.loads((tmp_path / "tool_turns.json").read_text())) == 2
+
+
+def test_card_record_rejects_unknown_keys():
+    with pytest.raises(ValueError, match="unknown keys \\['poses'\\]; known keys: suite, task"):
+        R.CardRecord.from_json({"poses": {}})

@@ -1,0 +1,150 @@
+"""summarize and compare: the golden result.json stays readable, exact table and aggregate, strict pairing."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pyrua_ros.agent import compare as C
+from pyrua_ros.agent import summarize as S
+
+GOLDEN = Path(__file__).parent / "data" / "result_v2.json"
+AGGREGATE_KEYS = [
+    "episodes", "native_sr", "native_sr_denominator", "unknown_outcome_episodes", "statuses", "mean_calls",
+    "mean_stateful_calls", "mean_env_steps", "mean_turns", "mean_wall_time_s", "mean_input_tokens",
+    "mean_cached_input_tokens", "mean_output_tokens", "mean_reasoning_output_tokens", "mean_total_tokens",
+]
+
+
+def run_dir(root: Path, name: str, **changes) -> Path:
+    """A run directory holding the golden result.json with some keys changed."""
+    data = json.loads(GOLDEN.read_text())
+    data.update(changes)
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps(data))
+    return folder
+
+
+def test_golden_play_result_is_read():
+    (m,) = S.load_metrics([GOLDEN])
+    assert m.system == "pyrualean:cells" and m.backend == "libero" and m.task == "libero_goal_swap:3"
+    assert (m.seed, m.environment_success, m.status) == (0, False, "call_budget")
+    assert (m.calls, m.stateful_calls, m.env_steps, m.turns) == (212, 57, 2311, 40)
+    assert (m.wall_time_s, m.startup_s) == (1874.26, 41.7)
+    assert (m.input_tokens, m.cached_input_tokens, m.output_tokens, m.reasoning_output_tokens,
+            m.total_tokens) == (1203345, 1101120, 48211, 30122, 1251556)
+    assert m.source == str(GOLDEN)
+
+
+def test_single_shot_run_record_is_read(tmp_path):
+    data = {"schema": "pyrualean-run-v2", "system": "pyrualean", "backend": "libero", "suite": "libero_goal",
+            "task": 8, "seed": 2, "environment_success": None, "status": "error", "calls": 4,
+            "error": {"type": "ValueError", "message": "bad"}, "policy_wall_s": 3.0,
+            "generation": {"turns": 1, "prompt_tokens": 900, "completion_tokens": 100}}
+    (tmp_path / "result.json").write_text(json.dumps(data))
+    (m,) = S.load_metrics([tmp_path])
+    assert m.system == "pyrualean" and m.environment_success is False  # a crash is a failure, not unknown
+    assert (m.turns, m.input_tokens, m.output_tokens, m.total_tokens) == (1, 900, 100, 1000)
+    assert m.notes[-1] == "ValueError: bad"
+
+
+def test_table_has_fixed_columns():
+    metrics = S.load_metrics([GOLDEN])
+    lines = S.format_table([*metrics, dataclasses.replace(metrics[0], environment_success=None, calls=None)])
+    header, row, unknown = lines.splitlines()
+    assert header == ("system            task                   seed ok status     turns calls  steps  wall_s"
+                      "    in_tok    cached out_tok")
+    assert row == ("pyrualean:cells   libero_goal_swap:3        0 N  call_budget    40   212   2311  1874.3"
+                   "   1203345   1101120   48211")
+    assert unknown.split()[3] == "-" and unknown.split()[6] == "-"
+
+
+def test_aggregate_keys_and_means(tmp_path):
+    a = run_dir(tmp_path, "a", environment_success=True, status="completed", calls=100)
+    b = run_dir(tmp_path, "b", seed=1)
+    metrics = S.load_metrics([tmp_path])  # a folder of run directories
+    assert [m.source for m in metrics] == [str(a / "result.json"), str(b / "result.json")]
+    agg = S.aggregate([*metrics, dataclasses.replace(metrics[0], environment_success=None, calls=None)])
+    assert list(agg) == AGGREGATE_KEYS
+    assert (agg["episodes"], agg["native_sr_denominator"], agg["unknown_outcome_episodes"]) == (3, 2, 1)
+    assert agg["native_sr"] == 0.5
+    assert agg["statuses"] == {"completed": 2, "call_budget": 1}
+    assert agg["mean_calls"] == 156.0  # mean of 100 and 212; the None is skipped
+    assert S.aggregate([])["native_sr"] is None
+
+
+def test_summarize_cli(tmp_path, capsys):
+    assert S.main([str(GOLDEN), "--json"]) == 0
+    out = capsys.readouterr().out
+    table, agg = out.split("\n{", 1)
+    assert table.startswith("system") and json.loads("{" + agg)["episodes"] == 1
+    assert S.main([str(tmp_path)]) == 2
+    assert "no result.json in it or in its sub-folders" in capsys.readouterr().err
+
+
+def rpent_metrics(tmp_path: Path, keys: list[tuple[str, int]], *, name: str = "rpent.json") -> Path:
+    (golden,) = S.load_metrics([GOLDEN])
+    items = [dataclasses.replace(golden, system="rpent", task=task, seed=seed, calls=200, environment_success=True,
+                                 source="rpent").to_json() for task, seed in keys]
+    path = tmp_path / name
+    path.write_text(json.dumps({"metrics": items}))
+    return path
+
+
+def test_compare_pairs_strictly_with_play_results_by_default(tmp_path):
+    left = rpent_metrics(tmp_path, [("libero_goal_swap:3", 0), ("libero_goal_swap:3", 1)])
+    run_dir(tmp_path / "runs", "s0")
+    run_dir(tmp_path / "runs", "s1", seed=1, environment_success=True)
+    report = C.compare(S.load_metrics([left, tmp_path / "runs"]))  # default systems: rpent vs pyrualean(:cells)
+    assert report["protocol"] == "pyrualean-paired-v2"
+    assert report["systems"] == {"left": "rpent", "right": "pyrualean"}
+    pairing = report["pairing"]
+    assert pairing["valid"] and pairing["matched_episodes"] == 2 and pairing["input_episodes"] == 4
+    first = report["pairs"][0]
+    assert (first["backend"], first["task"], first["seed"]) == ("libero", "libero_goal_swap:3", 0)
+    assert first["rpent"]["calls"] == 200 and first["pyrualean"]["system"] == "pyrualean:cells"
+    assert first["delta"]["calls"] == 12 and first["delta"]["native_success_delta"] == -1
+    assert report["pairs"][1]["delta"]["native_success_delta"] == 0
+    assert report["summary"]["left"]["native_sr"] == 1.0 and report["summary"]["right"]["native_sr"] == 0.5
+
+
+def test_compare_reports_duplicates_and_unmatched_and_exits_2(tmp_path, capsys):
+    left = rpent_metrics(tmp_path, [("libero_goal_swap:3", 0), ("libero_goal_swap:3", 5)])
+    run_dir(tmp_path / "runs", "cells")
+    run_dir(tmp_path / "runs", "program", arm="program")  # same key, other arm: ambiguous, not silently chosen
+    report = C.compare(S.load_metrics([left, tmp_path / "runs"]))
+    pairing = report["pairing"]
+    assert not pairing["valid"]
+    assert pairing["duplicate_keys"][0]["systems"] == ["pyrualean:cells", "pyrualean:program"]
+    assert [(u["seed"], u["present_in"]) for u in pairing["unmatched_keys"]] == [(5, "rpent")]
+    out = tmp_path / "report.json"
+    assert C.main([str(left), str(tmp_path / "runs"), "--output", str(out)]) == 2
+    assert "pairing is invalid" in capsys.readouterr().err
+    assert json.loads(out.read_text())["pairing"]["valid"] is False
+    # naming one arm makes it valid for the matched key only; seed 5 stays unmatched
+    shutil.rmtree(tmp_path / "runs" / "program")
+    assert C.main([str(left), str(tmp_path / "runs"), "--right-system", "pyrualean:cells"]) == 2
+    with pytest.raises(ValueError, match="overlap"):
+        C.compare([], "pyrualean", "pyrualean:cells")
+
+
+def test_info_parsers_dispatch_summarize_and_compare(tmp_path, capsys):
+    import argparse
+
+    from pyrua_ros.cli.commands_info import add_info_parsers
+
+    parser = argparse.ArgumentParser(prog="pyrualean")
+    add_info_parsers(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["summarize", str(GOLDEN), "--json"])
+    assert args.func(args) == 0 and "pyrualean:cells" in capsys.readouterr().out
+    args = parser.parse_args(["compare", str(GOLDEN)])  # no rpent side: every episode unmatched
+    assert (args.left_system, args.right_system) == ("rpent", "pyrualean")
+    assert args.func(args) == 2
+    with pytest.raises(SystemExit):
+        parser.parse_args(["api", "--primitives", "some"])
+    assert "invalid choice: 'some'" in capsys.readouterr().err
