@@ -1,0 +1,429 @@
+"""The fake arm driver: pure FK/IK and renderer checks, then the real node over loopback DDS.
+
+One node process serves the ROS tests of this module (module fixture); each test resets the episode first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from pyrua_ros.driver.interfaces import load
+from pyrua_ros.fake_arm import kinematics as kin
+from pyrua_ros.fake_arm.episode import FakeEpisode
+from pyrua_ros.fake_arm.scene import back_project, render
+from pyrua_ros.testing import spin_until
+
+NAMES = load()
+
+
+# ----- pure cores -----
+def test_fk_matches_jacobian_and_ik_reaches_pose():
+    arm = kin.Panda(kin.transform(None, (-0.66, 0.0, 0.912)))
+    q = np.array([0.1, -0.3, 0.2, -2.2, 0.1, 2.0, 0.5])
+    J, T = arm.jacobian(q)
+    for i in range(7):
+        dq = np.zeros(7)
+        dq[i] = 1e-6
+        assert np.allclose((arm.fk(q + dq)[:3, 3] - T[:3, 3]) / 1e-6, J[:3, i], atol=1e-4)
+    target = kin.transform(np.diag([1.0, -1.0, -1.0]), (-0.1, 0.1, 1.05))
+    q_sol, err = arm.ik(q, target, iters=100)
+    assert err < 1e-5
+    assert np.all(q_sol >= kin.Q_MIN) and np.all(q_sol <= kin.Q_MAX)
+    assert np.allclose(arm.fk(q_sol)[:3, 3], target[:3, 3], atol=1e-5)
+
+
+def test_twist_integration_tracks_and_joint_limits_hold():
+    ep = FakeEpisode(0, 0, 300)
+    start = ep.T_world_ee()[:3, 3].copy()
+    assert np.allclose(start, (-0.21, 0.0, 1.17), atol=1e-6)
+    for _ in range(20):
+        ep.step_twist([0.2, 0.0, 0.0], [0.0, 0.0, 0.0])
+    assert np.linalg.norm(ep.T_world_ee()[:3, 3] - (start + np.array([0.2, 0.0, 0.0]))) < 0.005
+    for _ in range(100):  # push far beyond reach: the joints stay inside their limits
+        ep.step_twist([0.0, 0.0, 1.0], [0.0, 0.0, 0.0])
+    assert np.all(ep.q >= kin.Q_MIN - 1e-9) and np.all(ep.q <= kin.Q_MAX + 1e-9)
+
+
+def test_renderer_depth_back_projects_to_the_cube_and_is_fast():
+    ep = FakeEpisode(0, 0, 300)
+    cube = ep.objects["red_cube_1"]
+    for size, budget in ((256, 0.3), (1024, 1.5)):
+        cam = ep.camera("agentview", size)
+        t0 = time.perf_counter()
+        color, depth, seg = render(ep.shapes(), cam)
+        elapsed = time.perf_counter() - t0
+        assert color.shape == (size, size, 3) and depth.dtype == np.float32 and seg.dtype == np.int32
+        assert elapsed < budget, f"{size}x{size} render took {elapsed:.2f} s"
+    rows, cols = np.nonzero(seg == cube.seg_id)
+    assert rows.size > 50
+    pts = np.array([back_project(u, v, depth[v, u], cam.K, cam.T_world_optical) for v, u in zip(rows, cols)])
+    centre = (pts.min(axis=0) + pts.max(axis=0)) / 2
+    assert np.linalg.norm(centre - cube.T[:3, 3]) < 0.01
+    assert set(np.unique(seg)) >= {cube.seg_id, ep.robot_id}
+    assert color[rows, cols].mean(axis=0)[0] > 100   # the cube is red
+
+
+def test_grasp_carry_release_on_plate_succeeds():
+    ep = FakeEpisode(0, 3, 400)
+
+    def go(p):
+        for _ in range(80):
+            d = np.asarray(p) - ep.T_world_ee()[:3, 3]
+            if np.linalg.norm(d) < 0.002:
+                return
+            ep.step_twist(np.clip(d / 0.05, -0.5, 0.5), [0.0, 0.0, 0.0])
+
+    cube = ep.objects["red_cube_1"].T[:3, 3].copy()
+    plate = ep.objects["plate_1"].T[:3, 3].copy()
+    go(cube + np.array([0, 0, 0.1]))
+    go(cube)
+    ep.set_gripper_target(0.0)
+    for _ in range(10):
+        ep.step_hold()
+    assert ep.attached == "red_cube_1" and abs(ep.opening - 0.04) < 1e-3
+    go(cube + np.array([0, 0, 0.15]))
+    assert ep.objects["red_cube_1"].T[2, 3] > cube[2] + 0.1
+    go(plate + np.array([0, 0, 0.08]))
+    assert not ep.success
+    ep.set_gripper_target(0.08)
+    for _ in range(10):
+        ep.step_hold()
+    assert ep.attached is None and ep.success
+    assert abs(ep.objects["red_cube_1"].T[2, 3] - (plate[2] + 0.008 + 0.02)) < 1e-3
+
+
+def test_bad_task_lists_valid_range():
+    with pytest.raises(ValueError, match=r"valid 0\.\.1"):
+        FakeEpisode(5, 0, 10)
+
+
+# ----- the node over DDS -----
+@pytest.fixture(scope="module")
+def node_proc():
+    from pyrua_ros.testing import NodeProcess
+
+    proc = NodeProcess.module("pyrua_ros.nodes.fake_arm_node")
+    assert proc.wait_for_output("fake arm ready", 30), proc.output()
+    yield proc
+    code = proc.stop()
+    assert code == 0, proc.output()
+
+
+@pytest.fixture
+def arm(node_proc, ros_client):
+    return Arm(ros_client)
+
+
+class Arm:
+    """Test-side helpers over a RosClient: reset, lockstep twists, actions, captures."""
+
+    def __init__(self, client):
+        from geometry_msgs.msg import PoseStamped, TwistStamped
+        from std_msgs.msg import Bool, String
+
+        from pyrua_ros.driver import qos
+
+        self.c, self.node = client, client.node
+        self.poses: list = []
+        self.events: list = []
+        self.statuses: list = []
+        self.pose_ev = threading.Condition()
+        self.node.create_subscription(PoseStamped, NAMES.driver.ee_pose, self._pose, qos.LOCKSTEP)
+        self.node.create_subscription(String, NAMES.driver.safety_events, lambda m: self.events.append(
+            json.loads(m.data)), qos.EVENTS)
+        self.node.create_subscription(String, NAMES.sim.episode_status, lambda m: self.statuses.append(
+            json.loads(m.data)), qos.LATCHED)
+        self.twist_pub = self.node.create_publisher(TwistStamped, NAMES.driver.servo_twist, qos.LOCKSTEP)
+        self.estop_pub = self.node.create_publisher(Bool, NAMES.driver.estop, qos.EVENTS)
+        self.TwistStamped, self.Bool = TwistStamped, Bool
+
+    def _pose(self, msg):
+        with self.pose_ev:
+            self.poses.append(msg)
+            self.pose_ev.notify_all()
+
+    def call(self, srv_type, name, request=None, timeout=15.0):
+        cli = self.node.create_client(srv_type, name)
+        try:
+            assert cli.wait_for_service(timeout_sec=timeout), f"no service {name}"
+            return self.c.wait_future(cli.call_async(request or srv_type.Request()), timeout)
+        finally:
+            self.node.destroy_client(cli)
+
+    def reset(self, **params) -> dict:
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        from rcl_interfaces.srv import SetParametersAtomically
+        from std_srvs.srv import Trigger
+
+        if params:
+            req = SetParametersAtomically.Request()
+            for k, v in params.items():
+                val = (ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=v) if isinstance(v, int)
+                       else ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=v))
+                req.parameters.append(Parameter(name=k, value=val))
+            res = self.call(SetParametersAtomically, f"{NAMES.sim.node}/set_parameters_atomically", req)
+            if not res.result.successful:
+                return {"refused": res.result.reason}
+        resp = self.call(Trigger, NAMES.sim.reset)
+        assert resp.success
+        return json.loads(resp.message)
+
+    def twist(self, v, w=(0.0, 0.0, 0.0), timeout=5.0):
+        """Publish one twist and wait for the /ee_pose it produces (None when no step happened)."""
+        with self.pose_ev:
+            n = len(self.poses)
+        msg = self.TwistStamped()
+        msg.header.frame_id = NAMES.frames.world
+        (msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z) = v
+        (msg.twist.angular.x, msg.twist.angular.y, msg.twist.angular.z) = w
+        deadline = time.monotonic() + timeout
+        while self.twist_pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.twist_pub.publish(msg)
+        with self.pose_ev:
+            self.pose_ev.wait_for(lambda: len(self.poses) > n, timeout)
+            return self.poses[-1] if len(self.poses) > n else None
+
+    def action(self, action_type, name, goal, timeout=20.0, cancel_after_feedback=0):
+        from rclpy.action import ActionClient
+
+        feedback = []
+        ac = ActionClient(self.node, action_type, name)
+        try:
+            assert ac.wait_for_server(timeout_sec=15.0), f"no action server {name}"
+            gh = self.c.wait_future(ac.send_goal_async(goal, feedback_callback=lambda f: feedback.append(
+                f.feedback)), timeout)
+            assert gh.accepted
+            if cancel_after_feedback:
+                deadline = time.monotonic() + timeout
+                while len(feedback) < cancel_after_feedback and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                self.c.wait_future(gh.cancel_goal_async(), timeout)
+            res = self.c.wait_future(gh.get_result_async(), timeout)
+            return res.status, res.result, feedback
+        finally:
+            ac.destroy()
+
+
+def _pos(pose):
+    p = pose.pose.position
+    return np.array([p.x, p.y, p.z])
+
+
+def test_topics_types_frames_and_description(arm):
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+    from tf2_msgs.msg import TFMessage
+
+    from pyrua_ros.driver import qos
+
+    status = arm.reset(task=0, seed=0)
+    assert status["suite"] == "fake_table" and status["step"] == 0
+    assert status["task_language"] == "put the red cube on the plate"
+    assert {"red_cube_1", "blue_can_1", "plate_1"} <= set(status["object_names"])
+    pose = arm.twist((0.0, 0.0, 0.0))
+    assert pose.header.frame_id == NAMES.frames.world
+    assert np.allclose(_pos(pose), (-0.21, 0.0, 1.17), atol=1e-3)
+    urdf = arm.c.latest(String, NAMES.driver.robot_description, 10.0, qos=qos.LATCHED).data
+    for joint in (*NAMES.robot.arm_joints, *NAMES.robot.finger_joints):
+        assert f'name="{joint}"' in urdf
+    static = arm.c.latest(TFMessage, NAMES.driver.tf_static, 10.0, qos=qos.TF_STATIC)
+    children = {t.child_frame_id for t in static.transforms}
+    assert {NAMES.frames.optical(c) for c in NAMES.robot.cameras} <= children
+    assert NAMES.frames.end_effector in children
+    got = {}
+
+    def on_js(msg):
+        got["js"] = msg
+
+    sub = arm.node.create_subscription(JointState, NAMES.driver.joint_states, on_js, qos.LOCKSTEP)
+    try:
+        arm.twist((0.0, 0.0, 0.0))
+        deadline = time.monotonic() + 5
+        while "js" not in got and time.monotonic() < deadline:
+            arm.twist((0.0, 0.0, 0.0))
+    finally:
+        arm.node.destroy_subscription(sub)
+    js = got["js"]
+    assert list(js.name) == [*NAMES.robot.arm_joints, *NAMES.robot.finger_joints]
+    assert abs((js.position[7] - js.position[8]) - 0.08) < 1e-6
+
+
+def test_twist_drive_20cm_tracked_by_ee_pose(arm):
+    arm.reset(task=0, seed=0)
+    start = _pos(arm.twist((0.0, 0.0, 0.0)))
+    stamps = []
+    for _ in range(20):   # 0.2 m/s for 20 steps of 0.05 s = 0.2 m along -y
+        pose = arm.twist((0.0, -0.2, 0.0))
+        assert pose is not None
+        stamps.append(pose.header.stamp.sec + pose.header.stamp.nanosec * 1e-9)
+    end = _pos(pose)
+    assert np.linalg.norm(end - (start + np.array([0.0, -0.2, 0.0]))) < 0.015
+    assert np.allclose(np.diff(stamps), NAMES.robot.control_period_s, atol=1e-6)
+
+
+def test_gripper_goal_closes_and_reports(arm):
+    from control_msgs.action import GripperCommand
+
+    arm.reset(task=0, seed=0)
+    goal = GripperCommand.Goal()
+    goal.command.position = 0.0
+    status, result, feedback = arm.action(GripperCommand, NAMES.driver.gripper_command, goal)
+    assert status == 4  # SUCCEEDED
+    assert result.reached_goal and result.position < 0.004 and feedback   # feedback is not guaranteed per step
+    assert all(a.position >= b.position for a, b in itertools.pairwise(feedback))
+    assert spin_until(lambda: arm.statuses[-1]["gripper_opening"] < 0.004, 2.0)
+
+
+def test_trajectory_runs_cancels_and_rejects_bad_goals(arm):
+    from builtin_interfaces.msg import Duration
+    from control_msgs.action import FollowJointTrajectory
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    arm.reset(task=0, seed=0)
+
+    def goal(names, points):
+        g = FollowJointTrajectory.Goal()
+        g.trajectory.joint_names = names
+        for t, pos in points:
+            g.trajectory.points.append(JointTrajectoryPoint(positions=pos, time_from_start=Duration(
+                sec=int(t), nanosec=int((t % 1) * 1e9))))
+        return g
+
+    j1 = NAMES.robot.arm_joints[0]
+    status, result, fb = arm.action(FollowJointTrajectory, NAMES.driver.follow_joint_trajectory,
+                                    goal([j1], [(0.5, [0.3])]))
+    assert status == 4 and result.error_code == 0 and fb
+    assert spin_until(lambda: arm.statuses[-1]["step"] >= 10, 2.0) and arm.statuses[-1]["step"] == 10  # 0.5 s
+    status, result, fb = arm.action(FollowJointTrajectory, NAMES.driver.follow_joint_trajectory,
+                                    goal([j1], [(5.0, [-0.3])]), cancel_after_feedback=3)
+    assert status == 5  # CANCELED
+    assert fb and fb[-1].actual.positions[0] > -0.3 + 0.1 and arm.statuses[-1]["step"] < 10 + 100
+    status, result, _ = arm.action(FollowJointTrajectory, NAMES.driver.follow_joint_trajectory,
+                                   goal(["elbow"], [(0.5, [0.3])]))
+    assert result.error_code == FollowJointTrajectory.Result.INVALID_JOINTS and "robot0_joint1" in result.error_string
+    status, result, _ = arm.action(FollowJointTrajectory, NAMES.driver.follow_joint_trajectory,
+                                   goal([j1], [(0.5, [0.3]), (0.4, [0.2])]))
+    assert result.error_code == FollowJointTrajectory.Result.INVALID_GOAL
+
+
+def test_capture_back_projects_the_cube(arm):
+    from sensor_msgs.msg import CameraInfo, Image
+    from std_srvs.srv import Trigger
+    from tf2_msgs.msg import TFMessage
+
+    from pyrua_ros.driver import convert, qos
+
+    arm.reset(task=0, seed=0)
+    cam, res = "agentview", "low"
+    topics = NAMES.sim.capture_topics(cam, res)
+    resp = arm.call(Trigger, NAMES.sim.capture_service(cam, res))
+    meta = json.loads(resp.message)
+    assert resp.success and meta["camera"] == cam and meta["resolution"] == res
+    assert arm.call(Trigger, NAMES.sim.segmentation_service(cam, res)).success
+    color = arm.c.latest(Image, topics["color"], 10.0, qos=qos.LATCHED)
+    depth = arm.c.latest(Image, topics["depth"], 10.0, qos=qos.LATCHED)
+    seg = arm.c.latest(Image, topics["segmentation"], 10.0, qos=qos.LATCHED)
+    info = arm.c.latest(CameraInfo, topics["camera_info"], 10.0, qos=qos.LATCHED)
+    from std_msgs.msg import String
+
+    labels = json.loads(arm.c.latest(String, NAMES.sim.segmentation_labels, 10.0, qos=qos.LATCHED).data)
+    assert (color.encoding, depth.encoding, seg.encoding) == ("rgb8", "32FC1", "32SC1")
+    frame = NAMES.frames.optical(cam)
+    assert color.header.frame_id == depth.header.frame_id == info.header.frame_id == frame
+    assert [color.header.stamp.sec, color.header.stamp.nanosec] == meta["stamp"]
+    static = arm.c.latest(TFMessage, NAMES.driver.tf_static, 10.0, qos=qos.TF_STATIC)
+    tf = next(t for t in static.transforms if t.child_frame_id == frame)
+    assert tf.header.frame_id == NAMES.frames.world
+    T = convert.transform_to_matrix(tf.transform)
+    K = convert.camera_info_to_K(info)
+    d, s = convert.image_to_numpy(depth), convert.image_to_numpy(seg)
+    cube_id = int(next(k for k, v in labels.items() if v == "red_cube_1"))
+    rows, cols = np.nonzero(s == cube_id)
+    v, u = round(rows.mean()), round(cols.mean())
+    pts = np.array([back_project(c, r, d[r, c], K, T) for r, c in zip(rows, cols)])
+    truth = np.array([0.0, -0.15, 0.92])   # the nominal (seed 0) cube centre
+    assert np.linalg.norm((pts.min(axis=0) + pts.max(axis=0)) / 2 - truth) < 0.02
+    assert np.linalg.norm(back_project(u, v, d[v, u], K, T) - truth) < 0.03   # a surface point of a 4 cm cube
+
+
+def _capture_depth(arm, after_step: int) -> np.ndarray:
+    from sensor_msgs.msg import Image
+    from std_srvs.srv import Trigger
+
+    from pyrua_ros.driver import convert, qos
+
+    topic = NAMES.sim.capture_topics("agentview", "low")["depth"]
+    meta = json.loads(arm.call(Trigger, NAMES.sim.capture_service("agentview", "low")).message)
+    assert meta["step"] == after_step
+    msg = arm.c.latest(Image, topic, 10.0, qos=qos.LATCHED,
+                       predicate=lambda m: [m.header.stamp.sec, m.header.stamp.nanosec] == meta["stamp"])
+    return convert.image_to_numpy(msg).copy()
+
+
+def test_reset_is_deterministic_and_validates(arm):
+    a = arm.reset(task=1, seed=7)
+    depth_a = _capture_depth(arm, 0)
+    for _ in range(3):
+        arm.twist((0.1, 0.0, 0.0))
+    b = arm.reset(task=1, seed=7)
+    depth_b = _capture_depth(arm, 0)
+    assert a["episode_id"] + 1 == b["episode_id"] and b["step"] == 0
+    assert b["sim_time"] > a["sim_time"]    # sim time never runs backwards across resets
+    assert {k: a[k] for k in ("task", "seed", "task_language")} == {k: b[k] for k in ("task", "seed", "task_language")}
+    assert a["task_language"] == "put the blue can on the plate"
+    assert np.array_equal(depth_a, depth_b)
+    arm.reset(task=1, seed=8)
+    assert not np.array_equal(depth_a, _capture_depth(arm, 0))   # another seed, another layout
+    assert "valid 0..1" in arm.reset(task=9)["refused"]
+    assert "fake_table" in arm.reset(suite="libero_goal")["refused"]
+
+
+def test_estop_latches_and_releases(arm):
+    arm.reset(task=0, seed=0)
+    arm.twist((0.0, 0.0, 0.0))
+    arm.estop_pub.publish(arm.Bool(data=True))
+    deadline = time.monotonic() + 5
+    while not (arm.statuses and arm.statuses[-1]["estop"]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert arm.statuses[-1]["estop"]
+    assert arm.twist((0.1, 0.0, 0.0), timeout=1.0) is None
+    assert any(e["kind"] == "refused" and "e-stop" in e["reason"] for e in arm.events)
+    arm.estop_pub.publish(arm.Bool(data=False))
+    deadline = time.monotonic() + 5
+    while arm.statuses[-1]["estop"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert arm.twist((0.1, 0.0, 0.0)) is not None
+
+
+def test_estop_aborts_an_active_trajectory(arm):
+    from builtin_interfaces.msg import Duration
+    from control_msgs.action import FollowJointTrajectory
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    arm.reset(task=0, seed=0)
+    g = FollowJointTrajectory.Goal()
+    g.trajectory.joint_names = [NAMES.robot.arm_joints[0]]
+    g.trajectory.points.append(JointTrajectoryPoint(positions=[0.5], time_from_start=Duration(sec=20)))
+    done = {}
+
+    def run():
+        done["out"] = arm.action(FollowJointTrajectory, NAMES.driver.follow_joint_trajectory, g)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not (arm.statuses and arm.statuses[-1]["step"] > 5) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    arm.estop_pub.publish(arm.Bool(data=True))
+    worker.join(20)
+    status, result, feedback = done["out"]
+    arm.estop_pub.publish(arm.Bool(data=False))
+    assert status == 6  # ABORTED
+    assert "e-stop" in result.error_string and len(feedback) < 400
