@@ -12,7 +12,9 @@ ignore ``ROS_LOCALHOST_ONLY``) and a ``ROS_DOMAIN_ID`` of the process's own, set
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pathlib
 import sys
 import tempfile
 from collections.abc import MutableMapping
@@ -20,6 +22,9 @@ from collections.abc import MutableMapping
 DISCOVERY_VAR = "ROS_AUTOMATIC_DISCOVERY_RANGE"
 LOCALHOST = "LOCALHOST"
 REQUIRE_VAR = "PYRUA_REQUIRE_LOOPBACK"
+DOMAIN_LOCK_DIR = pathlib.Path(tempfile.gettempdir()) / "pyrua_ros_domains"
+DOMAIN_RANGE = range(120, 230)   # clear of 0 (the ROS default) and of common hand-picked ids
+_held_locks: list = []
 
 
 class UnsafeDiscoveryError(RuntimeError):
@@ -33,6 +38,29 @@ def default_to_localhost(env: MutableMapping[str, str] | None = None) -> Mutable
     if not env.get("HOME") and not env.get("ROS_HOME"):
         env["ROS_HOME"] = tempfile.mkdtemp(prefix="pyrua_ros_home_")
     return env
+
+
+def claim_domain_id() -> int:
+    """Return a ROS domain id no other live process of this machine holds (an flock on a file per id).
+
+    The lock lives as long as this process, so concurrent episodes and test sessions never share a domain;
+    child processes inherit the id through ``ROS_DOMAIN_ID``.
+    """
+    DOMAIN_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    start = os.getpid() % len(DOMAIN_RANGE)
+    for k in range(len(DOMAIN_RANGE)):
+        domain = DOMAIN_RANGE[(start + k) % len(DOMAIN_RANGE)]
+        fh = open(DOMAIN_LOCK_DIR / f"{domain}.lock", "w")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.close()
+            continue
+        fh.write(str(os.getpid()))
+        fh.flush()
+        _held_locks.append(fh)
+        return domain
+    raise RuntimeError(f"no free ROS domain id in {DOMAIN_RANGE.start}..{DOMAIN_RANGE.stop - 1}")
 
 
 def check_node_environment(env: MutableMapping[str, str] | None = None) -> None:

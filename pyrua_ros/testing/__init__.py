@@ -10,7 +10,6 @@ shuts the executor down and joins the thread before the context is shut down.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import pathlib
 import signal
@@ -21,31 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-DOMAIN_LOCK_DIR = pathlib.Path(tempfile.gettempdir()) / "pyrua_ros_domains"
-DOMAIN_RANGE = range(120, 230)   # clear of 0 (the ROS default) and of common hand-picked ids
-_held_locks: list = []
-
-
-def allocate_domain_id() -> int:
-    """Return a ROS domain id no other live process of this machine holds (flock on a file per id).
-
-    The lock lives as long as this process, so concurrent test sessions never share a domain.
-    """
-    DOMAIN_LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    start = os.getpid() % len(DOMAIN_RANGE)
-    for k in range(len(DOMAIN_RANGE)):
-        domain = DOMAIN_RANGE[(start + k) % len(DOMAIN_RANGE)]
-        fh = open(DOMAIN_LOCK_DIR / f"{domain}.lock", "w")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.close()
-            continue
-        fh.write(str(os.getpid()))
-        fh.flush()
-        _held_locks.append(fh)
-        return domain
-    raise RuntimeError(f"no free ROS domain id in {DOMAIN_RANGE}")
+from pyrua_ros.driver.rosenv import claim_domain_id
 
 
 def apply_loopback_environment(env: dict | None = None) -> dict:
@@ -57,7 +32,7 @@ def apply_loopback_environment(env: dict | None = None) -> dict:
     env.pop("ROS_LOCALHOST_ONLY", None)
     env.pop("ROS_STATIC_PEERS", None)
     if not env.get("PYRUA_TEST_DOMAIN_FIXED"):
-        env["ROS_DOMAIN_ID"] = str(allocate_domain_id())
+        env["ROS_DOMAIN_ID"] = str(claim_domain_id())
     home = tempfile.mkdtemp(prefix="pyrua_ros_test_home_")
     env["ROS_HOME"] = home
     env["ROS_LOG_DIR"] = os.path.join(home, "log")
@@ -93,7 +68,8 @@ class NodeProcess:
         return self.proc.poll() is None
 
     def output(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def wait_for_output(self, text: str, timeout: float) -> bool:

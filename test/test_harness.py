@@ -1,0 +1,78 @@
+"""The loopback rule: every test process and every node it starts runs with LOCALHOST discovery and its own domain.
+
+A node started the way the tests start nodes (``pyrua_ros.testing.NodeProcess``) must carry the harness's
+environment, and a pyrua_ros node must refuse to start in the test environment when the variable is missing.
+"""
+
+import os
+import pathlib
+import runpy
+import sys
+
+import pytest
+
+from pyrua_ros.testing import NodeProcess, spin_until
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NODES = runpy.run_path(str(ROOT / "setup.py"), run_name="pyrua_ros_setup")["NODES"]
+
+PROBE = """
+from pyrua_ros.driver.rosenv import node_preamble
+node_preamble()
+import rclpy, time
+rclpy.init()
+node = rclpy.create_node("harness_probe")
+print("probe up", flush=True)
+try:
+    while rclpy.ok():
+        rclpy.spin_once(node, timeout_sec=0.1)
+except KeyboardInterrupt:
+    pass
+node.destroy_node()
+rclpy.try_shutdown()
+"""
+
+
+def _environ_of(pid: int) -> dict[str, str]:
+    raw = pathlib.Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+
+
+def test_test_process_is_on_loopback_with_own_domain():
+    assert os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+    assert 0 < int(os.environ["ROS_DOMAIN_ID"]) < 233
+    assert "ROS_LOCALHOST_ONLY" not in os.environ
+    assert os.environ["PYRUA_REQUIRE_LOOPBACK"] == "1"
+
+
+def test_started_node_carries_the_loopback_environment(ros_client):
+    probe = NodeProcess([sys.executable, "-c", PROBE])
+    try:
+        assert probe.wait_for_output("probe up", 30), probe.output()
+        env = _environ_of(probe.pid)
+        assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+        assert env["ROS_DOMAIN_ID"] == os.environ["ROS_DOMAIN_ID"]
+        # Discovered on this test's own domain, over loopback.
+        assert spin_until(lambda: "harness_probe" in ros_client.node.get_node_names(), 15)
+    finally:
+        assert probe.stop() is not None
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_node_refuses_to_start_without_localhost_discovery(node):
+    env = dict(os.environ)
+    del env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
+    proc = NodeProcess.module(f"pyrua_ros.nodes.{node}", env=env)
+    try:
+        assert spin_until(lambda: not proc.alive(), 60), f"{node} started without LOCALHOST discovery"
+    finally:
+        code = proc.stop()
+    assert code == 3, proc.output()
+    assert "ROS_AUTOMATIC_DISCOVERY_RANGE" in proc.output()
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_node_wrapper_is_installed_where_ros2_run_looks(node):
+    prefix = pathlib.Path(sys.prefix)
+    wrapper = prefix / "lib" / "pyrua_ros" / node
+    assert wrapper.exists() and os.access(wrapper, os.X_OK), f"{wrapper} missing: run scripts/setup.sh"
