@@ -1,0 +1,364 @@
+"""The host-side handle of a ``robo`` object: ledger, show queue, stop switch, recorded states and artifacts.
+
+The model-facing ``LiberoRobot`` exposes only the reference API. Everything the episode host needs (the call
+ledger, which cameras ``robo.show`` asked for, stopping the episode from a watchdog, the rich-feedback state
+summary, card/on-motion images) lives here, so host code never reaches into ``robo._...``::
+
+    host = RobotHost.for_libero(backend, primitives="no-vla")
+    robo = host.robo                      # give this to the kernel
+    host.capture_boot_images()            # step-0 card images
+    ...; host.summary(); host.take_show_requests(); host.stop("timeout")
+
+Artifacts: images and depth of a step are captured lazily, the first time that step is viewed while it is the
+current step (``ensure``); a past step that was never viewed cannot be rendered any more and raises ToolError.
+Colour is kept PNG-encoded and depth compressed, so a long episode stays small; the last few decoded frames are
+cached.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import io
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pyrua_ros.robo import perception
+from pyrua_ros.robo.backend import CaptureFrame, RobotBackend, SegmentationFrame
+from pyrua_ros.robo.errors import EPISODE_END_REASONS, ToolError
+from pyrua_ros.robo.ledger import Ledger
+
+if TYPE_CHECKING:
+    from pyrua_ros.robo.libero import LiberoRobot
+    from pyrua_ros.robo.results import State
+
+
+def encode_png(rgb: np.ndarray) -> bytes:
+    """PNG bytes of an (H, W, 3) or (H, W) image (other dtypes are clipped to uint8)."""
+    from PIL import Image
+
+    arr = np.asarray(rgb)
+    if arr.dtype != np.uint8:
+        arr = np.clip(arr, 0, 255).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    """(H, W, 3) uint8 RGB array of PNG (or any PIL-readable) bytes."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        return np.asarray(img.convert("RGB"), dtype=np.uint8).copy()
+
+
+def encode_npz(array: np.ndarray) -> bytes:
+    """Compressed ``.npz`` bytes holding one array named ``array``."""
+    buf = io.BytesIO()
+    np.savez_compressed(buf, array=np.asarray(array))
+    return buf.getvalue()
+
+
+def decode_npz(data: bytes) -> np.ndarray:
+    """The array named ``array`` (else the first member) of ``.npz`` bytes, or a bare ``.npy``."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as loaded:
+        if isinstance(loaded, np.ndarray):
+            return loaded
+        key = "array" if "array" in loaded.files else loaded.files[0]
+        return loaded[key]
+
+
+@dataclasses.dataclass(frozen=True)
+class ArtifactNames:
+    """Artifact file names per (camera, resolution) for colour, world maps and depth."""
+
+    images: dict[tuple[str, str], str]
+    world_maps: dict[tuple[str, str], str]
+    depths: dict[tuple[str, str], str]
+
+    def parse(self, name: str) -> tuple[str, tuple[str, str]] | None:
+        """("image" | "world" | "depth", (camera, resolution)) of a capture artifact name, else None."""
+        for kind, table in (("image", self.images), ("world", self.world_maps), ("depth", self.depths)):
+            for key, value in table.items():
+                if value == name:
+                    return kind, key
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Stored:
+    color_png: bytes
+    depth_npz: bytes
+    K: np.ndarray
+    T_world_optical: np.ndarray
+    env_step: int
+    shape: tuple[int, int]
+
+
+class ArtifactStore:
+    """Per-step captures and named artifacts. ``current_step`` is the latest recorded state's step."""
+
+    def __init__(self, backend: RobotBackend, names: ArtifactNames, *, decoded_cache: int = 6) -> None:
+        self._backend = backend
+        self.names = names
+        self.current_step = 0
+        self._captures: dict[tuple[int, str, str], _Stored] = {}
+        self._extra: dict[tuple[int, str], bytes] = {}
+        self._segs: dict[tuple[int, str, str], tuple[bytes, dict[int, str], float]] = {}
+        self._decoded: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+        self._cache_size = decoded_cache
+        self._lock = threading.RLock()
+
+    def resolve_step(self, step: int) -> int:
+        """-1 -> current step; otherwise ``step`` itself (ValueError outside 0..current)."""
+        if step == -1:
+            return self.current_step
+        if not isinstance(step, int) or step < 0 or step > self.current_step:
+            raise ValueError(f"step must be -1 (latest) or 0..{self.current_step}, got {step!r}")
+        return step
+
+    def ensure(self, tool: str, camera: str, resolution: str, step: int = -1) -> int:
+        """Make sure the capture of (camera, resolution) at ``step`` exists (rendering it now if ``step`` is
+        current); returns the resolved step. ToolError for a past step never viewed."""
+        with self._lock:
+            step = self.resolve_step(step)
+            key = (step, camera, resolution)
+            if key in self._captures:
+                return step
+            if step != self.current_step:
+                raise ToolError(tool, f"no image was captured at step {step} for {camera}/{resolution} (images are "
+                                      f"captured when a step is first viewed while it is the latest step)")
+            frame = self._backend.capture(camera, resolution)
+            self._store(step, frame)
+            return step
+
+    def _store(self, step: int, frame: CaptureFrame) -> None:
+        depth = np.asarray(frame.depth, dtype=np.float32)
+        self._captures[(step, frame.camera, frame.resolution)] = _Stored(
+            color_png=encode_png(frame.color), depth_npz=encode_npz(depth), K=np.asarray(frame.K, dtype=float),
+            T_world_optical=np.asarray(frame.T_world_optical, dtype=float), env_step=int(frame.env_step),
+            shape=tuple(depth.shape),
+        )
+        self._remember(("color", step, frame.camera, frame.resolution), np.asarray(frame.color, dtype=np.uint8))
+        self._remember(("depth", step, frame.camera, frame.resolution), depth)
+
+    def _remember(self, key: tuple, value: Any) -> Any:
+        self._decoded[key] = value
+        self._decoded.move_to_end(key)
+        while len(self._decoded) > self._cache_size:
+            self._decoded.popitem(last=False)
+        return value
+
+    def _cached(self, key: tuple, make) -> Any:
+        with self._lock:
+            if key in self._decoded:
+                self._decoded.move_to_end(key)
+                return self._decoded[key]
+            return self._remember(key, make())
+
+    def color(self, tool: str, camera: str, resolution: str, step: int = -1) -> np.ndarray:
+        """(H, W, 3) uint8 RGB of that view at that step."""
+        step = self.ensure(tool, camera, resolution, step)
+        stored = self._captures[(step, camera, resolution)]
+        return self._cached(("color", step, camera, resolution), lambda: decode_png(stored.color_png))
+
+    def depth(self, tool: str, camera: str, resolution: str, step: int = -1) -> np.ndarray:
+        """(H, W) float32 depth m (0 invalid)."""
+        step = self.ensure(tool, camera, resolution, step)
+        stored = self._captures[(step, camera, resolution)]
+        return self._cached(("depth", step, camera, resolution), lambda: decode_npz(stored.depth_npz))
+
+    def world(self, tool: str, camera: str, resolution: str, step: int = -1) -> np.ndarray:
+        """(H, W, 3) float32 world map m (zeros invalid)."""
+        step = self.ensure(tool, camera, resolution, step)
+        stored = self._captures[(step, camera, resolution)]
+        return self._cached(
+            ("world", step, camera, resolution),
+            lambda: perception.world_map(self.depth(tool, camera, resolution, step), stored.K, stored.T_world_optical),
+        )
+
+    def geometry(self, tool: str, camera: str, resolution: str, step: int = -1) -> tuple[np.ndarray, np.ndarray, int]:
+        """(K, T_world_optical, env_step) of that capture."""
+        step = self.ensure(tool, camera, resolution, step)
+        stored = self._captures[(step, camera, resolution)]
+        return stored.K.copy(), stored.T_world_optical.copy(), stored.env_step
+
+    def segmentation(self, tool: str, camera: str, resolution: str, step: int = -1) -> SegmentationFrame:
+        """The simulator's instance segmentation of that view at ``step`` (rendered lazily like captures)."""
+        with self._lock:
+            step = self.resolve_step(step)
+            key = (step, camera, resolution)
+            if key not in self._segs:
+                if step != self.current_step:
+                    raise ToolError(tool, f"no segmentation was rendered at step {step} for {camera}/{resolution} "
+                                          f"(it is rendered when a step is first segmented while it is the latest)")
+                frame = self._backend.segmentation(camera, resolution)
+                self._segs[key] = (encode_npz(np.asarray(frame.ids, dtype=np.int32)), dict(frame.labels),
+                                   float(frame.stamp))
+            ids_npz, labels, stamp = self._segs[key]
+            ids = self._cached(("seg", *key), lambda: decode_npz(ids_npz))
+            return SegmentationFrame(ids=ids, labels=labels, stamp=stamp, camera=camera, resolution=resolution)
+
+    def put(self, step: int, name: str, data: bytes) -> None:
+        """Store a named artifact (segment overlays, JSON extras) at ``step``."""
+        with self._lock:
+            self._extra[(step, name)] = bytes(data)
+
+    def get(self, tool: str, name: str, step: int = -1) -> bytes:
+        """Raw bytes of a named artifact at ``step`` (capture artifacts are rendered lazily as above)."""
+        parsed = self.names.parse(name)
+        with self._lock:
+            resolved = self.resolve_step(step)
+            if parsed is None:
+                if (resolved, name) in self._extra:
+                    return self._extra[(resolved, name)]
+                known = sorted({*self.names.images.values(), *self.names.world_maps.values(),
+                                *self.names.depths.values()})
+                extra = sorted(n for s, n in self._extra if s == resolved)
+                raise ToolError(tool, f"no artifact {name!r} at step {resolved}; capture artifacts are "
+                                      f"{', '.join(known)}" + (f"; also here: {', '.join(extra)}" if extra else ""))
+        kind, (camera, resolution) = parsed
+        if kind == "image":
+            resolved = self.ensure(tool, camera, resolution, resolved)
+            return self._captures[(resolved, camera, resolution)].color_png
+        if kind == "depth":
+            resolved = self.ensure(tool, camera, resolution, resolved)
+            return self._captures[(resolved, camera, resolution)].depth_npz
+        return encode_npz(self.world(tool, camera, resolution, resolved))
+
+
+class StopSwitch:
+    """Thread-safe episode stop: ``set(reason)`` once (first reason wins); ``reason`` is None while running."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._reason: str | None = None
+
+    def set(self, reason: str) -> None:
+        if reason not in EPISODE_END_REASONS:
+            raise ValueError(f"stop reason must be one of {', '.join(EPISODE_END_REASONS)}, got {reason!r}")
+        if not self._event.is_set():
+            self._reason = reason
+            self._event.set()
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason if self._event.is_set() else None
+
+
+class ShowQueue:
+    """Cameras ``robo.show`` asked for during the current turn (de-duplicated, in request order)."""
+
+    def __init__(self) -> None:
+        self._cameras: list[str] = []
+        self._lock = threading.Lock()
+
+    def request(self, camera: str) -> None:
+        with self._lock:
+            if camera not in self._cameras:
+                self._cameras.append(camera)
+
+    def take(self) -> list[str]:
+        """The requested cameras, emptying the queue (called once per turn by the host)."""
+        with self._lock:
+            cameras, self._cameras = self._cameras, []
+            return cameras
+
+
+class RobotHost:
+    """Everything about a ``robo`` object that the episode host (not the policy) uses."""
+
+    def __init__(self, backend: RobotBackend, names: ArtifactNames, *, ledger: Ledger | None = None) -> None:
+        self.backend = backend
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.artifacts = ArtifactStore(backend, names)
+        self.show_queue = ShowQueue()
+        self.stop_switch = StopSwitch()
+        self.states: list[State] = []
+        self.robo: LiberoRobot | None = None
+        self._initial_state: Callable[[], State] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_libero(cls, backend: RobotBackend, *, primitives: str = "full", ledger: Ledger | None = None,
+                   segmenter: Any = None, vla: Any = None) -> RobotHost:
+        """Build a LiberoRobot on ``backend`` and return its host handle (``host.robo`` is the robot)."""
+        from pyrua_ros.robo.libero import LiberoRobot, artifact_names
+
+        host = cls(backend, artifact_names(), ledger=ledger)
+        host.robo = LiberoRobot(backend, ledger=host.ledger, primitives=primitives, segmenter=segmenter, vla=vla,
+                                host=host)
+        return host
+
+    # -- called by the robot -------------------------------------------------------------------------------
+    def attach(self, robo: LiberoRobot, initial_state: Callable[[], State]) -> None:
+        """Bind the robot this host belongs to; ``initial_state()`` records step 0 when nothing is recorded."""
+        self.robo = robo
+        self._initial_state = initial_state
+
+    def record_state(self, state: State) -> None:
+        """Append a new recorded state (its step must be the next index) and make it current."""
+        with self._lock:
+            if state.step != len(self.states):
+                raise RuntimeError(f"recorded state step {state.step} but {len(self.states)} states exist")
+            self.states.append(state)
+            self.artifacts.current_step = state.step
+
+    # -- used by the host ----------------------------------------------------------------------------------
+    @property
+    def latest_state(self) -> State | None:
+        """The current recorded state (None before the robot recorded step 0)."""
+        with self._lock:
+            return self.states[-1] if self.states else None
+
+    def stop(self, reason: str) -> None:
+        """End the episode (``timeout``, ``cancelled``, ``call_budget``...): the next or running motion raises
+        EpisodeFinished(reason); the backend's in-flight command is cancelled."""
+        self.stop_switch.set(reason)
+        self.backend.cancel()
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self.stop_switch.reason
+
+    def take_show_requests(self) -> list[str]:
+        """Cameras requested by ``robo.show`` this turn (emptied)."""
+        return self.show_queue.take()
+
+    def artifact(self, name: str, step: int = -1) -> bytes:
+        """Artifact bytes for the host (card images, on-motion images); not ledgered."""
+        return self.artifacts.get("artifact", name, step=step)
+
+    def capture_boot_images(self, resolution: str = "high") -> None:
+        """Capture every camera of the current step (the step-0 task-card images at boot)."""
+        if self.latest_state is None and self._initial_state is not None:
+            self._initial_state()
+        for camera in self.backend.cameras:
+            self.artifacts.ensure("artifact", camera, resolution)
+
+    def summary(self) -> dict[str, Any]:
+        """The rich-feedback robot summary (PyRUA-Lean 3.5): step, eef_pos (4 dp), eef_yaw / eef_pitch (3 dp),
+        gripper_opening (4 dp), terminated, truncated; ``{"error": "state unavailable: ..."}`` without a state."""
+        try:
+            state = self.latest_state or (self._initial_state() if self._initial_state else None)
+        except Exception as exc:  # the summary must never break a turn
+            return {"error": f"state unavailable: {type(exc).__name__}: {exc}"}
+        if state is None:
+            return {"error": "state unavailable: no robot attached"}
+        return {
+            "step": state.step,
+            "eef_pos": [round(v, 4) for v in state.eef_pos],
+            "eef_yaw": round(state.eef_yaw, 3),
+            "eef_pitch": round(state.eef_pitch, 3),
+            "gripper_opening": round(state.gripper_opening, 4),
+            "terminated": state.terminated,
+            "truncated": state.truncated,
+        }
+
+    def close(self) -> None:
+        """Close the backend."""
+        self.backend.close()

@@ -1,0 +1,133 @@
+"""The call ledger: one ``CallRecord`` per ``robo`` call the policy makes (PyRUA-Lean contract section 2.8).
+
+The host reads it for the rich feedback (``primitive_calls``), for result.json (``calls``, ``stateful_calls``,
+``env_steps``) and writes it to ``calls.jsonl``. Host-side state reads (feedback summary, the planar-move check)
+are *not* ledgered here, unlike the reference, so ``calls`` counts only what the policy asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+SUMMARY_KEYS: tuple[str, ...] = (
+    "terminated", "truncated", "success", "final_dist_m", "final_eef_pos", "steps_used", "chunks_used",
+    "found", "score", "world_xyz", "center_xyz", "step",
+)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as JSON-serialisable data: tuples -> lists, numpy scalars/arrays -> Python, non-finite floats
+    kept as floats, anything else unknown -> ``repr``."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return json_safe(value.tolist())
+    return repr(value)
+
+
+def summarize(tool: str, result: Any) -> dict[str, Any]:
+    """The small summary kept in a record: the result's fields among SUMMARY_KEYS (plus ``eef_pos`` for
+    ``view_env_state`` and ``bytes`` for ``artifact``)."""
+    if tool == "artifact" and isinstance(result, bytes | bytearray):
+        return {"bytes": len(result)}
+    if not dataclasses.is_dataclass(result):
+        return {}
+    fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    keys = (*SUMMARY_KEYS, "eef_pos") if tool == "view_env_state" else SUMMARY_KEYS
+    return {k: json_safe(fields[k]) for k in keys if k in fields}
+
+
+@dataclasses.dataclass(frozen=True)
+class CallRecord:
+    """One ``robo`` call. ``index`` (0-based order), ``tool`` (PyRUA tool name, e.g. ``move_to``,
+    ``view_env_state``, ``back_project``), ``kwargs`` (JSON-safe arguments; positional ones under ``args``),
+    ``started_at`` epoch s, ``elapsed_s``, ``ok`` (no exception), ``stateful`` (a motion call),
+    ``env_steps`` (control steps it consumed, >= 0; 0 for read-only calls), ``error`` ("Type: msg" or None),
+    ``summary`` (see :func:`summarize`)."""
+
+    index: int
+    tool: str
+    kwargs: dict[str, Any]
+    started_at: float
+    elapsed_s: float
+    ok: bool
+    stateful: bool
+    env_steps: int
+    error: str | None
+    summary: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON-ready dict (non-finite floats become strings so the line stays valid JSON)."""
+        def finite(v: Any) -> Any:
+            if isinstance(v, float) and not math.isfinite(v):
+                return str(v)
+            if isinstance(v, dict):
+                return {k: finite(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return [finite(x) for x in v]
+            return v
+        return finite(json_safe(dataclasses.asdict(self)))
+
+
+class Ledger:
+    """Append-only, thread-safe list of CallRecords."""
+
+    def __init__(self) -> None:
+        self._records: list[CallRecord] = []
+        self._lock = threading.Lock()
+
+    def append(self, *, tool: str, kwargs: dict[str, Any], started_at: float, elapsed_s: float, ok: bool,
+               stateful: bool, env_steps: int = 0, error: str | None = None,
+               summary: dict[str, Any] | None = None) -> CallRecord:
+        """Add a record (index assigned here, kwargs made JSON-safe, env_steps clamped >= 0) and return it."""
+        with self._lock:
+            record = CallRecord(
+                index=len(self._records), tool=tool, kwargs=json_safe(dict(kwargs)), started_at=float(started_at),
+                elapsed_s=float(elapsed_s), ok=bool(ok), stateful=bool(stateful),
+                env_steps=max(0, int(env_steps)), error=error, summary=dict(summary or {}),
+            )
+            self._records.append(record)
+            return record
+
+    @property
+    def records(self) -> tuple[CallRecord, ...]:
+        """A snapshot of every record so far."""
+        with self._lock:
+            return tuple(self._records)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._records)
+
+    def __iter__(self) -> Iterator[CallRecord]:
+        return iter(self.records)
+
+    def since(self, index: int) -> tuple[CallRecord, ...]:
+        """Records with ``record.index >= index`` (a turn's calls: snapshot ``len(ledger)`` before the turn)."""
+        return self.records[index:]
+
+    def stateful_calls(self) -> int:
+        """Number of stateful (motion) calls."""
+        return sum(1 for r in self.records if r.stateful)
+
+    def env_steps(self) -> int:
+        """Total control steps consumed by all calls."""
+        return sum(r.env_steps for r in self.records)
+
+    def write_jsonl(self, path: str | os.PathLike) -> None:
+        """Write one JSON object per record to ``path`` (overwrites)."""
+        with open(path, "w", encoding="utf-8") as fh:
+            for record in self.records:
+                fh.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")

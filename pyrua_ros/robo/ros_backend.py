@@ -1,0 +1,410 @@
+"""``RosBackend``: the :class:`~pyrua_ros.robo.backend.RobotBackend` protocol over ROS 2 (rclpy clients only).
+
+It speaks only the interfaces of ``config/interfaces.yaml``: the driver surface (``/ee_pose``, ``/joint_states``,
+``/tf``, the servo twist topic, the GripperCommand action) and the sim interfaces (episode parameters + reset,
+episode status, capture and segmentation). Any driver that serves them works: the LIBERO sim node, the
+kinematic fake arm, or a real arm's remapped drivers.
+
+Threading model: the backend owns one rclpy context, one node and one ``MultiThreadedExecutor`` spinning in one
+named daemon thread. Public methods are called from the agent's thread; they publish or send requests and then
+wait on ``threading.Event``/futures, always with a deadline from ``timeouts`` in interfaces.yaml. Nothing here
+ever spins the node itself.
+
+Lockstep protocol of :meth:`servo`: publish one TwistStamped, then wait for an ``/ee_pose`` newer than the last
+one *and* an episode status for that step (the driver publishes the status last), so the caller sees whether the
+step ended the episode. A refusal reported on the safety-events topic for the command ends the wait at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import threading
+import time
+
+import numpy as np
+
+from pyrua_ros.driver.interfaces import Interfaces, load
+from pyrua_ros.robo.backend import (
+    BackendRefused,
+    BackendTimeout,
+    CaptureFrame,
+    EePose,
+    GripperOutcome,
+    JointSnapshot,
+    SegmentationFrame,
+)
+
+_instance_counter = itertools.count(1)
+
+
+class _Latest:
+    """Holds the newest value of a stream and wakes waiters; ``wait(pred, timeout)`` returns the first value
+    satisfying ``pred`` (the current one if it already does)."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self.value = None
+
+    def put(self, value) -> None:
+        with self._cond:
+            self.value = value
+            self._cond.notify_all()
+
+    def wait(self, pred, timeout: float):
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.value is None or not pred(self.value):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            return self.value
+
+
+class RosBackend:
+    """RobotBackend over ROS 2. ``RosBackend()`` connects; ``close()`` releases everything (idempotent).
+
+    ``interfaces``: names and timeouts (default: ``pyrua_ros.driver.interfaces.load()``).
+    ``context_args``: extra rclpy init args (e.g. ``["--ros-args", "-r", "__ns:=/robot1"]``).
+    """
+
+    def __init__(self, interfaces: Interfaces | None = None, *, node_name: str | None = None,
+                 context_args: list[str] | None = None):
+        import rclpy
+        from control_msgs.action import GripperCommand
+        from geometry_msgs.msg import PoseStamped, TwistStamped
+        from rcl_interfaces.srv import SetParametersAtomically
+        from rclpy.action import ActionClient
+        from rclpy.callback_groups import ReentrantCallbackGroup
+        from rclpy.executors import MultiThreadedExecutor
+        from sensor_msgs.msg import CameraInfo, Image, JointState
+        from std_msgs.msg import String
+        from std_srvs.srv import Trigger
+
+        from pyrua_ros.driver import qos
+        from pyrua_ros.driver.tf_buffer import TfBuffer
+
+        self.names = interfaces or load()
+        self.control_period_s = float(self.names.robot.control_period_s)
+        self.cameras = tuple(self.names.robot.cameras)
+        self.resolutions = dict(self.names.sim.resolutions)
+        self._timeouts = self.names.timeouts
+        self._closed = False
+        self._cancelled = threading.Event()
+
+        self._context = rclpy.Context()
+        rclpy.init(args=context_args, context=self._context)
+        name = node_name or f"pyrua_robo_{next(_instance_counter)}"
+        self.node = rclpy.create_node(name, context=self._context)
+        group = ReentrantCallbackGroup()
+        d, s = self.names.driver, self.names.sim
+
+        self._pose = _Latest()
+        self._joints = _Latest()
+        self._status = _Latest()
+        self._events: list[dict] = []
+        self._events_lock = threading.Condition()
+        self._frames: dict[str, _Latest] = {}
+
+        sub = self.node.create_subscription
+        sub(PoseStamped, d.ee_pose, self._on_pose, qos.EVENTS, callback_group=group)
+        sub(JointState, d.joint_states, self._joints.put, qos.EVENTS, callback_group=group)
+        sub(String, s.episode_status, self._on_status, qos.LATCHED, callback_group=group)
+        sub(String, d.safety_events, self._on_safety_event, qos.EVENTS, callback_group=group)
+        self.tf = TfBuffer(self.node, cache_s=30.0, callback_group=group)
+        self._msg_types = {"color": Image, "depth": Image, "segmentation": Image, "camera_info": CameraInfo}
+        for camera in self.cameras:
+            for resolution in self.resolutions:
+                for kind, topic in s.capture_topics(camera, resolution).items():
+                    latest = _Latest()
+                    self._frames[topic] = latest
+                    sub(self._msg_types[kind], topic, latest.put, qos.LATCHED, callback_group=group)
+        self._labels = _Latest()
+        sub(String, s.segmentation_labels, lambda m: self._labels.put(json.loads(m.data)), qos.LATCHED,
+            callback_group=group)
+
+        self._twist_pub = self.node.create_publisher(TwistStamped, d.servo_twist, qos.LOCKSTEP)
+        self._twist_type = TwistStamped
+        self._gripper = ActionClient(self.node, GripperCommand, d.gripper_command, callback_group=group)
+        self._gripper_type = GripperCommand
+        self._reset = self.node.create_client(Trigger, s.reset, callback_group=group)
+        self._set_params = self.node.create_client(SetParametersAtomically, f"{s.node}/set_parameters_atomically",
+                                                   callback_group=group)
+        self._trigger_type = Trigger
+        self._captures = {}
+        for camera in self.cameras:
+            for resolution in self.resolutions:
+                self._captures[("color", camera, resolution)] = self.node.create_client(
+                    Trigger, s.capture_service(camera, resolution), callback_group=group)
+                self._captures[("segmentation", camera, resolution)] = self.node.create_client(
+                    Trigger, s.segmentation_service(camera, resolution), callback_group=group)
+        self._goal_handles: list = []
+
+        self._executor = MultiThreadedExecutor(num_threads=4, context=self._context)
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, name=f"{name}-executor", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ plumbing
+    def _spin(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        with contextlib.suppress(ExternalShutdownException):
+            self._executor.spin()
+
+    def _on_pose(self, msg) -> None:
+        from pyrua_ros.driver.convert import pose_to_numpy, stamp_to_seconds
+
+        pos, quat = pose_to_numpy(msg.pose)
+        self._pose.put(EePose(pos=pos, quat_xyzw=quat, stamp=stamp_to_seconds(msg.header.stamp)))
+
+    def _on_status(self, msg) -> None:
+        from pyrua_ros.sim_interfaces.status import EpisodeStatus
+
+        self._status.put(EpisodeStatus.from_json(msg.data))
+
+    def _on_safety_event(self, msg) -> None:
+        with contextlib.suppress(ValueError):
+            event = json.loads(msg.data)
+            with self._events_lock:
+                self._events.append(event)
+                self._events_lock.notify_all()
+
+    def _wait_service(self, client, what: str) -> None:
+        if not client.wait_for_service(timeout_sec=self._timeouts.server_wait_s):
+            raise BackendTimeout(f"{what}: no server after {self._timeouts.server_wait_s} s")
+
+    def _call(self, client, request, what: str, timeout: float):
+        self._wait_service(client, what)
+        future = client.call_async(request)
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(timeout):
+            raise BackendTimeout(f"{what}: no answer after {timeout} s")
+        return future.result()
+
+    def _require(self, latest: _Latest, what: str, pred=lambda _v: True, timeout: float | None = None):
+        value = latest.wait(pred, self._timeouts.server_wait_s if timeout is None else timeout)
+        if value is None:
+            raise BackendTimeout(f"{what}: nothing received within "
+                                 f"{self._timeouts.server_wait_s if timeout is None else timeout} s")
+        return value
+
+    # ------------------------------------------------------------------ episode
+    def reset(self, suite: str, task: int, seed: int, max_episode_steps: int):
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        from rcl_interfaces.srv import SetParametersAtomically
+
+        from pyrua_ros.sim_interfaces.status import EpisodeStatus
+
+        def param(name, kind, **value):
+            return Parameter(name=name, value=ParameterValue(type=kind, **value))
+
+        req = SetParametersAtomically.Request(parameters=[
+            param("suite", ParameterType.PARAMETER_STRING, string_value=str(suite)),
+            param("task", ParameterType.PARAMETER_INTEGER, integer_value=int(task)),
+            param("seed", ParameterType.PARAMETER_INTEGER, integer_value=int(seed)),
+            param("max_episode_steps", ParameterType.PARAMETER_INTEGER, integer_value=int(max_episode_steps)),
+        ])
+        res = self._call(self._set_params, req, f"{self.names.sim.node}/set_parameters_atomically",
+                         self._timeouts.server_wait_s)
+        if not res.result.successful:
+            raise ValueError(res.result.reason)
+        answer = self._call(self._reset, self._trigger_type.Request(), self.names.sim.reset, self._timeouts.reset_s)
+        if not answer.success:
+            raise BackendRefused(f"{self.names.sim.reset}: {answer.message}")
+        status = EpisodeStatus.from_json(answer.message)
+        self._cancelled.clear()
+        self._require(self._status, self.names.sim.episode_status,
+                      lambda st: st.episode_id == status.episode_id and st.step == status.step)
+        self._require(self._pose, self.names.driver.ee_pose)
+        return status
+
+    def status(self):
+        return self._require(self._status, self.names.sim.episode_status)
+
+    def ee_pose(self) -> EePose:
+        return self._require(self._pose, self.names.driver.ee_pose)
+
+    def joints(self) -> JointSnapshot:
+        msg = self._require(self._joints, self.names.driver.joint_states)
+        return JointSnapshot(names=tuple(msg.name), positions=np.asarray(msg.position, dtype=float),
+                             velocities=np.asarray(msg.velocity, dtype=float))
+
+    def gripper_opening(self) -> float:
+        return float(self.status().gripper_opening)
+
+    # ------------------------------------------------------------------ motion
+    def _refusal_since(self, n_events: int) -> dict | None:
+        with self._events_lock:
+            for event in self._events[n_events:]:
+                if event.get("kind") == "refused":
+                    return event
+        return None
+
+    def servo(self, linear: np.ndarray, angular: np.ndarray) -> EePose:
+        from pyrua_ros.driver.convert import time_msg
+
+        if self._cancelled.is_set():
+            raise BackendRefused("servo: cancelled", reason="cancelled")
+        before = self.ee_pose()
+        status = self.status()
+        if status.over:
+            raise BackendRefused("servo: the episode is over",
+                                 reason="terminated" if status.terminated else "truncated")
+        if status.estop:
+            raise BackendRefused("servo: the e-stop is engaged", reason="estop")
+        with self._events_lock:
+            n_events = len(self._events)
+        msg = self._twist_type()
+        msg.header.frame_id = self.names.frames.world
+        msg.header.stamp = time_msg(before.stamp)
+        lin = np.asarray(linear, dtype=float).reshape(3)
+        ang = np.asarray(angular, dtype=float).reshape(3)
+        msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z = (float(v) for v in lin)
+        msg.twist.angular.x, msg.twist.angular.y, msg.twist.angular.z = (float(v) for v in ang)
+        self._twist_pub.publish(msg)
+        deadline = time.monotonic() + self._timeouts.step_reply_s
+        while True:
+            pose = self._pose.wait(lambda p: p.stamp > before.stamp, 0.02)
+            if pose is not None:
+                t_pose = pose.stamp
+                st = self._status.wait(lambda s, t=t_pose: s.sim_time >= t - 1e-6 or s.over, 1.0)
+                if st is None:
+                    raise BackendTimeout(f"{self.names.sim.episode_status}: no status for t={pose.stamp:.3f} s")
+                return pose
+            refusal = self._refusal_since(n_events)
+            if refusal is not None:
+                st = self.status()
+                reason = ("estop" if st.estop else "terminated" if st.terminated else
+                          "truncated" if st.truncated else "refused")
+                raise BackendRefused(f"servo: {refusal.get('reason', 'refused by the driver')}", reason=reason)
+            if self._cancelled.is_set():
+                raise BackendRefused("servo: cancelled", reason="cancelled")
+            if time.monotonic() > deadline:
+                raise BackendTimeout(f"{self.names.driver.ee_pose}: no pose after a servo command within "
+                                     f"{self._timeouts.step_reply_s} s")
+
+    def gripper(self, position_m: float, max_effort: float = 0.0) -> GripperOutcome:
+        if self._cancelled.is_set():
+            raise BackendRefused("gripper: cancelled", reason="cancelled")
+        what = self.names.driver.gripper_command
+        if not self._gripper.wait_for_server(timeout_sec=self._timeouts.server_wait_s):
+            raise BackendTimeout(f"{what}: no action server after {self._timeouts.server_wait_s} s")
+        start_step = self.status().step
+        goal = self._gripper_type.Goal()
+        goal.command.position = float(position_m)
+        goal.command.max_effort = float(max_effort)
+        send = self._gripper.send_goal_async(goal)
+        done = threading.Event()
+        send.add_done_callback(lambda _f: done.set())
+        if not done.wait(self._timeouts.server_wait_s):
+            raise BackendTimeout(f"{what}: goal not acknowledged within {self._timeouts.server_wait_s} s")
+        handle = send.result()
+        if not handle.accepted:
+            status = self.status()
+            reason = "estop" if status.estop else ("terminated" if status.terminated else
+                                                   "truncated" if status.truncated else "refused")
+            raise BackendRefused(f"{what}: goal rejected", reason=reason)
+        self._goal_handles.append(handle)
+        result_future = handle.get_result_async()
+        got = threading.Event()
+        result_future.add_done_callback(lambda _f: got.set())
+        limit = max(self._timeouts.step_reply_s * 10, 30.0)
+        if not got.wait(limit):
+            handle.cancel_goal_async()
+            raise BackendTimeout(f"{what}: no result within {limit} s")
+        self._goal_handles.remove(handle)
+        wrapped = result_future.result()
+        result = wrapped.result
+        from action_msgs.msg import GoalStatus
+
+        if wrapped.status == GoalStatus.STATUS_ABORTED:
+            status = self.status()
+            if status.estop or status.over:
+                raise BackendRefused(f"{what}: aborted by the driver",
+                                     reason="estop" if status.estop else "terminated")
+        status = self._require(self._status, self.names.sim.episode_status, lambda s: s.step >= start_step)
+        return GripperOutcome(position=float(result.position), effort=float(result.effort),
+                              stalled=bool(result.stalled), reached_goal=bool(result.reached_goal),
+                              steps=max(0, status.step - start_step))
+
+    # ------------------------------------------------------------------ perception
+    def _check_view(self, camera: str, resolution: str) -> None:
+        if camera not in self.cameras:
+            raise ValueError(f"unknown camera {camera!r}; valid: {list(self.cameras)}")
+        if resolution not in self.resolutions:
+            raise ValueError(f"unknown resolution {resolution!r}; valid: {list(self.resolutions)}")
+
+    def _trigger_capture(self, kind: str, camera: str, resolution: str) -> tuple[float, int]:
+        from pyrua_ros.driver.convert import stamp_to_seconds  # noqa: F401  (same convention as the driver)
+
+        service = (self.names.sim.capture_service if kind == "color" else self.names.sim.segmentation_service)(
+            camera, resolution)
+        answer = self._call(self._captures[(kind, camera, resolution)], self._trigger_type.Request(), service,
+                            self._timeouts.capture_s)
+        if not answer.success:
+            raise BackendRefused(f"{service}: {answer.message}")
+        info = json.loads(answer.message)
+        sec, nanosec = info["stamp"]
+        return sec + nanosec * 1e-9, int(info.get("step", -1))
+
+    def _frame(self, topic: str, stamp: float):
+        from pyrua_ros.driver.convert import stamp_to_seconds
+
+        return self._require(self._frames[topic], topic,
+                             lambda m: abs(stamp_to_seconds(m.header.stamp) - stamp) < 1e-6,
+                             timeout=self._timeouts.capture_s)
+
+    def capture(self, camera: str, resolution: str) -> CaptureFrame:
+        from pyrua_ros.driver.convert import camera_info_to_K, image_to_numpy
+
+        self._check_view(camera, resolution)
+        stamp, step = self._trigger_capture("color", camera, resolution)
+        topics = self.names.sim.capture_topics(camera, resolution)
+        color = image_to_numpy(self._frame(topics["color"], stamp))
+        depth = image_to_numpy(self._frame(topics["depth"], stamp)).astype(np.float32, copy=False)
+        info = self._frame(topics["camera_info"], stamp)
+        T = self.tf.wait_for(self.names.frames.world, self.names.frames.optical(camera), stamp,
+                             self._timeouts.capture_s)
+        return CaptureFrame(camera=camera, resolution=resolution, color=color, depth=depth,
+                            K=camera_info_to_K(info), T_world_optical=T, stamp=stamp, env_step=step)
+
+    def segmentation(self, camera: str, resolution: str) -> SegmentationFrame:
+        from pyrua_ros.driver.convert import image_to_numpy
+
+        self._check_view(camera, resolution)
+        stamp, _step = self._trigger_capture("segmentation", camera, resolution)
+        topics = self.names.sim.capture_topics(camera, resolution)
+        ids = image_to_numpy(self._frame(topics["segmentation"], stamp)).astype(np.int32, copy=False)
+        labels = self._require(self._labels, self.names.sim.segmentation_labels)
+        return SegmentationFrame(ids=ids, labels={int(k): v for k, v in labels.items()}, stamp=stamp,
+                                 camera=camera, resolution=resolution)
+
+    # ------------------------------------------------------------------ lifecycle
+    def cancel(self) -> None:
+        self._cancelled.set()
+        for handle in list(self._goal_handles):
+            with contextlib.suppress(Exception):
+                handle.cancel_goal_async()
+
+    def close(self) -> None:
+        import rclpy
+
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.shutdown(timeout_sec=5.0)
+        self._thread.join(timeout=5.0)
+        with contextlib.suppress(Exception):
+            self.node.destroy_node()
+        with contextlib.suppress(Exception):
+            rclpy.shutdown(context=self._context)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

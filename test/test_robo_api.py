@@ -1,0 +1,688 @@
+"""The pure robo layer (LiberoRobot, results, errors, ledger, host) on an in-process kinematic backend.
+
+``KinematicBackend`` is a test double for the RobotBackend protocol (the real-sim tests live elsewhere): a point
+gripper that integrates twists exactly (clipped like LIBERO's OSC: 0.05 m and 0.5 rad per step), a finger gap that
+moves 1 cm per step, a top-down depth camera over a table with box objects, and a task predicate "the gripper
+opened within 3 cm (x/y) of the plate".
+"""
+
+import dataclasses
+import inspect
+import json
+import math
+import re
+import types
+import typing
+
+import numpy as np
+import pytest
+
+from pyrua_ros.robo import results as R
+from pyrua_ros.robo.backend import (
+    BackendRefused,
+    CaptureFrame,
+    EePose,
+    GripperOutcome,
+    JointSnapshot,
+    RobotBackend,
+    SegmentationFrame,
+)
+from pyrua_ros.robo.errors import EpisodeFinished, ToolError
+from pyrua_ros.robo.host import RobotHost, decode_npz, decode_png
+from pyrua_ros.robo.ledger import CallRecord, Ledger
+from pyrua_ros.robo.libero import (
+    MAX_PLANAR_MOVE_M,
+    PI0_CHUNK_STEPS,
+    LiberoRobot,
+    matrix,
+    matrix_to_quat,
+    pitch_of,
+    rot_x,
+    rot_z,
+    rotation_vector,
+    wrap_angle,
+    yaw_of,
+)
+
+HOME = np.array([-0.21, 0.0, 1.17])
+R_HOME = np.diag([1.0, -1.0, -1.0])  # pointing down
+TABLE_Z = 0.90
+# name -> (centre x, y, half size x, y, top z)
+OBJECTS = {
+    "akita_black_bowl_1": (0.05, -0.10, 0.04, 0.04, 0.95),
+    "akita_black_bowl_2": (-0.15, 0.15, 0.04, 0.04, 0.95),
+    "plate_1": (0.05, 0.20, 0.06, 0.06, 0.92),
+    "flat_stove_1": (-0.15, 0.25, 0.06, 0.06, 0.93),
+    "flat_stove_1_burner": (-0.15, 0.25, 0.03, 0.03, 0.935),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    episode_id: int = 1
+    suite: str = "libero_goal"
+    task: int = 0
+    seed: int = 0
+    task_language: str = "put the black bowl on the plate"
+    step: int = 0
+    sim_time: float = 0.0
+    success: bool = False
+    terminated: bool = False
+    truncated: bool = False
+    max_episode_steps: int = 600
+    object_names: tuple = ("akita_black_bowl_1", "akita_black_bowl_2", "plate_1")
+    clock_mode: str = "lockstep"
+    estop: bool = False
+    gripper_opening: float = 0.08
+
+
+class KinematicBackend:
+    control_period_s = 0.05
+    cameras = ("agentview", "wrist")
+    resolutions: typing.ClassVar[dict[str, int]] = {"high": 96, "low": 32}
+
+    def __init__(self, max_episode_steps: int = 600):
+        self.pos = HOME.copy()
+        self.rot = R_HOME.copy()
+        self.gap = 0.08
+        self.step = 0
+        self.success = False
+        self.max_steps = max_episode_steps
+        self.servo_calls = 0
+        self.gripper_goals: list[float] = []
+        self.captures: list[tuple[str, str, int]] = []
+        self.on_servo = None
+        self.cancelled = False
+
+    # protocol ---------------------------------------------------------------------------------------------
+    def reset(self, suite, task, seed, max_episode_steps):
+        self.__init__(max_episode_steps)
+        return self.status()
+
+    def status(self):
+        return Status(step=self.step, sim_time=self.step * self.control_period_s, success=self.success,
+                      terminated=self.success, truncated=self.step >= self.max_steps,
+                      max_episode_steps=self.max_steps, gripper_opening=self.gap)
+
+    def ee_pose(self):
+        return EePose(self.pos.copy(), matrix_to_quat(self.rot), self.step * self.control_period_s)
+
+    def joints(self):
+        names = (*(f"robot0_joint{i}" for i in range(1, 8)), "gripper0_finger_joint1", "gripper0_finger_joint2")
+        pos = np.r_[np.zeros(7), self.gap / 2, -self.gap / 2]
+        return JointSnapshot(names, pos, np.zeros(9))
+
+    def gripper_opening(self):
+        return self.gap
+
+    def _refuse_if_over(self):
+        if self.cancelled:
+            raise BackendRefused("cancelled", "cancelled")
+        if self.success:
+            raise BackendRefused("episode terminated", "terminated")
+        if self.step >= self.max_steps:
+            raise BackendRefused("episode truncated", "truncated")
+
+    def _advance(self):
+        self.step += 1
+        plate = OBJECTS["plate_1"]
+        if self.gap > 0.06 and math.hypot(self.pos[0] - plate[0], self.pos[1] - plate[1]) < 0.03:
+            self.success = True
+
+    def servo(self, linear, angular):
+        self._refuse_if_over()
+        self.servo_calls += 1
+        dt = self.control_period_s
+        self.pos = self.pos + np.clip(np.asarray(linear) * dt, -0.05, 0.05)
+        w = np.clip(np.asarray(angular) * dt, -0.5, 0.5)
+        angle = float(np.linalg.norm(w))
+        if angle > 0:
+            k = w / angle
+            kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+            self.rot = (np.eye(3) + math.sin(angle) * kx + (1 - math.cos(angle)) * kx @ kx) @ self.rot
+        self._advance()
+        if self.on_servo:
+            self.on_servo(self)
+        return self.ee_pose()
+
+    def gripper(self, position_m, max_effort=0.0):
+        self._refuse_if_over()
+        self.gripper_goals.append(position_m)
+        steps = 0
+        while abs(self.gap - position_m) > 0.004 and steps < 40:
+            self.gap += float(np.clip(position_m - self.gap, -0.01, 0.01))
+            steps += 1
+            self._advance()
+        return GripperOutcome(self.gap, 0.0, False, abs(self.gap - position_m) <= 0.004, steps)
+
+    def _geometry(self, resolution):
+        n = self.resolutions[resolution]
+        f = n / (2 * math.tan(math.radians(30)))
+        K = np.array([[f, 0, (n - 1) / 2], [0, f, (n - 1) / 2], [0, 0, 1.0]])
+        T = np.eye(4)
+        T[:3, :3] = np.array([[0, -1, 0], [-1, 0, 0], [0, 0, -1.0]])  # columns: optical x, y, z in the world
+        T[:3, 3] = [0.0, 0.05, 1.60]
+        return n, K, T
+
+    def _render(self, resolution):
+        n, K, T = self._geometry(resolution)
+        rows, cols = np.mgrid[0:n, 0:n].astype(float)
+        rays = np.stack([(cols - K[0, 2]) / K[0, 0], (rows - K[1, 2]) / K[1, 1], np.ones_like(cols)], -1)
+        world_dirs = rays @ T[:3, :3].T  # z component is -1 per unit optical depth
+        cam = T[:3, 3]
+        depth = np.full((n, n), cam[2] - TABLE_Z)
+        ids = np.full((n, n), 6, dtype=np.int32)
+        for pid, (cx, cy, hx, hy, top) in enumerate(OBJECTS.values(), start=1):
+            t = cam[2] - top
+            x, y = cam[0] + world_dirs[..., 0] * t, cam[1] + world_dirs[..., 1] * t
+            hit = (abs(x - cx) <= hx) & (abs(y - cy) <= hy) & (t < depth + 1e-9)
+            depth[hit] = t
+            ids[hit] = pid
+        depth[:2, :2] = 0.0  # a corner without valid depth
+        return n, K, T, depth.astype(np.float32), ids
+
+    def capture(self, camera, resolution):
+        if camera not in self.cameras or resolution not in self.resolutions:
+            raise ValueError("bad view")
+        self.captures.append((camera, resolution, self.step))
+        n, K, T, depth, ids = self._render(resolution)
+        color = np.zeros((n, n, 3), np.uint8)
+        color[..., 0] = (ids * 40 % 255).astype(np.uint8)
+        color[..., 1] = min(255, self.step)
+        return CaptureFrame(camera, resolution, color, depth, K, T, self.step * 0.05, self.step)
+
+    def segmentation(self, camera, resolution):
+        _, _, _, _, ids = self._render(resolution)
+        labels = {i: name for i, name in enumerate(OBJECTS, start=1)} | {6: "table"}
+        return SegmentationFrame(ids, labels, self.step * 0.05, camera, resolution)
+
+    def cancel(self):
+        self.cancelled = True
+
+    def close(self):
+        pass
+
+
+class ScriptedPolicy:
+    """An openpi-like policy: descend, close, lift (7-D OSC actions in [-1, 1])."""
+
+    def __init__(self):
+        self.calls = 0
+        self.observations = []
+
+    def infer(self, obs):
+        self.observations.append(obs)
+        self.calls += 1
+        if self.calls <= 4:
+            a = [0, 0, -0.6, 0, 0, 0, -1]
+        elif self.calls <= 5:
+            a = [0, 0, 0, 0, 0, 0, 1]
+        else:
+            a = [0, 0, 0.6, 0, 0, 0, 1]
+        return {"actions": np.tile(np.array(a, float), (10, 1))}
+
+
+@pytest.fixture
+def backend():
+    return KinematicBackend()
+
+
+@pytest.fixture
+def host(backend):
+    return RobotHost.for_libero(backend, primitives="no-vla")
+
+
+@pytest.fixture
+def robo(host):
+    return host.robo
+
+
+# -- contract surface -------------------------------------------------------------------------------------------
+CONTRACT_FIELDS = {
+    "State": ["step", "task", "eef_pos", "eef_quat", "gripper_qpos", "gripper_opening", "object_names", "terminated",
+              "truncated"],
+    "Move": ["target_xyz", "final_eef_pos", "final_dist_m", "reached", "steps_used", "max_steps", "terminated",
+             "truncated"],
+    "MovePose": ["final_eef_pos", "final_dist_m", "final_pitch", "reached", "steps_used", "terminated", "truncated"],
+    "Rotation": ["start", "target", "final", "final_err", "reached", "steps_used", "terminated", "truncated"],
+    "Gripper": ["gripper", "steps", "terminated", "truncated"],
+    "Release": ["steps_used", "start_gripper_opening", "peak_gripper_opening", "final_gripper_opening", "terminated",
+                "truncated"],
+    "Pick": ["success", "chunks_used", "max_chunks", "peak_lift_m", "min_gripper_opening", "final_gripper_opening",
+             "terminated", "truncated", "diagnostics"],
+    "Contact": ["success", "chunks_used", "max_chunks", "terminated", "truncated"],
+    "Segment": ["found", "world_xyz", "score", "box", "camera", "step", "overlay_artifact", "error"],
+    "BackProjection": ["world_xyz", "pixel", "camera", "resolution", "step", "image_size"],
+    "RegionCenter": ["center_xyz", "median_xyz", "n_valid", "camera", "step"],
+}
+
+CONTRACT_SIGNATURES = {
+    "state": "(step: int = -1) -> State",
+    "image": "(camera: str = 'agentview', *, resolution: str = 'high', step: int = -1) -> np.ndarray",
+    "world_map": "(camera: str = 'agentview', *, resolution: str = 'high', step: int = -1) -> np.ndarray",
+    "show": "(camera: str = 'agentview') -> None",
+    "artifact": "(name: str, *, step: int = -1) -> bytes",
+    "camera_meta": "(camera: str = 'agentview', *, step: int = -1) -> dict",
+    "segment": "(prompt: str | None = None, *, camera: str = 'agentview', point: tuple[int, int] | None = None, "
+               "min_score: float = 0.2, step: int = -1) -> Segment",
+    "back_project": "(row: int, col: int, *, camera: str = 'agentview', resolution: str = 'high', step: int = -1) "
+                    "-> BackProjection",
+    "region_center": "(row_range: tuple[int, int], col_range: tuple[int, int], *, camera: str = 'agentview', "
+                     "resolution: str = 'high', z_min: float | None = None, z_max: float | None = None, "
+                     "step: int = -1) -> RegionCenter",
+    "move_to": "(xyz: list[float], gripper: float = -1.0, *, tol: float = 0.012, step_clip: float = 0.025, "
+               "max_steps: int = 80, target_yaw: float | None = None, yaw_step_clip: float = 0.1, "
+               "action_scale: float = 0.05) -> Move",
+    "move_pose": "(xyz: list[float], *, target_pitch: float | None = None, target_yaw: float | None = None, "
+                 "gripper: float = -1.0, step_clip: float = 0.02, pitch_step: float = 0.08, yaw_step: float = 0.08, "
+                 "tol: float = 0.012, ori_tol: float = 0.05, max_steps: int = 150, action_scale: float = 0.05) "
+                 "-> MovePose",
+    "rotate_wrist": "(*, target_yaw: float | None = None, delta_yaw: float | None = None, gripper: float = 1.0, "
+                    "max_steps: int = 40, tol: float = 0.02, step_clip: float = 0.1) -> Rotation",
+    "rotate_pitch": "(*, target_pitch: float | None = None, delta_pitch: float | None = None, gripper: float = 1.0, "
+                    "max_steps: int = 40, tol: float = 0.02, step_clip: float = 0.1) -> Rotation",
+    "set_gripper": "(gripper: float, steps: int = 5) -> Gripper",
+    "release": "(max_steps: int = 20) -> Release",
+    "pi0_pick": "(prompt: str, *, max_chunks: int = 24, lift_thresh: float = 0.05, gripper_closed_thresh: float = "
+                "0.06, gripper_open_thresh: float = 0.0, descent_thresh: float = 0.1) -> Pick",
+    "pi0_doubled": "(prompt: str, *, max_chunks: int = 20) -> Contact",
+}
+
+
+def test_result_types_have_exactly_the_contract_fields_in_order():
+    assert [t.__name__ for t in R.RESULT_TYPES] == list(CONTRACT_FIELDS)
+    for cls in R.RESULT_TYPES:
+        assert [f.name for f in dataclasses.fields(cls)] == CONTRACT_FIELDS[cls.__name__], cls.__name__
+        assert cls.__dataclass_params__.frozen, cls.__name__
+        assert cls.__doc__ and len(cls.__doc__) > 40
+
+
+def test_public_signatures_match_the_contract():
+    cls = LiberoRobot.__new__(LiberoRobot, KinematicBackend(), primitives="full", vla=ScriptedPolicy())
+    full = type(cls)
+    for name, expected in CONTRACT_SIGNATURES.items():
+        sig = str(inspect.signature(getattr(full, name))).replace("self, ", "").replace("(self)", "()")
+        sig = re.sub(r"(: |-> )'([^']*)'", r"\1\2", sig)  # annotations are kept as source strings
+        assert sig == expected, name
+
+
+def test_constants_and_class_configuration():
+    assert LiberoRobot.OPEN == -1.0 and LiberoRobot.CLOSE == 1.0
+    assert MAX_PLANAR_MOVE_M == 0.30 and PI0_CHUNK_STEPS == 5
+    assert LiberoRobot.CAMERAS == ("agentview", "wrist")
+    assert LiberoRobot.ON_MOTION_IMAGES == ("agentview_high.png", "wrist_high.png")
+    assert LiberoRobot.IMAGE_ARTIFACTS[("agentview", "low")] == "agentview.png"
+    assert LiberoRobot.WORLD_MAP_ARTIFACTS[("wrist", "high")] == "wrist_world_high.npz"
+    assert LiberoRobot.STATEFUL_TOOLS == {"move_to", "move_pose", "rotate_wrist", "rotate_pitch", "set_gripper",
+                                          "release", "pi0_pick", "pi0_doubled"}
+    assert LiberoRobot.STATE_TOOL == "view_env_state"
+
+
+def test_every_public_member_is_documented_and_annotated():
+    full = type(LiberoRobot(KinematicBackend(), vla=ScriptedPolicy()))
+    assert full.__name__ == "LiberoRobot" and "pi0_pick" in full.__doc__
+    for name, member in inspect.getmembers(full):
+        if name.startswith("_") or name.isupper():
+            continue
+        fn = member.fget if isinstance(member, property) else member
+        assert fn.__doc__ and len(fn.__doc__.strip()) > 30, name
+        sig = inspect.signature(fn)
+        assert sig.return_annotation is not inspect.Signature.empty, name
+        for p in list(sig.parameters.values())[1:]:
+            assert p.annotation is not inspect.Parameter.empty, f"{name}.{p.name}"
+
+
+def test_backend_double_satisfies_the_protocol(backend):
+    assert isinstance(backend, RobotBackend)
+
+
+def test_bad_primitive_set_lists_choices(backend):
+    with pytest.raises(ValueError, match="full, no-vla"):
+        LiberoRobot(backend, primitives="vla")
+
+
+# -- no-vla ------------------------------------------------------------------------------------------------------
+def test_no_vla_surface_has_no_pi0_and_calls_raise_and_are_ledgered(robo, host):
+    assert type(robo) is LiberoRobot
+    assert not [n for n in dir(type(robo)) if n.startswith("pi0")]
+    assert not [n for n, _ in inspect.getmembers(robo) if n.startswith("pi0")]
+    with pytest.raises(RuntimeError, match=r"^pi0_pick is not available in this run \(no-VLA primitive set\)$"):
+        robo.pi0_pick("pick up the bowl", max_chunks=3)
+    rec = host.ledger.records[-1]
+    assert (rec.tool, rec.ok, rec.stateful, rec.kwargs) == ("pi0_pick", False, False,
+                                                            {"max_chunks": 3, "args": ["pick up the bowl"]})
+    with pytest.raises(AttributeError):
+        robo.no_such_method  # noqa: B018
+
+
+def test_full_mode_without_a_vla_client_is_no_vla(backend):
+    assert not hasattr(type(LiberoRobot(backend)), "pi0_pick")
+
+
+# -- motion --------------------------------------------------------------------------------------------------------
+def test_move_to_reaches_target_records_state_and_ledger(robo, host, backend):
+    target = [-0.05, 0.05, 1.05]
+    move = robo.move_to(target)
+    assert isinstance(move, R.Move) and move.reached and move.final_dist_m <= 0.012
+    assert move.steps_used == backend.step > 5 and move.max_steps == 80
+    assert not move.terminated and not move.truncated
+    assert np.allclose(move.final_eef_pos, target, atol=0.012)
+    assert robo.state().step == 1 and robo.state(0).step == 0
+    assert np.allclose(robo.state(0).eef_pos, HOME)
+    rec = next(r for r in reversed(host.ledger.records) if r.tool == "move_to")
+    assert (rec.ok, rec.stateful, rec.env_steps) == (True, True, move.steps_used)
+    assert rec.summary["final_dist_m"] == move.final_dist_m and "reached" not in rec.summary
+    # per-step cap: never more than step_clip per step
+    assert move.steps_used >= math.ceil((np.linalg.norm(np.array(target) - HOME) - 0.012) / 0.025)
+    # orientation held pointing down
+    assert abs(robo.state().eef_pitch) < 1e-3 and abs(robo.state().eef_yaw) < 1e-3
+
+
+def test_move_to_stops_at_max_steps(robo):
+    move = robo.move_to([0.05, 0.0, 0.95], max_steps=3)
+    assert not move.reached and move.steps_used == 3 and move.final_dist_m > 0.012
+
+
+def test_move_to_with_target_yaw(robo):
+    move = robo.move_to([-0.15, 0.0, 1.10], target_yaw=0.6, yaw_step_clip=0.1)
+    assert move.reached and abs(robo.state().eef_yaw - 0.6) <= 0.02
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda r: r.move_to([0.15, 0.0, 1.0]), "split into waypoints"),
+    (lambda r: r.move_pose([-0.21, 0.31, 1.0]), "split into waypoints"),
+    (lambda r: r.move_to([0.0, 0.0]), "3 finite numbers"),
+    (lambda r: r.move_to([0.0, float("nan"), 1.0]), "3 finite numbers"),
+    (lambda r: r.move_to([-0.2, 0.0, 1.0], gripper=1.5), r"gripper must be in \[-1, 1\]"),
+    (lambda r: r.move_to([-0.2, 0.0, 1.0], step_clip=0), "step_clip must be a positive"),
+    (lambda r: r.rotate_wrist(), "exactly one of target_yaw or delta_yaw"),
+    (lambda r: r.rotate_wrist(target_yaw=0.1, delta_yaw=0.1), "exactly one of target_yaw or delta_yaw"),
+    (lambda r: r.rotate_pitch(), "exactly one of target_pitch or delta_pitch"),
+    (lambda r: r.set_gripper(2.0), r"gripper must be in \[-1, 1\]"),
+    (lambda r: r.release(max_steps=0), "max_steps must be a positive integer"),
+    (lambda r: r.image("side"), "camera must be one of agentview, wrist"),
+    (lambda r: r.image(resolution="mid"), "resolution must be one of high, low"),
+    (lambda r: r.segment(), "needs a prompt"),
+    (lambda r: r.segment(point=(500, 3)), "outside the 96x96 image"),
+    (lambda r: r.state(5), r"step must be -1 \(latest\) or 0..0"),
+])
+def test_bad_arguments_are_refused_before_dispatch(robo, backend, call, match):
+    with pytest.raises(ValueError, match=match):
+        call(robo)
+    assert backend.servo_calls == 0 and backend.gripper_goals == [] and backend.step == 0
+
+
+def test_planar_limit_is_inclusive_with_tolerance(robo):
+    assert robo.move_to([-0.21 + 0.30, 0.0, 1.17], max_steps=1).steps_used == 1
+
+
+def test_gripper_value_is_sent_once_and_held(robo, backend):
+    robo.move_to([-0.2, 0.0, 1.1], gripper=robo.OPEN)
+    assert backend.gripper_goals == []          # starts open: nothing to send
+    robo.move_to([-0.2, 0.0, 1.05], gripper=robo.CLOSE)
+    assert backend.gripper_goals == [0.0] and backend.gap < 0.005
+    robo.move_to([-0.2, 0.0, 1.10], gripper=1.0)
+    assert backend.gripper_goals == [0.0]
+    robo.move_to([-0.2, 0.0, 1.10], gripper=0.0)
+    assert backend.gripper_goals == [0.0, pytest.approx(0.04)]
+
+
+def test_set_gripper_and_release_until_success(robo, backend):
+    g = robo.set_gripper(robo.CLOSE, steps=12)
+    assert isinstance(g, R.Gripper) and g.gripper == 1.0 and g.steps == 12 and backend.gap < 0.005
+    robo.move_to([-0.05, 0.10, 1.0], gripper=1.0, max_steps=150)
+    robo.move_to([0.05, 0.20, 1.0], gripper=1.0, max_steps=150)
+    rel = robo.release(max_steps=40)
+    assert rel.terminated and rel.steps_used < 40
+    assert rel.start_gripper_opening < 0.005 and rel.final_gripper_opening > 0.06
+    assert rel.peak_gripper_opening >= rel.final_gripper_opening
+    assert robo.done and robo.state().terminated
+
+
+def test_rotate_wrist_and_pitch_keep_position(robo):
+    rot = robo.rotate_wrist(delta_yaw=0.5, gripper=robo.OPEN)
+    assert isinstance(rot, R.Rotation) and rot.reached and abs(rot.final - 0.5) <= 0.02
+    assert rot.start == pytest.approx(0.0, abs=1e-6) and rot.target == pytest.approx(0.5)
+    pit = robo.rotate_pitch(target_pitch=0.4, gripper=robo.OPEN, max_steps=60)
+    assert pit.reached, pit
+    state = robo.state()
+    assert abs(state.eef_pitch - 0.4) <= 0.02 and abs(state.eef_yaw - 0.5) <= 0.05
+    assert np.allclose(state.eef_pos, HOME, atol=0.01)
+
+
+def test_move_pose_covaries_position_and_pitch(robo):
+    res = robo.move_pose([-0.10, 0.05, 1.05], target_pitch=0.5)
+    assert isinstance(res, R.MovePose) and res.reached and abs(res.final_pitch - 0.5) <= 0.05
+
+
+# -- episode end -------------------------------------------------------------------------------------------------
+def test_termination_freezes_motion_but_not_reads(robo, host, backend):
+    robo.set_gripper(robo.CLOSE)
+    robo.move_to([-0.05, 0.10, 1.0], gripper=1.0, max_steps=150)
+    robo.move_to([0.05, 0.20, 1.0], gripper=1.0, max_steps=150)
+    assert not robo.done
+    rel = robo.release()
+    assert rel.terminated
+    calls = backend.servo_calls
+    with pytest.raises(EpisodeFinished) as info:
+        robo.move_to([0.05, 0.20, 1.05])
+    assert info.value.reason == "terminated" and backend.servo_calls == calls
+    assert not isinstance(info.value, Exception)
+    rec = host.ledger.records[-1]
+    assert (rec.tool, rec.ok, rec.stateful) == ("move_to", False, False) and rec.error.startswith("EpisodeFinished")
+    assert robo.state().terminated and robo.image().shape == (96, 96, 3)
+    assert robo.segment("plate").found
+
+
+def test_truncation_mid_move_returns_then_refuses():
+    backend = KinematicBackend(max_episode_steps=4)
+    robo = LiberoRobot(backend, primitives="no-vla")
+    move = robo.move_to([-0.05, 0.0, 1.05])
+    assert move.truncated and move.steps_used == 4 and not move.reached
+    with pytest.raises(EpisodeFinished, match="truncated"):
+        robo.set_gripper(1.0)
+
+
+def test_host_stop_ends_the_running_motion_with_its_reason(host, robo, backend):
+    def stop_after_three(b):
+        if b.step == 3:
+            host.stop("timeout")
+
+    backend.on_servo = stop_after_three
+    with pytest.raises(EpisodeFinished) as info:
+        robo.move_to([-0.05, 0.0, 1.05])
+    assert info.value.reason == "timeout" and backend.step == 3 and backend.cancelled
+    assert robo.state().step == 1   # the partial motion is still recorded
+    with pytest.raises(EpisodeFinished, match="timeout"):
+        robo.release()
+
+
+def test_episode_finished_reasons_are_validated():
+    assert EpisodeFinished("call_budget").reason == "call_budget"
+    with pytest.raises(ValueError, match="terminated, truncated, timeout, cancelled, call_budget"):
+        EpisodeFinished("bored")
+
+
+def test_tool_error_shape():
+    err = ToolError("segment", "no mask", {"error": "x"})
+    assert isinstance(err, RuntimeError) and str(err) == "segment: no mask"
+    assert (err.tool, err.message, err.payload) == ("segment", "no mask", {"error": "x"})
+
+
+def test_estop_refusal_is_a_tool_error(robo, backend):
+    def refuse(*_):
+        raise BackendRefused("e-stop active", "estop")
+
+    backend.servo = refuse
+    with pytest.raises(ToolError, match="move_to: driver refused: e-stop active"):
+        robo.move_to([-0.2, 0.0, 1.1])
+
+
+# -- VLA ------------------------------------------------------------------------------------------------------
+def test_pi0_pick_runs_chunks_through_servo_and_reports_heuristic():
+    backend, policy = KinematicBackend(), ScriptedPolicy()
+    host = RobotHost.for_libero(backend, primitives="full", vla=policy)
+    robo = host.robo
+    assert "pi0_pick" in dir(type(robo)) and isinstance(robo, LiberoRobot)
+    pick = robo.pi0_pick("pick up the black bowl", max_chunks=12, lift_thresh=0.05, descent_thresh=0.10)
+    assert isinstance(pick, R.Pick) and pick.success
+    assert pick.peak_lift_m >= 0.05 and pick.min_gripper_opening < 0.06
+    assert 6 <= pick.chunks_used < 12 and backend.gripper_goals == [0.0]
+    obs = policy.observations[0]
+    assert obs["observation/image"].shape == (224, 224, 3) and obs["observation/wrist_image"].dtype == np.uint8
+    assert obs["observation/state"].shape == (8,) and obs["prompt"] == "pick up the black bowl"
+    assert np.allclose(obs["observation/state"][:3], HOME, atol=1e-6)
+    rec = host.ledger.records[-1]
+    assert rec.tool == "pi0_pick" and rec.stateful and rec.summary["chunks_used"] == pick.chunks_used
+    # every chunk is PI0_CHUNK_STEPS servo steps except the last, cut when the heuristic fired
+    assert backend.servo_calls <= pick.chunks_used * PI0_CHUNK_STEPS
+
+
+def test_pi0_doubled_runs_max_chunks():
+    backend = KinematicBackend()
+    robo = LiberoRobot(backend, vla=types.SimpleNamespace(infer=lambda obs: {"actions": np.zeros((8, 7))}))
+    res = robo.pi0_doubled("turn on the stove", max_chunks=3)
+    assert isinstance(res, R.Contact) and res.chunks_used == 3 and not res.success
+    assert backend.servo_calls == 3 * PI0_CHUNK_STEPS
+
+
+def test_pi0_bad_policy_reply_is_a_tool_error():
+    robo = LiberoRobot(KinematicBackend(), vla=types.SimpleNamespace(infer=lambda obs: {"oops": 1}))
+    with pytest.raises(ToolError, match="pi0_doubled: VLA policy server"):
+        robo.pi0_doubled("push", max_chunks=1)
+
+
+# -- images and artifacts -------------------------------------------------------------------------------------
+def test_images_are_captured_lazily_per_step(robo, backend):
+    img = robo.image()
+    assert img.shape == (96, 96, 3) and img.dtype == np.uint8
+    assert robo.image(resolution="low").shape == (32, 32, 3)
+    robo.move_to([-0.2, 0.0, 1.15])
+    robo.move_to([-0.2, 0.0, 1.13])
+    assert robo.image(step=0).shape == (96, 96, 3)          # step 0 was viewed while current
+    with pytest.raises(ToolError, match="no image was captured at step 1"):
+        robo.image(step=1)
+    assert robo.image()[0, 0, 1] == backend.step            # current step rendered now
+    assert [c for c in backend.captures if c[:2] == ("agentview", "high")] == [("agentview", "high", 0),
+                                                                                ("agentview", "high", backend.step)]
+
+
+def test_world_map_and_artifacts(robo):
+    wmap = robo.world_map()
+    assert wmap.shape == (96, 96, 3) and np.all(wmap[0, 0] == 0)
+    assert wmap[48, 10, 2] == pytest.approx(TABLE_Z, abs=1e-4)
+    png = robo.artifact("agentview_high.png")
+    assert np.array_equal(decode_png(png), robo.image())
+    assert np.allclose(decode_npz(robo.artifact("agentview_world_high.npz")), wmap)
+    assert decode_npz(robo.artifact("agentview_depth.npz")).shape == (96, 96)
+    with pytest.raises(ToolError, match=r"no artifact 'nope\.png'.*agentview_high\.png"):
+        robo.artifact("nope.png")
+
+
+def test_host_boot_images_summary_and_show_queue(host, robo):
+    host.capture_boot_images()
+    assert decode_png(host.artifact("wrist_high.png")).shape == (96, 96, 3)
+    summary = host.summary()
+    assert set(summary) == {"step", "eef_pos", "eef_yaw", "eef_pitch", "gripper_opening", "terminated", "truncated"}
+    assert summary["eef_pos"] == [-0.21, 0.0, 1.17] and summary["gripper_opening"] == 0.08
+    n = len(host.ledger)
+    robo.show("wrist")
+    robo.show("wrist")
+    robo.show()
+    assert host.take_show_requests() == ["wrist", "agentview"] and host.take_show_requests() == []
+    assert len(host.ledger) == n + 3
+    with pytest.raises(ValueError, match="agentview, wrist"):
+        robo.show("top")
+
+
+def test_camera_meta(robo):
+    meta = robo.camera_meta()
+    assert meta["image_size"] == [96, 96] and np.allclose(meta["position"], [0.0, 0.05, 1.60])
+    assert np.array(meta["K"]).shape == (3, 3) and np.array(meta["T_world_optical"]).shape == (4, 4)
+    assert robo.state().task == robo.task == "put the black bowl on the plate"
+
+
+def test_segment_world_xyz_and_overlay_json(robo):
+    seg = robo.segment("the plate")
+    assert isinstance(seg, R.Segment) and seg.found and seg.score > 0.9 and seg.error is None
+    cx, cy, _, _, top = OBJECTS["plate_1"]
+    assert np.allclose(seg.world_xyz, [cx, cy, top], atol=0.01)
+    extras = json.loads(robo.artifact(seg.overlay_artifact.replace(".png", ".json"), step=seg.step))
+    assert np.allclose(extras["box_center_xyz"], [cx, cy, top], atol=0.01) and extras["label"] == "plate_1"
+    assert decode_png(robo.artifact(seg.overlay_artifact)).shape == (96, 96, 3)
+    miss = robo.segment("purple elephant")
+    assert not miss.found and miss.world_xyz is None and miss.error
+
+
+def test_back_project_and_region_center(robo):
+    bp = robo.back_project(48, 10)
+    assert bp.world_xyz[2] == pytest.approx(TABLE_Z, abs=1e-4) and bp.image_size == (96, 96)
+    with pytest.raises(ToolError, match=r"back_project: pixel \(200, 3\) is outside"):
+        robo.back_project(200, 3)
+    with pytest.raises(ToolError, match="no valid depth"):
+        robo.back_project(0, 0)
+    rc = robo.region_center((0, 96), (0, 96), z_min=0.915, z_max=0.925)
+    assert rc.n_valid > 10 and np.allclose(rc.center_xyz[:2], OBJECTS["plate_1"][:2], atol=0.01)
+    with pytest.raises(ToolError, match="back_project: empty window"):
+        robo.region_center((10, 10), (0, 5))
+
+
+# -- ledger ------------------------------------------------------------------------------------------------
+def test_ledger_counts_and_jsonl(robo, host, tmp_path):
+    robo.state()
+    robo.move_to([-0.2, 0.0, 1.12])
+    robo.set_gripper(1.0, steps=6)
+    with pytest.raises(ValueError):
+        robo.move_to([1.0, 1.0, 1.0])
+    ledger = host.ledger
+    assert [r.tool for r in ledger] == ["view_env_state", "move_to", "set_gripper", "move_to"]
+    assert ledger.stateful_calls() == 2
+    assert ledger.env_steps() == sum(r.env_steps for r in ledger) == host.backend.step
+    assert ledger.records[0].summary == {"step": 0, "terminated": False, "truncated": False,
+                                         "eef_pos": [-0.21, 0.0, 1.17]}
+    assert ledger.records[-1].error.startswith("ValueError: planar move")
+    path = tmp_path / "calls.jsonl"
+    ledger.write_jsonl(path)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["tool"] for line in lines] == [r.tool for r in ledger]
+    assert list(lines[1]) == [f.name for f in dataclasses.fields(CallRecord)]
+
+
+def test_ledger_kwargs_are_json_safe():
+    ledger = Ledger()
+    rec = ledger.append(tool="x", kwargs={"a": np.float32(1.5), "b": (1, 2), "c": object()}, started_at=0,
+                        elapsed_s=0, ok=True, stateful=False, env_steps=-3)
+    assert rec.kwargs["a"] == 1.5 and rec.kwargs["b"] == [1, 2] and rec.kwargs["c"].startswith("<object")
+    assert rec.env_steps == 0
+
+
+# -- orientation helpers --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("yaw", [0.0, 0.7, -2.5])
+@pytest.mark.parametrize("pitch", [0.0, 0.4, -1.2])
+def test_state_yaw_pitch_conventions(yaw, pitch):
+    r = rot_x(pitch) @ R_HOME if yaw == 0 else rot_z(yaw) @ R_HOME
+    q = tuple(matrix_to_quat(r))
+    state = R.State(0, "", (0, 0, 0), q, (0.04, -0.04), 0.08, (), False, False)
+    if yaw == 0:
+        assert state.eef_pitch == pytest.approx(pitch) and state.eef_yaw == pytest.approx(0.0, abs=1e-9)
+    else:
+        assert state.eef_yaw == pytest.approx(yaw) and state.eef_pitch == pytest.approx(0.0, abs=1e-9)
+    assert np.allclose(matrix(q), r)
+    assert yaw_of(r) == pytest.approx(state.eef_yaw) and pitch_of(r) == pytest.approx(state.eef_pitch)
+
+
+def test_pitch_half_pi_points_along_plus_y():
+    r = rot_x(math.pi / 2) @ R_HOME
+    assert np.allclose(r[:, 2], [0, 1, 0])   # approach axis
+    assert pitch_of(r) == pytest.approx(math.pi / 2)
+
+
+def test_rotation_vector_and_wrap():
+    for axis, angle in (([0, 0, 1], 0.3), ([1, 0, 0], -1.0), ([0, 1, 0], 3.0)):
+        r = matrix_to_quat(np.eye(3))  # identity round trip
+        assert np.allclose(r, [0, 0, 0, 1])
+        k = np.array(axis, float) * angle
+        kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]]) / abs(angle)
+        rot = np.eye(3) + math.sin(abs(angle)) * kx + (1 - math.cos(abs(angle))) * kx @ kx
+        assert np.allclose(rotation_vector(rot), k, atol=1e-6)
+    assert wrap_angle(3 * math.pi / 2) == pytest.approx(-math.pi / 2)
