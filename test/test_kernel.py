@@ -1,0 +1,338 @@
+"""The cell kernel: namespace, robo proxy, wire codec, outputs, programs, timeouts and child deaths.
+
+Real child processes throughout (no mocks); the robo target is a small in-file object that returns the real
+``pyrua_ros.robo.results`` dataclasses and raises the real ``pyrua_ros.robo.errors`` exceptions.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import os
+import signal
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pyrua_ros.agent.kernel import RESTART_NOTICE, Kernel, KernelLimits, policy, protocol
+from pyrua_ros.robo.errors import EpisodeFinished, ToolError
+from pyrua_ros.robo.results import Move, State
+
+
+class FakeRobo:
+    """A tiny robot for kernel tests."""
+
+    OPEN = -1.0
+    CLOSE = 1.0
+    CAMERAS = ("agentview", "wrist")
+
+    def __init__(self) -> None:
+        self._backend = "secret backend"
+        self.calls: list[str] = []
+        self.finished = False
+
+    @property
+    def done(self) -> bool:
+        """True once the episode is over."""
+        return self.finished
+
+    def state(self) -> State:
+        """The current state."""
+        return State(step=3, task="put the bowl on the plate", eef_pos=(0.1, 0.2, 0.3),
+                     eef_quat=(1.0, 0.0, 0.0, 0.0), gripper_qpos=(0.04, -0.04), gripper_opening=0.08,
+                     object_names=("bowl_1",), terminated=False, truncated=False)
+
+    def move_to(self, xyz: tuple[float, float, float], *, gripper: float = -1.0, max_steps: int = 80) -> Move:
+        """Move the gripper to xyz (m), holding the gripper command."""
+        self.calls.append("move_to")
+        if len(xyz) != 3:
+            raise ValueError(f"xyz must have 3 values, got {len(xyz)}")
+        return Move(target_xyz=tuple(xyz), final_eef_pos=tuple(xyz), final_dist_m=0.001, reached=True,
+                    steps_used=12, max_steps=max_steps, terminated=False, truncated=False)
+
+    def image(self, camera: str = "agentview") -> np.ndarray:
+        """An RGB image (uint8, HxWx3)."""
+        return np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)
+
+    def total(self, values: np.ndarray) -> float:
+        """Sum of an array (tests arrays going to the host)."""
+        return float(np.asarray(values).sum())
+
+    def segment(self, name: str) -> dict:
+        """Always fails on the robot side."""
+        raise ToolError("segment", f"no mask for {name!r}", {"error": "no mask"})
+
+    def finish(self) -> None:
+        """Ends the episode."""
+        self.finished = True
+        raise EpisodeFinished("terminated")
+
+    def _private_helper(self) -> str:
+        return "never reachable"
+
+
+@pytest.fixture(scope="module")
+def robo() -> FakeRobo:
+    return FakeRobo()
+
+
+@pytest.fixture(scope="module")
+def kernel(robo, tmp_path_factory):
+    with Kernel(robo, tmp_path_factory.mktemp("workspace"), limits=KernelLimits(interrupt_grace_s=1.0)) as k:
+        yield k
+
+
+def run(kernel: Kernel, code: str, timeout_s: float = 10.0):
+    return kernel.run_cell(code, timeout_s)
+
+
+def last_line(text: str | None) -> str:
+    assert text, "expected an exception"
+    return text.strip().splitlines()[-1]
+
+
+# ------------------------------------------------------------------------------------------ namespace
+
+
+def test_namespace_has_the_contract_globals_and_persists(kernel):
+    out = run(kernel, "names = sorted(k for k in globals() if not k.startswith('__'))\n"
+                      "log('hello'); print(__name__)\nnames")
+    assert out.exception is None
+    assert out.stdout == "hello\n__policy__\n"
+    assert out.value == repr(["display", "log", "math", "np", "numpy", "robo", "time"])
+    run(kernel, "counter = 41\ndef bump(): return counter + 1")
+    assert run(kernel, "bump()").value == "42"
+    assert (kernel.workspace / f"cell_{kernel.cells:03d}.py").read_text() == "bump()"
+
+
+def test_trailing_expression_value_and_none(kernel):
+    assert run(kernel, "x = 'a' * 5000\nx").value == repr("a" * 5000)[:4000]
+    assert run(kernel, "None").value is None
+    assert run(kernel, "y = 3").value is None
+
+
+def test_syntax_error_and_system_exit(kernel):
+    out = run(kernel, "def (:")
+    assert out.exception.startswith("SyntaxError: invalid syntax (cell_")
+    assert run(kernel, "raise SystemExit(3)").exception == "SystemExit: 3"
+
+
+def test_tracebacks_show_policy_frames_only(kernel):
+    out = run(kernel, "def inner():\n    return 1 / 0\ninner()")
+    assert "cell_" in out.exception and "worker.py" not in out.exception and "proxy.py" not in out.exception
+    assert last_line(out.exception) == "ZeroDivisionError: division by zero"
+
+
+def test_stdout_and_stderr_are_trimmed_to_head_and_tail(kernel):
+    out = run(kernel, "print('a' * 5000 + 'b' * 5000, end='')")
+    assert out.stdout == "a" * 4000 + "... [2000 chars omitted] ..." + "b" * 4000
+    assert policy.trim_middle("a" * 5000 + "b" * 5000) == out.stdout
+
+
+def test_cwd_is_the_workspace_and_workspace_modules_import(kernel):
+    (kernel.workspace / "helper.py").write_text("import math\n\ndef area(r):\n    return math.pi * r * r\n")
+    (kernel.workspace / "sneaky.py").write_text("import os\n")
+    out = run(kernel, "with open('note.txt', 'w') as f:\n    f.write('hi')\nimport helper\nround(helper.area(1.0), 4)")
+    assert out.exception is None and out.value == "3.1416"
+    assert (kernel.workspace / "note.txt").read_text() == "hi"
+    assert last_line(run(kernel, "import sneaky").exception) == f"ImportError: {policy.import_refusal('os')}"
+
+
+# ------------------------------------------------------------------------------------------ robo proxy
+
+
+def test_proxy_mirrors_public_members_only(kernel, robo):
+    out = run(kernel, "sorted(n for n in dir(robo) if not n.startswith('__'))")
+    assert out.value == repr(["CAMERAS", "CLOSE", "OPEN", "calls", "done", "finish", "finished", "image", "move_to",
+                              "segment", "state", "total"])
+    assert run(kernel, "(robo.OPEN, robo.CLOSE, robo.CAMERAS)").value == "(-1.0, 1.0, ('agentview', 'wrist'))"
+    assert run(kernel, "robo.move_to.__doc__").value == repr(inspect.getdoc(robo.move_to))
+    assert run(kernel, "type(robo).__name__").value == "'FakeRobo'"
+    assert last_line(run(kernel, "robo._private_helper()").exception) == (
+        "AttributeError: 'FakeRobo' object has no attribute '_private_helper'")
+
+
+def test_proxy_signature_matches_the_real_method(kernel, robo):
+    out = run(kernel, "help(robo.move_to)")
+    assert last_line(out.exception) == "NameError: name 'help' is not defined"
+    # inspect is not importable by policy code; the signature object travels with __signature__
+    out = run(kernel, "str(robo.move_to.__signature__)")
+    assert out.value == repr("(self, " + str(inspect.signature(robo.move_to))[1:])
+
+
+def test_results_come_back_as_the_real_dataclasses(kernel, robo):
+    out = run(kernel, "m = robo.move_to((0.1, 0.2, 0.3), gripper=1.0)\n"
+                      "s = robo.state()\n(type(m).__module__, type(m).__name__, m.target_xyz, m.max_steps, "
+                      "round(s.eef_yaw, 6), s.object_names)")
+    assert out.exception is None
+    assert out.value == repr(("pyrua_ros.robo.results", "Move", (0.1, 0.2, 0.3), 80,
+                              round(robo.state().eef_yaw, 6), ("bowl_1",)))
+    assert robo.calls[-1] == "move_to"
+    assert last_line(run(kernel, "m.reached = False").exception).startswith("dataclasses.FrozenInstanceError")
+
+
+def test_numpy_arrays_cross_both_ways(kernel):
+    out = run(kernel, "img = robo.image()\n(img.dtype.str, img.shape, int(img[3, 4, 2]), "
+                      "robo.total(np.ones((2, 3), np.float32)))")
+    assert out.value == "('|u1', (4, 5, 3), 59, 6.0)"
+
+
+def test_robot_errors_keep_type_and_message(kernel):
+    out = run(kernel, "try:\n    robo.segment('cup')\nexcept RuntimeError as e:\n"
+                      "    r = (type(e).__name__, str(e), e.tool, e.payload)\nr")
+    assert out.value == repr(("ToolError", "segment: no mask for 'cup'", "segment", {"error": "no mask"}))
+    assert last_line(run(kernel, "robo.move_to((1, 2))").exception) == "ValueError: xyz must have 3 values, got 2"
+    assert last_line(run(kernel, "robo.move_to((1, 2, 3), speed=2)").exception) == (
+        "TypeError: FakeRobo.move_to() got an unexpected keyword argument 'speed'")
+    assert last_line(run(kernel, "robo.total(object())").exception) == (
+        "TypeError: robo.total: a object value cannot cross the kernel boundary (send numbers, strings, lists, "
+        "tuples, dicts, bytes, numpy arrays or result dataclasses)")
+
+
+def test_episode_finished_is_not_swallowed_by_except_exception(kernel, robo):
+    out = run(kernel, "try:\n    robo.finish()\nexcept Exception:\n    print('swallowed')")
+    assert out.episode_finished == "terminated" and out.stdout == "" and out.exception is None
+    assert run(kernel, "robo.done").value == "True"
+    robo.finished = False
+
+
+def test_display_returns_png_images_in_order(kernel):
+    buf = io.BytesIO()
+    Image.new("RGB", (2, 2), (255, 0, 0)).save(buf, format="PNG")
+    out = run(kernel, f"display(np.zeros((4, 6, 3), np.uint8))\ndisplay(np.ones((3, 3)))\ndisplay({buf.getvalue()!r})")
+    assert out.exception is None and len(out.images) == 3
+    sizes = [Image.open(io.BytesIO(png)).size for png in out.images]
+    assert sizes == [(6, 4), (3, 3), (2, 2)]
+    assert last_line(run(kernel, "display('not an image')").exception) == (
+        "TypeError: display() takes a numpy array, a PIL image or PNG bytes, got str")
+
+
+# ------------------------------------------------------------------------------------------ isolation
+
+
+def test_child_holds_no_ros_and_no_ros_environment(kernel):
+    pid = kernel.pid
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    names = {e.split(b"=", 1)[0].decode() for e in environ if e}
+    assert not {n for n in names if n.startswith(("ROS_", "AMENT", "RMW_", "OPENAI", "PYTHONPATH"))}, names
+    assert os.environ.get("ROS_DOMAIN_ID"), "the test process itself runs with a ROS domain"
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    assert "rclpy" not in maps and "librcl" not in maps
+    assert Path(os.readlink(f"/proc/{pid}/cwd")) == kernel.workspace
+    assert last_line(run(kernel, "import rclpy").exception) == f"ImportError: {policy.import_refusal('rclpy')}"
+
+
+def test_isolation_report_names_the_limits(kernel):
+    iso = kernel.isolation
+    assert iso["RLIMIT_AS"] == 4 * 2**30 and iso["RLIMIT_NPROC"] == 0 and iso["RLIMIT_CORE"] == 0
+    assert iso["capabilities"] in ("none held", "all dropped")
+    assert iso["landlock"].startswith(("abi ", "unavailable", "disabled"))
+
+
+def test_host_refuses_names_outside_the_manifest_whatever_the_child_sends(kernel):
+    reply = kernel._serve({"op": "call", "name": "_private_helper", "args": [], "kwargs": {}})
+    assert reply["error"]["type"] == "AttributeError" and "_private_helper" in reply["error"]["text"]
+    assert kernel._serve({"op": "get", "name": "move_to"})["error"]["type"] == "AttributeError"
+
+
+# ------------------------------------------------------------------------------------------ deaths
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
+def test_a_dying_child_is_reported_and_replaced(kernel, sig):
+    run(kernel, "before = 1")
+    pid = kernel.pid
+    timer = threading.Timer(0.5, os.kill, (pid, sig))
+    timer.start()
+    try:
+        out = run(kernel, "time.sleep(20)")
+    finally:
+        timer.cancel()
+    assert out.exception.startswith(f"KernelDied: the kernel process died: ended by {sig.name}")
+    assert out.restarted and out.notice == RESTART_NOTICE
+    assert kernel.pid != pid
+    assert last_line(run(kernel, "before").exception) == "NameError: name 'before' is not defined"
+    assert run(kernel, "1 + 1").value == "2"
+
+
+def test_restart_clears_the_namespace(kernel):
+    run(kernel, "kept = 5")
+    kernel.restart()
+    assert last_line(run(kernel, "kept").exception) == "NameError: name 'kept' is not defined"
+
+
+# ------------------------------------------------------------------------------------------ programs
+
+PROGRAM = """
+calls = []
+
+def run(robo):
+    calls.append(1)
+    print('moving', len(calls))
+    robo.move_to((0.1, 0.2, 0.3))
+"""
+
+
+def test_programs_run_once_in_a_fresh_namespace(kernel):
+    first = kernel.run_program(code=PROGRAM, timeout_s=10)
+    second = kernel.run_program(code=PROGRAM, timeout_s=10)
+    assert (first.status, first.stdout, first.exception) == ("completed", "moving 1\n", None)
+    assert second.stdout == "moving 1\n" and second.file == f"program_{second.program:02d}.py"
+    assert (kernel.workspace / first.file).read_text() == PROGRAM
+
+
+def test_program_outcomes(kernel, robo):
+    finished = kernel.run_program(code="def run(robo):\n    robo.finish()", timeout_s=10)
+    robo.finished = False
+    assert (finished.status, finished.reason) == ("finished", "terminated")
+    error = kernel.run_program(code="def run(robo):\n    robo.move_to((1,))", timeout_s=10)
+    assert error.status == "error" and last_line(error.exception) == "ValueError: xyz must have 3 values, got 1"
+    missing = kernel.run_program(code="x = 1", timeout_s=10)
+    assert missing.exception == f"PolicyLoadError: {missing.file} defines no run(robo) function"
+    refused = kernel.run_program(code="def run(robo):\n    return robo.__class__.__subclasses__()", timeout_s=10)
+    assert refused.refused and refused.exception == policy.refusal_text(["__subclasses__"], "program")
+    assert refused.exception.endswith("the program was not run. Stay within the documented `robo` API.")
+    slow = kernel.run_program(code="def run(robo):\n    while True:\n        pass", timeout_s=1)
+    assert slow.status == "timeout" and not slow.restarted
+
+
+def test_program_paths(kernel):
+    (kernel.workspace / "mine.py").write_text("def run(robo):\n    print(robo.OPEN)\n")
+    assert kernel.run_program(path="mine.py", timeout_s=10).stdout == "-1.0\n"
+    with pytest.raises(ValueError, match="path must be inside the workspace"):
+        kernel.run_program(path="../outside.py", timeout_s=10)
+    with pytest.raises(ValueError, match=r"no such file in workspace: nothere\.py"):
+        kernel.run_program(path="nothere.py", timeout_s=10)
+    with pytest.raises(ValueError, match="exactly one of code"):
+        kernel.run_program(timeout_s=10)
+
+
+# ------------------------------------------------------------------------------------------ codec, limits
+
+
+def test_codec_round_trips_and_refuses_unknown_types():
+    r, w = os.pipe()
+    try:
+        value = {"a": (1, 2.5, "x", None, True), 3: [np.arange(6, dtype=np.int16).reshape(2, 3)],
+                 "__k": b"\x00\x01", "s": frozenset({1, 2}), "m": Move((1.0, 2.0, 3.0), (1.0, 2.0, 3.0), 0.0, True,
+                                                                        1, 80, False, False)}
+        protocol.write_frame(w, {"v": value})
+        got = protocol.FrameReader(r, lambda name, fields: (name, fields)).read(deadline=None)["v"]
+    finally:
+        os.close(r)
+        os.close(w)
+    assert got["a"] == (1, 2.5, "x", None, True) and got["__k"] == b"\x00\x01" and got["s"] == frozenset({1, 2})
+    assert got[3][0].dtype == np.int16 and got[3][0].tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert got["m"][0] == "Move" and got["m"][1]["target_xyz"] == (1.0, 2.0, 3.0)
+    with pytest.raises(TypeError, match="dtype object cannot cross"):
+        protocol.encode_frame({"v": np.array([object()])})
+    with pytest.raises(TypeError, match="a builtin_function_or_method value cannot cross"):
+        protocol.encode_frame({"v": len})
+
+
+def test_limits_are_validated():
+    with pytest.raises(ValueError, match=r"KernelLimits\.memory_bytes must be positive"):
+        KernelLimits(memory_bytes=0)
