@@ -47,6 +47,7 @@ def write_json(path: Path | str, data: Any) -> Path:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=2, ensure_ascii=False, default=str)
             handle.write("\n")
+        os.chmod(tmp, 0o644)   # mkstemp makes 0600; run records are meant to be read by others
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -37,8 +37,8 @@ def make_runtime(cfg, events=None) -> Runtime:
 
     Reads the ``AgentConfig`` fields ``runtime``, ``arm``, ``feedback``, ``images``, ``max_programs``, ``replay``,
     ``model``, ``base_url``, ``api_key_env``, ``openai_max_tokens``, ``openai_tool_choice``,
-    ``openai_temperature``, ``openai_extra_body``, ``openai_request_timeout_s``, ``context_window`` and, when
-    present, ``system_prompt`` and ``openai_max_retries``.
+    ``openai_temperature``, ``openai_extra_body``, ``openai_request_timeout_s``, ``context_window``,
+    ``system_prompt`` and ``openai_max_retries`` (PlayConfig).
     """
     runtime_class(cfg.runtime)   # validates the name
     if cfg.runtime == "replay":
@@ -49,12 +49,12 @@ def make_runtime(cfg, events=None) -> Runtime:
     from .tools import tool_specs
 
     optional = {}
-    if getattr(cfg, "openai_max_retries", None) is not None:
+    if cfg.openai_max_retries is not None:
         optional["max_retries"] = cfg.openai_max_retries
     settings = ModelSettings(model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
                              max_tokens=cfg.openai_max_tokens, tool_choice=cfg.openai_tool_choice,
                              temperature=cfg.openai_temperature, extra_body=cfg.openai_extra_body,
-                             system_prompt=getattr(cfg, "system_prompt", None),
+                             system_prompt=cfg.system_prompt,
                              request_timeout_s=cfg.openai_request_timeout_s, context_window=cfg.context_window,
                              **optional)
     tools = tool_specs(cfg.arm, cfg.feedback, cfg.images, cfg.max_programs)
