@@ -45,5 +45,6 @@ def test_versions_agree():
 
 
 def test_ruff_is_clean():
-    out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", str(ROOT)], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", str(ROOT)], capture_output=True,
+                         text=True)
     assert out.returncode == 0, out.stdout + out.stderr

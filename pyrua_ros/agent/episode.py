@@ -36,6 +36,7 @@ from pyrua_ros.agent.records import (
     write_result,
     write_turns,
 )
+from pyrua_ros.driver.rosenv import PARENT_PID_VAR
 
 SANDBOX_DESCRIPTION = ("cells run in a separate process that holds no ROS handle; robo is a proxy over a pipe "
                        "(JSON + raw buffers); per-cell wall-clock timeout with interrupt, then kill and restart; "
@@ -60,6 +61,7 @@ class _Driver:
             raise BootError(f"driver {cfg.driver!r}: expected one driver node, planned {[n.key for n in nodes]}")
         self.argv = runner.command(nodes[0])
         env = dict(os.environ, **nodes[0].env)
+        env[PARENT_PID_VAR] = str(os.getpid())   # the node exits if this process dies, even by SIGKILL
         env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(self.argv, env=env, stdout=self._log, stderr=subprocess.STDOUT,

@@ -22,6 +22,7 @@ from collections.abc import MutableMapping
 DISCOVERY_VAR = "ROS_AUTOMATIC_DISCOVERY_RANGE"
 LOCALHOST = "LOCALHOST"
 REQUIRE_VAR = "PYRUA_REQUIRE_LOOPBACK"
+PARENT_PID_VAR = "PYRUA_PARENT_PID"   # set by a process that starts a node it must not outlive
 DOMAIN_LOCK_DIR = pathlib.Path(tempfile.gettempdir()) / "pyrua_ros_domains"
 DOMAIN_RANGE = range(120, 230)   # clear of 0 (the ROS default) and of common hand-picked ids
 _held_locks: list = []
@@ -86,10 +87,32 @@ def check_node_environment(env: MutableMapping[str, str] | None = None) -> None:
         )
 
 
+def die_with_parent(env: MutableMapping[str, str] | None = None) -> None:
+    """When ``PYRUA_PARENT_PID`` names this process's parent, ask Linux to SIGTERM this process when the parent
+    dies (``PR_SET_PDEATHSIG``, which survives exec), so an episode killed even by SIGKILL leaves no node behind.
+    Exits at once if the parent is already gone. The variable is removed so grandchildren do not inherit it."""
+    env = os.environ if env is None else env
+    parent = env.pop(PARENT_PID_VAR, None)
+    if not parent:
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):
+        raise SystemExit(0)
+
+
 def node_preamble() -> None:
-    """Call first in every node ``main()``: exit with status 3 and a clear message on an unsafe environment."""
+    """Call first in every node ``main()``: exit with status 3 and a clear message on an unsafe environment;
+    tie the node's life to its parent's when asked (:func:`die_with_parent`)."""
     try:
         check_node_environment()
     except UnsafeDiscoveryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(3) from None
+    die_with_parent()
