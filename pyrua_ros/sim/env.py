@@ -1,0 +1,382 @@
+"""One LIBERO / LIBERO-PRO episode at a time, in plain Python (no rclpy): the core the sim node wires to ROS.
+
+:class:`LiberoEpisode` owns a LIBERO ``OffScreenRenderEnv`` and exposes what a ROS driver needs: reset to a
+benchmark episode, one control step (OSC delta pose, or joint position), robot state, the frame tree, on-demand
+camera captures (color + depth + intrinsics + optical pose) and instance segmentation, and the success latch.
+
+Design points:
+
+- The env is built once per (suite, task) with ``hard_reset=False`` (0.2 s resets instead of 2 s) and with
+  ``use_camera_obs=False``: ``step()`` never renders. Rendering (about 100 ms on llvmpipe) happens only in
+  :meth:`LiberoEpisode.capture` and :meth:`LiberoEpisode.segmentation`.
+- A reset is the benchmark's: ``env.seed(seed)`` (LIBERO re-samples fixture positions from numpy's global RNG),
+  ``env.reset()``, ``set_init_state(init_states[seed % n])``, then :data:`SETTLE_STEPS` zero-motion steps with the
+  gripper opening, as LIBERO's evaluation scripts do. The settle steps are not counted in ``step``.
+- ``success`` is LIBERO's own check (``env.check_success()``), evaluated after every control step and latched;
+  ``terminated == success``; ``truncated`` once ``step >= max_episode_steps``. Stepping after either raises
+  :class:`EpisodeOver`.
+- Everything is in robosuite's world frame, metres, radians, quaternions (x, y, z, w).
+- Same (suite, task, seed) and the same actions give identical states (MuJoCo is deterministic on one thread;
+  the gripper's accumulated command, which a soft reset keeps, is cleared on reset).
+- After every step the kinematics are recomputed (``mj_forward``), so poses, TF and joint states agree exactly;
+  LIBERO's own observations of the same step are one 2 ms physics substep older.
+
+Set ``MUJOCO_GL`` before anything imports robosuite; this module defaults it to ``egl`` on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import numbers
+import os
+from typing import Any, ClassVar
+
+import numpy as np
+
+from pyrua_ros.driver import interfaces
+from pyrua_ros.sim import cameras, suites, urdf
+from pyrua_ros.sim.joint_control import JointPositionMode
+
+SETTLE_STEPS = 10            # zero-motion steps after set_init_state, like LIBERO's evaluation scripts
+SETTLE_ACTION = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0])   # hold pose, open the gripper
+MAX_RESOLUTION = 2048        # largest square capture [px]
+
+
+class EpisodeOver(RuntimeError):
+    """A motion was asked for after the episode terminated (success) or was truncated; reset first."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeInfo:
+    """The episode chosen by the last reset.
+
+    ``task_language`` is the BDDL instruction (``env.language_instruction``, the perturbed one in PRO ``_lan`` /
+    ``_task`` suites); ``object_names`` the movable objects; ``max_episode_steps`` the truncation limit [steps].
+    """
+
+    suite: str
+    task: int
+    seed: int
+    task_language: str
+    object_names: tuple[str, ...]
+    max_episode_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StepInfo:
+    """State of the episode after a control step (or after reset: ``step`` 0).
+
+    ``step``: control steps since reset; ``sim_time``: ``step * control_period`` [s] since reset;
+    ``success``: LIBERO's success check, latched once true; ``terminated``: equals ``success``;
+    ``truncated``: ``step >= max_episode_steps`` without success.
+    """
+
+    step: int
+    sim_time: float
+    success: bool
+    terminated: bool
+    truncated: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Capture:
+    """One rendered camera view: the true upright pinhole view (see :mod:`pyrua_ros.sim.cameras`).
+
+    ``color``: uint8 (H, W, 3) RGB; ``depth``: float32 (H, W) metres along the optical axis, 0 where nothing was
+    hit; ``K``: 3x3 float64 pinhole intrinsics of this image (fx = fy > 0); ``T_world_optical``: 4x4 pose of
+    the REP-103 optical frame (z forward, x right,
+    y down) in the world. A pixel (row, col) with depth z is at ``T @ [(col-cx) z/fx, (row-cy) z/fy, z, 1]``.
+    """
+
+    camera: str
+    width: int
+    height: int
+    color: np.ndarray
+    depth: np.ndarray
+    K: np.ndarray
+    T_world_optical: np.ndarray
+
+
+class LiberoEpisode:
+    """A LIBERO-PRO episode: build/reset, step, state, frames, captures. Not thread-safe: call from one thread."""
+
+    CAMERAS: ClassVar[dict[str, str]] = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
+
+    def __init__(self, *, stream_resolution: int = 256):
+        """Nothing is built until :meth:`reset`. ``stream_resolution`` [px] is the nominal size of streamed images."""
+        self.stream_resolution = self._check_resolution(stream_resolution)
+        self._names = interfaces.load()
+        frames, robot = self._names.frames, self._names.robot
+        self._frames = urdf.robot_frames(frames.world, frames.base, frames.end_effector,
+                                         {frames.optical(cam): mj for cam, mj in self.CAMERAS.items()})
+        self._joint_names = list(robot.arm_joints) + list(robot.finger_joints)
+        self._env = None
+        self._key: tuple[str, int] | None = None
+        self._info: EpisodeInfo | None = None
+        self._last: StepInfo | None = None
+        self._joint_mode: JointPositionMode | None = None
+        self._urdf: str | None = None
+
+    # ---------------------------------------------------------------- episode
+    def reset(self, suite: str, task: int, seed: int, max_episode_steps: int = 10000) -> EpisodeInfo:
+        """Reset to the benchmark episode (suite, task, init state ``seed % n``); builds the env if suite/task changed.
+
+        Raises ValueError (listing the valid values) for an unknown suite, a task out of range, a negative seed
+        or ``max_episode_steps < 1``.
+        """
+        suites.validate_episode(suite, task, seed)
+        if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, numbers.Integral) \
+                or max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be an integer >= 1, got {max_episode_steps!r}")
+        if self._key != (suite, task):
+            self._build(suite, task)
+        self._joint_mode = None  # env.reset() rebuilds the OSC controller
+        env = self._env
+        env.seed(seed)
+        env.reset()
+        # a soft reset keeps the gripper's accumulated command; clear it so a reset does not depend on history
+        gripper = env.env.robots[0].gripper
+        gripper.current_action = np.zeros_like(gripper.current_action)
+        env.set_init_state(self._init_states[seed % len(self._init_states)])
+        for _ in range(SETTLE_STEPS):
+            env.step(SETTLE_ACTION)
+        env.env.sim.forward()
+        self._info = EpisodeInfo(suite, int(task), int(seed), str(env.language_instruction), self.object_names(),
+                                 int(max_episode_steps))
+        self._last = StepInfo(0, 0.0, False, False, False)
+        return self._info
+
+    def _build(self, suite: str, task: int) -> None:
+        self.close()
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        benchmark = suites.load_suite(suite)
+        with contextlib.redirect_stdout(io.StringIO()):
+            from libero.libero import get_libero_path
+            from libero.libero.envs import OffScreenRenderEnv
+
+            t = benchmark.get_task(task)
+            bddl = os.path.join(get_libero_path("bddl_files"), t.problem_folder, t.bddl_file)
+            self._init_states = benchmark.get_task_init_states(task)
+            self._env = OffScreenRenderEnv(
+                bddl_file_name=bddl, hard_reset=False, has_offscreen_renderer=True, use_camera_obs=False,
+                camera_heights=self.stream_resolution, camera_widths=self.stream_resolution, ignore_done=True)
+        self._key = (suite, task)
+        self._urdf = None
+        self._build_labels()
+
+    def _build_labels(self) -> None:
+        """Segmentation id per geom: one id per object, fixture, ``table`` and ``robot`` (0 = none)."""
+        inner, model = self._env.env, self._model
+        named_roots: dict[int, str] = {}
+        for name in [*inner.objects_dict, *inner.fixtures_dict]:
+            named_roots[int(model.body_rootid[inner.obj_body_id[name]])] = name
+        named_roots.setdefault(int(model.body_rootid[model.body("robot0_base").id]), "robot")
+        with contextlib.suppress(KeyError):
+            named_roots.setdefault(int(model.body_rootid[model.body("table").id]), "table")
+        for root in sorted(set(model.body_rootid.tolist()) - set(named_roots) - {0}):
+            named_roots[root] = model.body(root).name  # other arena bodies, under their own names
+        root_ids = {root: i + 1 for i, root in enumerate(named_roots)}
+        self._labels = {root_ids[root]: name for root, name in named_roots.items()}
+        roots = model.body_rootid[model.geom_bodyid]
+        # index 0 stands for "no geom" (the renderer's -1 shifted by one)
+        self._geom_label = np.zeros(model.ngeom + 1, dtype=np.int32)
+        self._geom_label[1:] = [root_ids.get(int(r), 0) for r in roots]
+
+    def step(self, action: np.ndarray) -> StepInfo:
+        """One control step with a 7-D OSC_POSE delta action [dx, dy, dz, dax, day, daz, gripper], each in [-1, 1].
+
+        Position deltas are scaled by 0.05 m, rotation by 0.5 rad (world frame); gripper -1 opens, +1 closes.
+        Values outside [-1, 1] are clipped. Ends joint control first if :meth:`step_joints` left it on.
+        Raises EpisodeOver after success or truncation, RuntimeError before the first reset.
+        """
+        a = np.asarray(action, dtype=np.float64)
+        if a.shape != (7,) or not np.all(np.isfinite(a)):
+            raise ValueError(f"action must be 7 finite numbers [dx, dy, dz, dax, day, daz, gripper], got {action!r}")
+        self._check_running()
+        if self._joint_mode is not None:
+            self.end_joint_control()
+        return self._advance(np.clip(a, -1.0, 1.0))
+
+    def step_joints(self, q_target: np.ndarray, gripper: float) -> StepInfo:
+        """One control step driving the 7 arm joints toward ``q_target`` [rad] (joint-position controller).
+
+        ``gripper`` is the OSC-style gripper command (-1 open .. +1 close). The joint controller stays in place
+        until :meth:`end_joint_control` (or the next :meth:`step`, or reset). Raises EpisodeOver as :meth:`step`.
+        """
+        q = np.asarray(q_target, dtype=np.float64)
+        if q.shape != (7,) or not np.all(np.isfinite(q)):
+            raise ValueError(f"q_target must be 7 finite joint positions [rad], got {q_target!r}")
+        if not np.isfinite(gripper):
+            raise ValueError(f"gripper must be a finite number in [-1, 1], got {gripper!r}")
+        self._check_running()
+        if self._joint_mode is None:
+            self._joint_mode = JointPositionMode(self._env.env, self._env.env.robots[0])
+        action = self._joint_mode.action(self.joint_state()[1][:7], q, float(np.clip(gripper, -1.0, 1.0)))
+        return self._advance(action)
+
+    def end_joint_control(self) -> None:
+        """Swap the OSC_POSE controller back in after :meth:`step_joints` (no-op when it is already in)."""
+        if self._joint_mode is not None:
+            self._joint_mode.exit()
+            self._joint_mode = None
+
+    def _check_running(self) -> None:
+        if self._last is None:
+            raise RuntimeError("no episode: call reset(suite, task, seed) first")
+        if self._last.terminated or self._last.truncated:
+            why = "succeeded" if self._last.terminated else f"was truncated at {self._last.step} steps"
+            raise EpisodeOver(f"the episode {why}; reset before moving again")
+
+    def _advance(self, action: np.ndarray) -> StepInfo:
+        _, _, done, _ = self._env.step(action)   # done is LIBERO's check_success()
+        # mj_step leaves body/site poses one physics substep behind qpos; recompute them so that eef_pose, TF and
+        # joint_state describe the same instant (the next step starts with the same forward pass anyway)
+        self._env.env.sim.forward()
+        step = self._last.step + 1
+        success = self._last.success or bool(done)
+        truncated = not success and step >= self._info.max_episode_steps
+        self._last = StepInfo(step, step * self.control_period, success, success, truncated)
+        return self._last
+
+    @property
+    def control_period(self) -> float:
+        """Duration of one control step [s] (LIBERO: 1/20)."""
+        return float(self._env.env.control_timestep) if self._env is not None else self._names.robot.control_period_s
+
+    def info(self) -> EpisodeInfo:
+        """The current episode (RuntimeError before the first reset)."""
+        self._require()
+        return self._info
+
+    def last_step(self) -> StepInfo:
+        """The latest step state (step 0 right after reset)."""
+        self._require()
+        return self._last
+
+    def _require(self) -> None:
+        if self._info is None:
+            raise RuntimeError("no episode: call reset(suite, task, seed) first")
+
+    # ---------------------------------------------------------------- state
+    @property
+    def _model(self):
+        return self._env.env.sim.model._model
+
+    @property
+    def _data(self):
+        return self._env.env.sim.data._data
+
+    def eef_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """Position (3,) [m] of the grip site and orientation (x, y, z, w) of the hand, world frame.
+
+        Equals LIBERO's ``robot0_eef_pos`` / ``robot0_eef_quat`` observations and the TF of the end-effector frame.
+        """
+        self._require()
+        m, d = self._model, self._data
+        pos = d.site_xpos[m.site("gripper0_grip_site").id].copy()
+        return pos, cameras.wxyz_to_xyzw(d.xquat[m.body("robot0_right_hand").id])
+
+    def joint_state(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Names (7 arm joints then 2 finger joints), positions [rad | m] and velocities [rad/s | m/s]."""
+        self._require()
+        m, d = self._model, self._data
+        ids = [m.joint(n).id for n in self._joint_names]
+        return list(self._joint_names), d.qpos[m.jnt_qposadr[ids]].copy(), d.qvel[m.jnt_dofadr[ids]].copy()
+
+    def gripper_opening(self) -> float:
+        """Finger gap [m]: |q_finger1| + |q_finger2| (about 0.08 fully open, near 0 closed on nothing)."""
+        q = self.joint_state()[1]
+        return float(abs(q[7]) + abs(q[8]))
+
+    def link_transforms(self) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
+        """(parent_frame, child_frame, translation [m], quat xyzw) of every robot and camera frame, for TF."""
+        self._require()
+        poses = urdf.world_poses(self._model, self._data, self._frames, self._names.frames.world)
+        out = []
+        for f in self._frames:
+            T = urdf.relative(poses, f.parent, f.name)
+            out.append((f.parent, f.name, T[:3, 3].copy(), cameras.matrix_to_quat_xyzw(T[:3, :3])))
+        return out
+
+    def static_frames(self) -> set[str]:
+        """Child frames whose transform to their parent never changes (publish on /tf_static)."""
+        return {f.name for f in self._frames if f.joint is None}
+
+    def object_names(self) -> tuple[str, ...]:
+        """The episode's movable objects (LIBERO ``objects_dict`` names, e.g. ``akita_black_bowl_1``)."""
+        if self._env is None:
+            raise RuntimeError("no episode: call reset(suite, task, seed) first")
+        return tuple(self._env.env.objects_dict)
+
+    def object_poses(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Ground truth: object name -> (position [m], quat xyzw) of its root body. For rviz markers ONLY."""
+        self._require()
+        inner, d = self._env.env, self._data
+        return {name: (d.xpos[inner.obj_body_id[name]].copy(), cameras.wxyz_to_xyzw(d.xquat[inner.obj_body_id[name]]))
+                for name in inner.objects_dict}
+
+    # ---------------------------------------------------------------- rendering
+    def _camera(self, camera: str) -> str:
+        if camera not in self.CAMERAS:
+            raise ValueError(f"unknown camera {camera!r}; valid cameras: {', '.join(self.CAMERAS)}")
+        return self.CAMERAS[camera]
+
+    @staticmethod
+    def _check_resolution(resolution: Any) -> int:
+        if isinstance(resolution, bool) or not isinstance(resolution, int | np.integer) \
+                or not 1 <= resolution <= MAX_RESOLUTION:
+            raise ValueError(f"resolution must be an integer number of pixels in 1..{MAX_RESOLUTION}, "
+                             f"got {resolution!r}")
+        return int(resolution)
+
+    def _render(self, camera: str, resolution: int, *, depth: bool, segmentation: bool):
+        self._require()
+        mj_camera = self._camera(camera)
+        res = self._check_resolution(resolution)
+        sim = self._env.env.sim
+        sim._render_context_offscreen.gl_ctx.make_current()  # the calling thread may not be the building one
+        return mj_camera, res, sim.render(width=res, height=res, camera_name=mj_camera, depth=depth,
+                                          segmentation=segmentation)
+
+    def capture(self, camera: str, resolution: int) -> Capture:
+        """Render color and depth of ``camera`` (``agentview`` | ``wrist``) now, ``resolution`` px square."""
+        mj_camera, res, (rgb, zbuf) = self._render(camera, resolution, depth=True, segmentation=False)
+        m, d = self._model, self._data
+        cid = m.camera(mj_camera).id
+        extent = float(m.stat.extent)
+        depth = cameras.linear_depth(zbuf, float(m.vis.map.znear) * extent, float(m.vis.map.zfar) * extent)
+        return Capture(camera, res, res, cameras.upright(rgb), cameras.upright(depth),
+                       cameras.intrinsics(float(m.cam_fovy[cid]), res, res),
+                       cameras.optical_pose(d.cam_xpos[cid], d.cam_xmat[cid]))
+
+    def segmentation(self, camera: str, resolution: int) -> tuple[np.ndarray, dict[int, str]]:
+        """Instance ids (int32 (H, W), upright, 0 = nothing) of ``camera`` now, and id -> object/fixture name.
+
+        Ids are fixed per (suite, task): objects, then fixtures, then ``table`` and ``robot`` (the arm, hand and
+        mount), then other arena bodies under their body names. Floor and walls are 0.
+        """
+        import mujoco
+
+        _, _, seg = self._render(camera, resolution, depth=False, segmentation=True)
+        objtype, objid = seg[..., 0], seg[..., 1]
+        index = np.where(objtype == mujoco.mjtObj.mjOBJ_GEOM, objid + 1, 0)
+        return cameras.upright(self._geom_label[index]), dict(self._labels)
+
+    # ---------------------------------------------------------------- description
+    def urdf(self) -> str:
+        """URDF of the simulated robot and camera frames (names as in joint_state / link_transforms)."""
+        if self._env is None:
+            raise RuntimeError("no episode: call reset(suite, task, seed) first")
+        if self._urdf is None:
+            self._urdf = urdf.generate(self._model, self._frames, self._names.frames.world)
+        return self._urdf
+
+    def close(self) -> None:
+        """Free the env and its render context (safe to call twice)."""
+        self._joint_mode = None
+        if self._env is not None:
+            with contextlib.suppress(Exception):
+                self._env.close()
+        self._env, self._key, self._info, self._last, self._urdf = None, None, None, None, None

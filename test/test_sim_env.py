@@ -1,0 +1,396 @@
+"""The LIBERO-PRO episode core (pyrua_ros/sim/env.py) in process, on the real LIBERO-PRO sim.
+
+One module-scoped LiberoEpisode is shared; tests reset it to what they need (a reset of the same suite/task is
+0.2 s, a new suite/task builds the env, 3-9 s). Mostly libero_goal task 8 "put the bowl on the plate".
+"""
+
+from __future__ import annotations
+
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from pyrua_ros.driver import interfaces
+from pyrua_ros.sim import cameras, suites
+from pyrua_ros.sim.env import Capture, EpisodeOver, LiberoEpisode
+
+GOAL, BOWL_TASK = "libero_goal", 8
+BOWL, PLATE = "akita_black_bowl_1", "plate_1"
+OPEN = -1.0
+
+
+@pytest.fixture(scope="module")
+def ep():
+    episode = LiberoEpisode()
+    yield episode
+    episode.close()
+
+
+@pytest.fixture
+def bowl_episode(ep):
+    ep.reset(GOAL, BOWL_TASK, 0)
+    return ep
+
+
+def _hold(n: int = 1) -> list[np.ndarray]:
+    return [np.array([0, 0, 0, 0, 0, 0, OPEN], dtype=float)] * n
+
+
+def _quat_matrix(q_xyzw: np.ndarray) -> np.ndarray:
+    x, y, z, w = q_xyzw
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+def _tf(translation, quat_xyzw) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3] = _quat_matrix(quat_xyzw)
+    T[:3, 3] = translation
+    return T
+
+
+# ---------------------------------------------------------------- episodes and validation
+
+def test_reset_gives_official_instruction_and_objects(ep):
+    info = ep.reset(GOAL, BOWL_TASK, 0)
+    assert info.task_language == "put the bowl on the plate"
+    assert info.object_names == ("akita_black_bowl_1", "cream_cheese_1", "wine_bottle_1", "plate_1")
+    assert (info.suite, info.task, info.seed, info.max_episode_steps) == (GOAL, BOWL_TASK, 0, 10000)
+    assert ep.info() == info
+    assert ep.last_step().step == 0 and ep.last_step().sim_time == 0.0
+    assert not (ep.last_step().success or ep.last_step().terminated or ep.last_step().truncated)
+    assert 0.07 < ep.gripper_opening() < 0.085  # settled with the gripper open
+
+
+def test_reset_twice_gives_identical_state(ep):
+    ep.reset(GOAL, BOWL_TASK, 3)
+    pos0, quat0 = ep.eef_pose()
+    q0, v0 = ep.joint_state()[1:]
+    objects0 = ep.object_poses()
+    for a in _hold(3) + [np.array([0.5, -0.3, 0.2, 0, 0, 0.1, 1.0])] * 5:
+        ep.step(a)
+    ep.reset(GOAL, BOWL_TASK, 3)
+    pos1, quat1 = ep.eef_pose()
+    np.testing.assert_array_equal(pos0, pos1)
+    np.testing.assert_array_equal(quat0, quat1)
+    np.testing.assert_array_equal(q0, ep.joint_state()[1])
+    np.testing.assert_array_equal(v0, ep.joint_state()[2])
+    for name, (p, q) in objects0.items():
+        np.testing.assert_array_equal(p, ep.object_poses()[name][0])
+        np.testing.assert_array_equal(q, ep.object_poses()[name][1])
+
+
+def test_seed_picks_a_different_init_state(ep):
+    ep.reset(GOAL, BOWL_TASK, 0)
+    bowl0 = ep.object_poses()[BOWL][0]
+    ep.reset(GOAL, BOWL_TASK, 1)
+    assert np.linalg.norm(ep.object_poses()[BOWL][0] - bowl0) > 1e-3
+
+
+def test_same_actions_give_identical_poses(ep):
+    rng = np.random.default_rng(7)
+    actions = [rng.uniform(-1, 1, 7) for _ in range(15)]
+
+    def run():
+        ep.reset(GOAL, BOWL_TASK, 0)
+        poses = []
+        for a in actions:
+            ep.step(a)
+            poses.append(np.concatenate(ep.eef_pose()))
+        return poses
+
+    first, second = run(), run()
+    np.testing.assert_array_equal(np.array(first), np.array(second))
+
+
+def test_plus_x_action_moves_eef_plus_x(bowl_episode):
+    ep = bowl_episode
+    start = ep.eef_pose()[0]
+    for _ in range(10):
+        info = ep.step(np.array([1.0, 0, 0, 0, 0, 0, OPEN]))
+    moved = ep.eef_pose()[0] - start
+    assert moved[0] > 0.08, moved
+    assert abs(moved[1]) < 0.02 and abs(moved[2]) < 0.02, moved
+    assert info.step == 10
+    assert info.sim_time == pytest.approx(10 * ep.control_period) == pytest.approx(0.5)
+
+
+def test_truncation_refuses_further_motion(ep):
+    ep.reset(GOAL, BOWL_TASK, 0, max_episode_steps=3)
+    assert [ep.step(a).truncated for a in _hold(3)] == [False, False, True]
+    with pytest.raises(EpisodeOver, match="truncated at 3 steps"):
+        ep.step(_hold()[0])
+    with pytest.raises(EpisodeOver):
+        ep.step_joints(ep.joint_state()[1][:7], OPEN)
+    ep.reset(GOAL, BOWL_TASK, 0)
+    assert ep.step(_hold()[0]).step == 1
+
+
+def test_success_latches_and_ends_the_episode(bowl_episode):
+    """Place the bowl on the plate through the sim state (test only): success is seen, latched, and ends motion."""
+    ep = bowl_episode
+    sim = ep._env.env.sim
+    assert not ep.step(_hold()[0]).success
+    plate = ep.object_poses()[PLATE][0]
+    joint = f"{BOWL}_joint0"
+    qpos = sim.data.get_joint_qpos(joint).copy()
+    qpos[:3] = plate + np.array([0.0, 0.0, 0.03])
+    sim.data.set_joint_qpos(joint, qpos)
+    sim.data.set_joint_qvel(joint, np.zeros(6))
+    sim.forward()
+    infos = []
+    for a in _hold(30):
+        infos.append(ep.step(a))
+        if infos[-1].success:
+            break
+    last = infos[-1]
+    assert last.success and last.terminated and not last.truncated, infos
+    # knock the bowl off the plate: the check would now fail, the latch keeps the result
+    qpos[:3] = plate + np.array([0.0, 0.3, 0.05])
+    sim.data.set_joint_qpos(joint, qpos)
+    sim.forward()
+    assert not ep._env.check_success()
+    assert ep.last_step().success
+    with pytest.raises(EpisodeOver, match="succeeded"):
+        ep.step(_hold()[0])
+    assert ep.last_step() == last
+    ep.reset(GOAL, BOWL_TASK, 0)
+    assert not ep.last_step().success
+
+
+def test_bad_choices_give_value_errors_listing_valid_values(bowl_episode):
+    ep = bowl_episode
+    with pytest.raises(ValueError, match=r"unknown suite 'libero_nope'; valid suites: libero_spatial, .*goal_swap"):
+        ep.reset("libero_nope", 0, 0)
+    with pytest.raises(ValueError, match=r"task 10 out of range for suite 'libero_goal': valid tasks are 0\.\.9"):
+        ep.reset(GOAL, 10, 0)
+    with pytest.raises(ValueError, match=r"valid tasks are 0\.\.89"):
+        suites.validate_episode("libero_90", 90, 0)
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+        ep.reset(GOAL, 0, -1)
+    with pytest.raises(ValueError, match="max_episode_steps must be an integer >= 1"):
+        ep.reset(GOAL, 0, 0, max_episode_steps=0)
+    with pytest.raises(ValueError, match="unknown camera 'front'; valid cameras: agentview, wrist"):
+        ep.capture("front", 256)
+    with pytest.raises(ValueError, match="valid cameras: agentview, wrist"):
+        ep.segmentation("robot0_eye_in_hand", 256)
+    with pytest.raises(ValueError, match=r"resolution must be an integer number of pixels in 1\.\.2048"):
+        ep.capture("agentview", 0)
+    with pytest.raises(ValueError, match="action must be 7 finite numbers"):
+        ep.step(np.zeros(6))
+    assert ep.info().suite == GOAL  # a refused reset left the episode alone
+
+
+def test_available_suites_are_the_21():
+    available = suites.available_suites()
+    assert list(available)[:5] == ["libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90"]
+    assert len(available) == 21
+    assert available["libero_90"] == 90
+    assert all(n == 10 for name, n in available.items() if name != "libero_90")
+    assert {"libero_goal_lan", "libero_10_task", "libero_spatial_swap", "libero_object_object"} <= set(available)
+
+
+# ---------------------------------------------------------------- cameras
+
+@pytest.mark.parametrize("resolution", [256, 1024])
+def test_capture_shapes_intrinsics_and_depth(bowl_episode, resolution):
+    ep = bowl_episode
+    caps = {camera: ep.capture(camera, resolution) for camera in LiberoEpisode.CAMERAS}
+    for camera, cap in caps.items():
+        assert isinstance(cap, Capture) and cap.camera == camera
+        assert (cap.width, cap.height) == (resolution, resolution)
+        assert cap.color.shape == (resolution, resolution, 3) and cap.color.dtype == np.uint8
+        assert cap.depth.shape == (resolution, resolution) and cap.depth.dtype == np.float32
+        assert cap.color.std() > 20  # a real scene, not a blank frame
+        assert cap.K.dtype == np.float64 and cap.K[0, 2] == cap.K[1, 2] == (resolution - 1) / 2
+        assert cap.K[0, 0] == cap.K[1, 1] > 0  # the true upright view: an ordinary pinhole
+        R = cap.T_world_optical[:3, :3]
+        np.testing.assert_allclose(R @ R.T, np.eye(3), atol=1e-9)
+        assert np.linalg.det(R) == pytest.approx(1.0)
+    seg, labels = ep.segmentation("agentview", resolution)
+    on_table = caps["agentview"].depth[seg == {v: k for k, v in labels.items()}["table"]]
+    assert on_table.size > resolution * resolution // 10
+    assert np.all(on_table > 0.3) and np.all(on_table < 3.0)
+    assert caps["agentview"].T_world_optical[2, 2] < -0.5  # agentview looks down at the table
+
+
+def test_upright_agentview_has_the_robot_at_the_top(bowl_episode):
+    seg, labels = bowl_episode.segmentation("agentview", 256)
+    robot_rows = np.nonzero(seg == {v: k for k, v in labels.items()}["robot"])[0]
+    assert np.median(robot_rows) < 256 * 0.35
+
+
+@pytest.mark.parametrize("camera", ["agentview", "wrist"])
+def test_bowl_pixels_back_project_onto_the_bowl(bowl_episode, camera):
+    ep = bowl_episode
+    seg, labels = ep.segmentation(camera, 256)
+    cap = ep.capture(camera, 256)
+    bowl_id = {v: k for k, v in labels.items()}[BOWL]
+    rows, cols = np.nonzero(seg == bowl_id)
+    assert rows.size > 100
+    pts = cameras.back_project(rows, cols, cap.depth[rows, cols], cap.K, cap.T_world_optical)
+    centre = (np.percentile(pts, 2, axis=0) + np.percentile(pts, 98, axis=0)) / 2
+    true = ep.object_poses()[BOWL][0]  # body origin at the bowl's bottom
+    assert np.linalg.norm(centre[:2] - true[:2]) < 0.03, (centre, true)
+    assert true[2] - 0.01 < centre[2] < true[2] + 0.06, (centre, true)
+    # and the reverse: the bowl's true position projects into the bowl's pixels
+    p = np.linalg.inv(cap.T_world_optical) @ np.append(true + np.array([0, 0, 0.02]), 1.0)
+    col, row = cap.K[0, 0] * p[0] / p[2] + cap.K[0, 2], cap.K[1, 1] * p[1] / p[2] + cap.K[1, 2]
+    assert abs(col - cols.mean()) < 20 and abs(row - rows.mean()) < 20
+
+
+def test_segmentation_ids_and_labels(bowl_episode):
+    ep = bowl_episode
+    seg, labels = ep.segmentation("agentview", 256)
+    assert seg.dtype == np.int32 and seg.shape == (256, 256)
+    names = set(labels.values())
+    assert len(names) == len(labels)  # one id per object
+    assert {*ep.object_names(), "wooden_cabinet_1", "flat_stove_1", "wine_rack_1", "table", "robot"} <= names
+    assert 0 not in labels
+    visible = set(np.unique(seg).tolist()) - {0}
+    assert visible <= set(labels)
+    assert {v: k for k, v in labels.items()}[BOWL] in visible
+    ep.step(_hold()[0])
+    assert ep.segmentation("agentview", 256)[1] == labels  # stable within the episode
+
+
+# ---------------------------------------------------------------- joints, frames, description
+
+def test_joint_control_converges_then_osc_is_back(bowl_episode):
+    ep = bowl_episode
+    names, q0, _ = ep.joint_state()
+    assert names == [*interfaces.load().robot.arm_joints, *interfaces.load().robot.finger_joints]
+    target = q0[:7].copy()
+    target[[0, 3, 5]] += [0.2, -0.2, 0.2]
+    errors = []
+    for _ in range(40):
+        ep.step_joints(target, OPEN)
+        errors.append(np.max(np.abs(ep.joint_state()[1][:7] - target)))
+    assert errors[-1] < 0.01, errors
+    ep.end_joint_control()
+    start = ep.eef_pose()[0]
+    for _ in range(5):
+        ep.step(np.array([0, 0, 1.0, 0, 0, 0, OPEN]))
+    assert ep.eef_pose()[0][2] - start[2] > 0.03
+
+
+def test_link_transforms_chain_to_the_eef_pose(bowl_episode):
+    ep = bowl_episode
+    ep.step(np.array([0.3, 0.2, -0.2, 0, 0, 0, OPEN]))
+    frames = interfaces.load().frames
+    tf = {child: (parent, _tf(t, q)) for parent, child, t, q in ep.link_transforms()}
+    assert tf[frames.base][0] == frames.world
+    assert {frames.optical("agentview"), frames.optical("wrist"), frames.end_effector} <= set(tf)
+    assert ep.static_frames() <= set(tf)
+    assert {frames.base, frames.optical("agentview"), frames.optical("wrist"), frames.end_effector} \
+        <= ep.static_frames()
+    assert not {f"robot0_link{i}" for i in range(1, 8)} & ep.static_frames()
+
+    def world(frame):
+        T = np.eye(4)
+        while frame != frames.world:
+            parent, T_pc = tf[frame]
+            T, frame = T_pc @ T, parent
+        return T
+
+    pos, quat = ep.eef_pose()
+    T = world(frames.end_effector)
+    np.testing.assert_allclose(T[:3, 3], pos, atol=1e-9)
+    np.testing.assert_allclose(T[:3, :3], _quat_matrix(quat), atol=1e-9)
+    obs = ep._env.env._get_observations(force_update=True)
+    np.testing.assert_allclose(pos, obs["robot0_eef_pos"], atol=1e-9)
+    np.testing.assert_allclose(quat, obs["robot0_eef_quat"], atol=1e-6)
+    for camera in LiberoEpisode.CAMERAS:
+        np.testing.assert_allclose(world(frames.optical(camera)), ep.capture(camera, 64).T_world_optical, atol=1e-9)
+
+
+def test_urdf_parses_and_matches_the_simulated_robot(bowl_episode):
+    ep = bowl_episode
+    ep.step_joints(ep.joint_state()[1][:7] + 0.1, OPEN)
+    ep.end_joint_control()
+    root = ET.fromstring(ep.urdf())
+    links = {el.get("name") for el in root.findall("link")}
+    joints = {el.get("name"): el for el in root.findall("joint")}
+    names, q, _ = ep.joint_state()
+    assert set(names) <= set(joints)
+    assert all(joints[n].get("type") == "revolute" for n in names[:7])
+    assert all(joints[n].get("type") == "prismatic" for n in names[7:])
+    assert float(joints["robot0_joint4"].find("limit").get("upper")) == pytest.approx(-0.0698, abs=1e-4)
+    assert {child for _, child, _, _ in ep.link_transforms()} | {"world"} == links
+    children = {el.find("child").get("link") for el in joints.values()}
+    assert links - children == {"world"}  # a tree rooted at world
+    assert joints[f"{interfaces.load().frames.base}_fixed"].find("parent").get("link") == "world"
+    assert root.findall("link/visual/geometry/*")
+
+    # forward kinematics through the URDF at the current joint values reproduces the sim's eef pose
+    by_child = {el.find("child").get("link"): el for el in joints.values()}
+    value = dict(zip(names, q))
+
+    def origin(el):
+        o = el.find("origin")
+        x, y, z = map(float, o.get("xyz").split())
+        r, p, yw = map(float, o.get("rpy").split())
+        cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(yw), np.sin(yw)
+        T = np.eye(4)
+        T[:3, :3] = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]]) @ np.array(
+            [[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]]) @ np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
+        T[:3, 3] = [x, y, z]
+        return T
+
+    def motion(el):
+        T = np.eye(4)
+        if el.get("type") == "fixed":
+            return T
+        axis = np.array(list(map(float, el.find("axis").get("xyz").split())))
+        v = value[el.get("name")]
+        if el.get("type") == "prismatic":
+            T[:3, 3] = axis * v
+        else:
+            K = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+            T[:3, :3] = np.eye(3) + np.sin(v) * K + (1 - np.cos(v)) * K @ K
+        return T
+
+    def fk(link):
+        T = np.eye(4)
+        while link != "world":
+            el = by_child[link]
+            T = origin(el) @ motion(el) @ T
+            link = el.find("parent").get("link")
+        return T
+
+    pos, quat = ep.eef_pose()
+    T = fk(interfaces.load().frames.end_effector)
+    np.testing.assert_allclose(T[:3, 3], pos, atol=1e-4)
+    np.testing.assert_allclose(T[:3, :3], _quat_matrix(quat), atol=1e-4)
+    finger = {child: _tf(t, qq) for _, child, t, qq in ep.link_transforms()}
+    for name in ("gripper0_leftfinger", "gripper0_rightfinger"):  # the prismatic joints move like the sim's
+        np.testing.assert_allclose(fk(name), fk("gripper0_right_gripper") @ finger[name], atol=1e-4)
+
+
+def test_swap_suite_episode(ep):
+    info = ep.reset("libero_goal_swap", 3, 0)
+    assert info.task_language == "open the top layer of the drawer and put the bowl inside"
+    assert set(info.object_names) == {"akita_black_bowl_1", "cream_cheese_1", "wine_bottle_1", "plate_1"}
+    seg, labels = ep.segmentation("agentview", 256)
+    assert {v: k for k, v in labels.items()}[BOWL] in np.unique(seg)
+    assert ep.step(_hold()[0]).step == 1
+
+
+# ---------------------------------------------------------------- every suite
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite", suites.SUITES)
+def test_every_suite_resets_and_steps(ep, suite):
+    start = time.monotonic()
+    info = ep.reset(suite, 0, 0)
+    assert info.task_language and info.object_names
+    for a in _hold(3):
+        last = ep.step(a)
+    assert last.step == 3 and not last.truncated
+    assert np.all(np.isfinite(ep.eef_pose()[0]))
+    assert time.monotonic() - start < 60
