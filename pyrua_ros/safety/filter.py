@@ -1,0 +1,121 @@
+"""The safety filter every driver runs before moving: workspace box, speed limits and the e-stop latch.
+
+Pure Python + numpy. Units: metres, seconds, m/s, rad/s, all in the world frame.
+A command that would leave the box or exceeds a limit is clipped (and executed clipped); a command that must not
+run at all (e-stop, episode over, ...) is refused. Both produce a :class:`SafetyEvent`, which drivers publish on
+``/safety/events`` as JSON ``{"kind", "requested", "executed", "reason", "step"}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class SafetyLimits:
+    """workspace_min/max: corners of the box the end effector must stay in [m, world].
+    max_linear_speed [m/s] and max_angular_speed [rad/s]: norms of the commanded twist."""
+
+    workspace_min: tuple[float, float, float]
+    workspace_max: tuple[float, float, float]
+    max_linear_speed: float
+    max_angular_speed: float
+
+    def __post_init__(self):
+        if len(self.workspace_min) != 3 or len(self.workspace_max) != 3:
+            raise ValueError(f"workspace_min/max need 3 values [x, y, z], got {self.workspace_min}, "
+                             f"{self.workspace_max}")
+        if any(lo >= hi for lo, hi in zip(self.workspace_min, self.workspace_max)):
+            raise ValueError(f"workspace_min {self.workspace_min} must be below workspace_max {self.workspace_max} "
+                             "on every axis")
+        if self.max_linear_speed <= 0 or self.max_angular_speed <= 0:
+            raise ValueError("max_linear_speed and max_angular_speed must be > 0, got "
+                             f"{self.max_linear_speed}, {self.max_angular_speed}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SafetyEvent:
+    """kind: ``clipped`` (executed changed) or ``refused`` (not executed). requested/executed: the twist as
+    ``[vx, vy, vz, wx, wy, wz]`` (executed is all zero when refused). reason: human-readable. step: control step."""
+
+    kind: str
+    requested: tuple[float, ...]
+    executed: tuple[float, ...]
+    reason: str
+    step: int
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self) | {"requested": list(self.requested),
+                                                      "executed": list(self.executed)})
+
+
+@dataclasses.dataclass(frozen=True)
+class FilteredTwist:
+    """The twist to execute (v [m/s], w [rad/s]) and the event describing a clip, if any."""
+
+    v: np.ndarray
+    w: np.ndarray
+    event: SafetyEvent | None
+
+
+def _six(v, w) -> tuple[float, ...]:
+    return tuple(round(float(x), 6) for x in (*v, *w))
+
+
+def refusal(v: Sequence[float], w: Sequence[float], reason: str, step: int) -> SafetyEvent:
+    """The event for a command that is not executed at all."""
+    return SafetyEvent("refused", _six(v, w), (0.0,) * 6, reason, step)
+
+
+class SafetyFilter:
+    """Clips twists to the speed limits and to the workspace box (see :class:`SafetyLimits`)."""
+
+    def __init__(self, limits: SafetyLimits):
+        self.limits = limits
+        self._lo = np.asarray(limits.workspace_min, dtype=float)
+        self._hi = np.asarray(limits.workspace_max, dtype=float)
+
+    def filter_twist(self, v: Sequence[float], w: Sequence[float], eef_pos: Sequence[float], dt: float,
+                     step: int) -> FilteredTwist:
+        """Return the twist to run for ``dt`` seconds from ``eef_pos``: speeds scaled down to the limits, then
+        each linear axis cut so that ``eef_pos + v*dt`` stays in the box (motion back into the box is allowed)."""
+        v_req, w_req = np.asarray(v, dtype=float), np.asarray(w, dtype=float)
+        v_out, w_out = v_req.copy(), w_req.copy()
+        reasons = []
+        lin, ang = float(np.linalg.norm(v_out)), float(np.linalg.norm(w_out))
+        if lin > self.limits.max_linear_speed:
+            v_out *= self.limits.max_linear_speed / lin
+            reasons.append(f"linear speed {lin:.3f} m/s > limit {self.limits.max_linear_speed} m/s")
+        if ang > self.limits.max_angular_speed:
+            w_out *= self.limits.max_angular_speed / ang
+            reasons.append(f"angular speed {ang:.3f} rad/s > limit {self.limits.max_angular_speed} rad/s")
+        pos = np.asarray(eef_pos, dtype=float)
+        nxt = pos + v_out * dt
+        for i, axis in enumerate("xyz"):
+            if nxt[i] > self._hi[i] and v_out[i] > 0:
+                v_out[i] = max(0.0, (self._hi[i] - pos[i]) / dt)
+                reasons.append(f"{axis} would reach {nxt[i]:.3f} m > workspace max {self._hi[i]} m")
+            elif nxt[i] < self._lo[i] and v_out[i] < 0:
+                v_out[i] = min(0.0, (self._lo[i] - pos[i]) / dt)
+                reasons.append(f"{axis} would reach {nxt[i]:.3f} m < workspace min {self._lo[i]} m")
+        event = None
+        if reasons:
+            event = SafetyEvent("clipped", _six(v_req, w_req), _six(v_out, w_out), "; ".join(reasons), step)
+        return FilteredTwist(v_out, w_out, event)
+
+
+class EStop:
+    """The e-stop latch: ``trip()`` holds until ``release()``; drivers check :attr:`active` every control step."""
+
+    def __init__(self):
+        self.active = False
+
+    def set(self, stop: bool) -> bool:
+        """Apply a ``/estop`` message; return True if the latch changed."""
+        changed = self.active != bool(stop)
+        self.active = bool(stop)
+        return changed
