@@ -1,0 +1,231 @@
+"""What the ROS bridge costs: lockstep control steps/s over ROS against env.step in-process, and one capture.
+
+Run: ``.venv/bin/python benchmarks/sim_bridge.py [--steps 300]`` from the repository root. It sets the loopback
+DDS environment itself (own domain id) before anything imports rclpy.
+
+In one run, with both sides built once:
+- in-process: ``LiberoEpisode`` (libero_goal task 8, seed 0), reset, then a closed-loop P-servo for ``--steps``
+  control steps, the target moving every 50 steps (the ROS-BRIDGE-MEASURED.md workload), no rendering;
+- over ROS: the real sim node (``python -m pyrua_ros.nodes.sim_node``, lockstep) as a child process, reset over
+  ``/sim/reset``, then driven by this process: each /ee_pose callback computes the next twist and publishes it
+  (EventsExecutor, one thread). Both compute the same actions from the same poses; the spread of the final
+  poses over all runs is reported (0 = the lockstep is exact);
+- ``--rounds`` rounds alternate the two (A B, B A, ...) because the machine is shared and its load drifts; the
+  rates are total steps over total wall time;
+- one capture of ``agentview`` at ``high`` (1024 px) through the capture service (time until the response; the
+  images are published before it), and the same render in-process.
+The last line is JSON: ros_steps_per_s, inprocess_steps_per_s, ratio, capture_s, and the details.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pyrua_ros.testing import apply_loopback_environment  # noqa: E402
+
+apply_loopback_environment()
+
+import numpy as np  # noqa: E402
+
+MAX_SPEED = 0.45           # [m/s] below the node's safety limit (0.5), so the filter never clips
+OFFSETS = np.array([[0.10, 0.0, 0.0], [0.0, 0.10, -0.05], [-0.10, 0.0, 0.05], [0.0, -0.10, 0.0],
+                    [0.05, 0.05, -0.10], [0.0, 0.0, 0.0]])
+
+
+def servo_twist(k: int, pos: np.ndarray, home: np.ndarray) -> np.ndarray:
+    """The P-servo command [m/s] of step ``k``: toward home + offset (changes every 50 steps), speed-limited."""
+    target = home + OFFSETS[(k // 50) % len(OFFSETS)]
+    v = (target - pos) / 0.05
+    n = np.linalg.norm(v)
+    return v * (MAX_SPEED / n) if n > MAX_SPEED else v
+
+
+def osc_action(v: np.ndarray, gripper: float = -1.0) -> np.ndarray:
+    """The node's twist -> OSC_POSE mapping at 20 Hz (a = v*dt/0.05, no rotation), latched gripper open."""
+    a = np.zeros(7)
+    a[:3] = np.clip(v * 0.05 / 0.05, -1.0, 1.0)
+    a[6] = gripper
+    return a
+
+
+class InProcess:
+    """The episode in this process (built once); :meth:`run` resets and runs the workload."""
+
+    def __init__(self):
+        from pyrua_ros.sim.env import LiberoEpisode
+
+        self.ep = LiberoEpisode(stream_resolution=256)
+
+    def run(self, steps: int) -> dict:
+        ep = self.ep
+        ep.reset("libero_goal", 8, 0, 10000)
+        home = ep.eef_pose()[0]
+        step_s = []
+        t0 = time.perf_counter()
+        for k in range(steps):
+            a = osc_action(servo_twist(k, ep.eef_pose()[0], home))
+            s0 = time.perf_counter()
+            ep.step(a)
+            step_s.append(time.perf_counter() - s0)
+        wall = time.perf_counter() - t0
+        return {"wall_s": wall, "env_step_s": float(np.sum(step_s)), "final": ep.eef_pose()[0].tolist()}
+
+    def capture_s(self) -> float:
+        t0 = time.perf_counter()
+        self.ep.capture("agentview", 1024)
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.ep.close()
+
+
+class OverRos:
+    """The sim node as a child process and this process as its lockstep client (one executor, this thread)."""
+
+    def __init__(self):
+        import rclpy
+        from geometry_msgs.msg import PoseStamped, TwistStamped
+        from rclpy.experimental import EventsExecutor
+        from std_srvs.srv import Trigger
+
+        from pyrua_ros.driver import qos
+        from pyrua_ros.driver.interfaces import load
+        from pyrua_ros.testing import NodeProcess
+
+        self.names = names = load()
+        self.proc = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file",
+                                       str(ROOT / "config" / "sim.yaml"), cwd=str(ROOT))
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx)
+        self.node = rclpy.create_node("sim_bridge_bench", context=self.ctx)
+        self.ex = EventsExecutor(context=self.ctx)   # the cheapest executor (ROS-BRIDGE-MEASURED.md)
+        self.ex.add_node(self.node)
+        if not self.proc.wait_for_output("sim node ready", 180.0):
+            raise RuntimeError("sim node did not start:\n" + self.proc.output()[-3000:])
+        self.pub = self.node.create_publisher(TwistStamped, names.driver.servo_twist, qos.LOCKSTEP)
+        self.node.create_subscription(PoseStamped, names.driver.ee_pose, self._on_pose, qos.LOCKSTEP)
+        self.reset_cli = self.node.create_client(Trigger, names.sim.reset)
+        self.capture_cli = self.node.create_client(Trigger, names.sim.capture_service("agentview", "high"))
+        if not (self.reset_cli.wait_for_service(timeout_sec=30.0) and self.capture_cli.wait_for_service(
+                timeout_sec=30.0)):
+            raise RuntimeError("sim services not available")
+        self._spin_until(lambda: self.pub.get_subscription_count() > 0, 30.0, "twist subscriber")
+        self.state: dict = {}
+
+    def _spin_until(self, predicate, timeout_s: float, what: str, period_s: float = 0.05) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"timed out after {timeout_s} s waiting for {what}")
+            self.ex.spin_once(timeout_sec=period_s)
+
+    def _send(self, pos) -> None:
+        from geometry_msgs.msg import TwistStamped
+
+        msg = TwistStamped()
+        msg.header.frame_id = self.names.frames.world
+        v = servo_twist(self.state["k"], pos, self.state["home"])
+        msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z = map(float, v)
+        self.pub.publish(msg)
+
+    def _on_pose(self, msg) -> None:
+        st = self.state
+        stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
+        pos = np.array([msg.pose.position.x, msg.pose.position.y, msg.pose.position.z])
+        if st.get("home") is None:          # waiting for the pose published by the reset
+            st["reset_pos"] = pos
+            return
+        if stamp <= st["last"]:             # accept only a pose newer than the last one
+            return
+        st["last"] = stamp
+        st["k"] += 1
+        if st["k"] >= st["steps"]:
+            st["t_end"], st["final"] = time.perf_counter(), pos
+            return
+        self._send(pos)
+
+    def _call(self, client, timeout_s: float):
+        from std_srvs.srv import Trigger
+
+        fut = client.call_async(Trigger.Request())
+        self.ex.spin_until_future_complete(fut, timeout_sec=timeout_s)
+        if not (fut.done() and fut.result().success):
+            raise RuntimeError(f"{client.srv_name}: {fut.result() if fut.done() else 'no answer'}")
+        return fut.result()
+
+    def run(self, steps: int) -> dict:
+        self.state = {"k": 0, "steps": steps, "home": None, "reset_pos": None, "t_end": None}
+        self._call(self.reset_cli, 120.0)
+        self._spin_until(lambda: self.state["reset_pos"] is not None, 10.0, "/ee_pose after reset")
+        self.state.update(home=self.state["reset_pos"], last=(0, 0))
+        t0 = time.perf_counter()
+        self._send(self.state["home"])
+        self._spin_until(lambda: self.state["t_end"] is not None, 600.0, f"{steps} lockstep steps", 1.0)
+        return {"wall_s": self.state["t_end"] - t0, "final": self.state["final"].tolist()}
+
+    def capture_s(self) -> float:
+        t0 = time.perf_counter()
+        self._call(self.capture_cli, 120.0)
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        import rclpy
+
+        self.ex.shutdown()
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.ctx)
+        rc = self.proc.stop()
+        if rc not in (0, None):
+            print(f"warning: sim node exit code {rc}", file=sys.stderr)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200, help="control steps per run")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating in-process / ROS rounds")
+    args = parser.parse_args()
+    os.chdir(ROOT)
+    a, b = InProcess(), None
+    try:
+        b = OverRos()
+        runs = {"inprocess": [], "ros": []}
+        for r in range(args.rounds):       # alternate the order (AB, BA, ...) so drift in machine load cancels
+            order = (("inprocess", a), ("ros", b)) if r % 2 == 0 else (("ros", b), ("inprocess", a))
+            for name, side in order:
+                runs[name].append(side.run(args.steps))
+                print(f"round {r} {name:9s}: {args.steps / runs[name][-1]['wall_s']:.1f} steps/s", flush=True)
+        capture_ros, capture_local = b.capture_s(), a.capture_s()
+    finally:
+        if b is not None:
+            b.close()
+        a.close()
+    total = args.steps * args.rounds
+    ros = total / sum(x["wall_s"] for x in runs["ros"])
+    inproc = total / sum(x["wall_s"] for x in runs["inprocess"])
+    finals = [x["final"] for x in runs["ros"] + runs["inprocess"]]
+    result = {
+        "ros_steps_per_s": round(ros, 2),
+        "inprocess_steps_per_s": round(inproc, 2),
+        "ratio": round(ros / inproc, 3),
+        "capture_s": round(capture_ros, 3),
+        "capture_inprocess_s": round(capture_local, 3),
+        "ros_rounds_steps_per_s": [round(args.steps / x["wall_s"], 2) for x in runs["ros"]],
+        "inprocess_rounds_steps_per_s": [round(args.steps / x["wall_s"], 2) for x in runs["inprocess"]],
+        "env_step_ms": round(1e3 * sum(x["env_step_s"] for x in runs["inprocess"]) / total, 2),
+        "steps": args.steps, "rounds": args.rounds,
+        "final_pose_max_diff_m": float(np.max(np.ptp(np.array(finals), axis=0))),
+    }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

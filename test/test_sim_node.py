@@ -1,0 +1,523 @@
+"""Black-box tests of the real sim node (``python -m pyrua_ros.nodes.sim_node``, LIBERO-PRO libero_goal task 8)
+driven by an external rclpy client over loopback DDS. One node for the module (start-up builds LIBERO); each
+test resets the episode it needs."""
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from pyrua_ros.driver.interfaces import load
+from pyrua_ros.testing import NodeProcess, RosClient, spin_until
+
+NAMES = load()
+D, S, F = NAMES.driver, NAMES.sim, NAMES.frames
+ARM = list(NAMES.robot.arm_joints)
+WAIT = 20.0
+
+
+class SimClient:
+    """The test's side of the sim node: publishers, service/action clients, a pose tracker for lockstep."""
+
+    def __init__(self, client: RosClient):
+        from control_msgs.action import FollowJointTrajectory, GripperCommand
+        from geometry_msgs.msg import PoseStamped, TwistStamped
+        from rcl_interfaces.srv import SetParametersAtomically
+        from rclpy.action import ActionClient
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Bool, String
+        from std_srvs.srv import Trigger
+
+        from pyrua_ros.driver import qos
+
+        self.c, node = client, client.node
+        self.twist_pub = node.create_publisher(TwistStamped, D.servo_twist, qos.LOCKSTEP)
+        self.estop_pub = node.create_publisher(Bool, D.estop, qos.LOCKSTEP)
+        self.reset_cli = node.create_client(Trigger, S.reset)
+        self.params_cli = node.create_client(SetParametersAtomically, S.node + "/set_parameters_atomically")
+        self.fjt = ActionClient(node, FollowJointTrajectory, D.follow_joint_trajectory)
+        self.gripper = ActionClient(node, GripperCommand, D.gripper_command)
+        self.cond = threading.Condition()
+        self.poses: list = []
+        self.joint_states: list = []
+        self.events: list[dict] = []
+        self.status: dict = {}
+        node.create_subscription(PoseStamped, D.ee_pose, self._on_pose, qos.LOCKSTEP)
+        node.create_subscription(JointState, D.joint_states, lambda m: self._append(self.joint_states, m),
+                                 qos.LOCKSTEP)
+        node.create_subscription(String, D.safety_events, lambda m: self._append(self.events, json.loads(m.data)),
+                                 qos.EVENTS)
+        node.create_subscription(String, S.episode_status, self._on_status, qos.LATCHED)
+        assert self.reset_cli.wait_for_service(timeout_sec=WAIT), "no /sim/reset service"
+        assert self.params_cli.wait_for_service(timeout_sec=WAIT)
+        assert self.fjt.wait_for_server(timeout_sec=WAIT) and self.gripper.wait_for_server(timeout_sec=WAIT)
+        assert spin_until(lambda: self.twist_pub.get_subscription_count() > 0
+                          and self.estop_pub.get_subscription_count() > 0, WAIT)
+
+    def _append(self, lst, item):
+        with self.cond:
+            lst.append(item)
+            self.cond.notify_all()
+
+    def _on_pose(self, msg):
+        self._append(self.poses, msg)
+
+    def _on_status(self, msg):
+        with self.cond:
+            self.status = json.loads(msg.data)
+            self.cond.notify_all()
+
+    def wait(self, predicate, timeout=WAIT):
+        with self.cond:
+            assert self.cond.wait_for(predicate, timeout), "condition not met within timeout"
+
+    def reset(self) -> dict:
+        from std_srvs.srv import Trigger
+
+        self.estop(False)
+        with self.cond:
+            n, m = len(self.poses), len(self.joint_states)
+        resp = self.c.wait_future(self.reset_cli.call_async(Trigger.Request()), 120.0)
+        assert resp.success, resp.message
+        status = json.loads(resp.message)
+        self.wait(lambda: self.status.get("episode_id") == status["episode_id"] and len(self.poses) > n
+                  and len(self.joint_states) > m)
+        return status
+
+    def estop(self, on: bool):
+        from std_msgs.msg import Bool
+
+        self.estop_pub.publish(Bool(data=on))
+        self.wait(lambda: self.status.get("estop") == on)
+
+    def pose(self):
+        with self.cond:
+            p = self.poses[-1]
+        return np.array([p.pose.position.x, p.pose.position.y, p.pose.position.z]), p
+
+    def twist(self, v, w=(0.0, 0.0, 0.0), frame=F.world, expect_step=True):
+        """Publish one twist; in lockstep that is one control step: return the new /ee_pose message."""
+        from geometry_msgs.msg import TwistStamped
+
+        msg = TwistStamped()
+        msg.header.frame_id = frame
+        (msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z) = map(float, v)
+        (msg.twist.angular.x, msg.twist.angular.y, msg.twist.angular.z) = map(float, w)
+        with self.cond:
+            n = len(self.poses)
+        self.twist_pub.publish(msg)
+        if expect_step:
+            self.wait(lambda: len(self.poses) > n, 5.0)
+            return self.poses[n]
+        return None
+
+    def set_params(self, **values):
+        from rcl_interfaces.srv import SetParametersAtomically
+        from rclpy.parameter import Parameter
+
+        req = SetParametersAtomically.Request(parameters=[Parameter(k, value=v).to_parameter_msg()
+                                                          for k, v in values.items()])
+        return self.c.wait_future(self.params_cli.call_async(req), WAIT).result
+
+    def send_goal(self, action_client, goal, feedback=None):
+        handle = self.c.wait_future(action_client.send_goal_async(goal, feedback_callback=feedback), WAIT)
+        assert handle.accepted
+        return handle
+
+    def result(self, handle, timeout=60.0):
+        return self.c.wait_future(handle.get_result_async(), timeout)
+
+    def joints(self) -> np.ndarray:
+        """Arm joint positions [rad] of the last /joint_states (published with every step and reset)."""
+        with self.cond:
+            js = self.joint_states[-1]
+        return np.array([js.position[list(js.name).index(n)] for n in ARM])
+
+
+@pytest.fixture(scope="module")
+def sim():
+    node = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file", "config/sim.yaml")
+    client = None
+    try:
+        assert node.wait_for_output("sim node ready", 180.0), node.output()[-3000:]
+        client = RosClient("sim_test_client")
+        yield SimClient(client)
+        assert node.alive(), "the sim node died during the tests:\n" + node.output()[-3000:]
+    finally:
+        if client is not None:
+            client.close()
+        rc = node.stop()
+        print(node.log_path.read_text(errors="replace")[-2000:])
+        assert rc == 0, f"sim node exit code {rc}"
+
+
+def trajectory_goal(names, positions_per_point, dt=0.5):
+    from builtin_interfaces.msg import Duration
+    from control_msgs.action import FollowJointTrajectory
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    goal = FollowJointTrajectory.Goal()
+    goal.trajectory.joint_names = list(names)
+    for k, pos in enumerate(positions_per_point, start=1):
+        t = k * dt
+        goal.trajectory.points.append(JointTrajectoryPoint(positions=list(map(float, pos)),
+                                                           time_from_start=Duration(sec=int(t),
+                                                                                    nanosec=int((t % 1) * 1e9))))
+    return goal
+
+
+def test_every_topic_has_its_type_and_frame(sim):
+    from geometry_msgs.msg import PoseStamped
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+    from tf2_msgs.msg import TFMessage
+    from visualization_msgs.msg import MarkerArray
+
+    from pyrua_ros.driver import qos
+    from pyrua_ros.sim_interfaces import EpisodeStatus
+
+    status = sim.reset()
+    st = EpisodeStatus.from_dict(status)
+    assert (st.suite, st.task, st.seed, st.step, st.clock_mode) == ("libero_goal", 8, 0, 0, "lockstep")
+    assert "plate" in st.task_language and st.object_names
+    assert 0.07 < st.gripper_opening < 0.09   # open at reset
+    c = sim.c
+    urdf = c.latest(String, D.robot_description, WAIT, qos.LATCHED)
+    assert "<robot" in urdf.data and F.base in urdf.data
+    static = c.latest(TFMessage, D.tf_static, WAIT, qos.LATCHED)
+    static_children = {t.child_frame_id for t in static.transforms}
+    truth = c.latest(MarkerArray, S.ground_truth, WAIT, qos.LATCHED)
+    assert {m.text for m in truth.markers if m.text} == set(st.object_names)
+    assert all(m.header.frame_id == F.world for m in truth.markers)
+    got = {}
+    for msg_type, topic in ((PoseStamped, D.ee_pose), (JointState, D.joint_states), (TFMessage, D.tf),
+                            (Clock, D.clock)):
+        threading.Timer(0.3, lambda: sim.twist((0, 0, 0))).start()   # lockstep: the state comes with a step
+        got[topic] = c.latest(msg_type, topic, WAIT, qos.LOCKSTEP)
+    pose = got[D.ee_pose]
+    assert pose.header.frame_id == F.world
+    assert abs(pose.pose.position.z - 1.17) < 0.05 and abs(pose.pose.orientation.x) > 0.9   # home, pointing down
+    js = got[D.joint_states]
+    assert set(ARM + list(NAMES.robot.finger_joints)) <= set(js.name) and len(js.velocity) == len(js.name)
+    tf = got[D.tf]
+    children = {t.child_frame_id for t in tf.transforms} | static_children
+    assert {F.base, F.end_effector} <= children
+    assert {F.optical(cam) for cam in NAMES.robot.cameras} <= children
+    assert got[D.clock].clock.sec == 0 and got[D.clock].clock.nanosec > 0
+
+
+
+def test_tf_buffer_composes_the_published_tree_to_the_end_effector_pose(sim):
+    from pyrua_ros.driver.tf_buffer import TfBuffer
+
+    tf = TfBuffer(sim.c.node)
+    try:
+        sim.reset()
+        msgs = [sim.twist((0.05, -0.05, 0.0)) for _ in range(3)]
+        for msg in msgs:
+            stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+            T = tf.wait_for(F.world, F.end_effector, stamp, WAIT)
+            p = msg.pose.position
+            np.testing.assert_allclose(T[:3, 3], [p.x, p.y, p.z], atol=1e-6)
+        T_cam = tf.wait_for(F.world, F.optical("agentview"), None, WAIT)
+        assert T_cam[2, 3] > 1.0 and T_cam[2, 2] < 0   # above the table, looking down
+    finally:
+        tf.destroy()
+
+def test_servo_twists_drive_the_end_effector_20_cm(sim):
+    sim.reset()
+    start, _ = sim.pose()
+    target = start + np.array([0.20, 0.0, 0.0])
+    pos = start
+    for _ in range(60):
+        msg = sim.twist(np.clip((target - pos) / 0.05, -0.5, 0.5))
+        pos = np.array([msg.pose.position.x, msg.pose.position.y, msg.pose.position.z])
+    assert np.linalg.norm(pos - target) < 0.015, f"eef at {pos}, target {target}"
+    stamp = msg.header.stamp
+    assert abs(stamp.sec + stamp.nanosec * 1e-9 - 60 * NAMES.robot.control_period_s) < 1e-6   # sim time stamp
+    sim.wait(lambda: sim.status["step"] == 60)   # status follows /ee_pose in each step
+
+
+def test_reset_and_lockstep_are_deterministic(sim):
+    seq = [(0.1 * np.sin(k), 0.1 * np.cos(k), -0.05) for k in range(15)]
+    runs = []
+    for _ in range(2):
+        sim.reset()
+        initial = (sim.pose()[0], sim.joints())
+        poses = [sim.twist(v).pose for v in seq]
+        runs.append((initial, [(p.position.x, p.position.y, p.position.z, p.orientation.w) for p in poses]))
+    np.testing.assert_array_equal(runs[0][0][0], runs[1][0][0])
+    np.testing.assert_array_equal(runs[0][0][1], runs[1][0][1])
+    assert runs[0][1] == runs[1][1]
+
+
+def test_joint_trajectory_runs_to_completion(sim):
+    from control_msgs.action import FollowJointTrajectory
+
+    sim.reset()
+    q0 = sim.joints()
+    target = q0[[0, 3]] + [0.15, 0.1]
+    fbs = []
+    handle = sim.send_goal(sim.fjt, trajectory_goal([ARM[0], ARM[3]], [target], dt=1.0), fbs.append)
+    res = sim.result(handle)
+    assert res.result.error_code == FollowJointTrajectory.Result.SUCCESSFUL, res.result.error_string
+    assert len(fbs) >= 20   # one feedback per control step of 1.0 s
+    q = sim.joints()
+    assert np.all(np.abs(q[[0, 3]] - target) < 0.05)
+    assert np.all(np.abs(np.delete(q - q0, [0, 3])) < 0.05)   # the joints not named hold
+    before = sim.pose()[0]
+    for _ in range(8):
+        after = sim.twist((0.0, 0.0, 0.3)).pose.position   # OSC is back after the trajectory
+    assert after.z > before[2] + 0.01
+
+
+def test_joint_trajectory_cancel_stops_and_holds(sim):
+    from action_msgs.msg import GoalStatus
+
+    sim.reset()
+    q0 = sim.joints()
+    fbs = []
+    handle = sim.send_goal(sim.fjt, trajectory_goal([ARM[0]], [[q0[0] + 1.0]], dt=5.0), fbs.append)
+    assert spin_until(lambda: len(fbs) >= 5, WAIT)
+    sim.c.wait_future(handle.cancel_goal_async(), WAIT)
+    res = sim.result(handle)
+    assert res.status == GoalStatus.STATUS_CANCELED
+    assert "canceled after" in res.result.error_string
+    q_stop = sim.joints()
+    assert 0.0 < q_stop[0] - q0[0] < 0.9
+    for _ in range(5):
+        sim.twist((0, 0, 0))
+    assert abs(sim.joints()[0] - q_stop[0]) < 0.02
+
+
+def test_gripper_goal_completes_and_cancels(sim):
+    from action_msgs.msg import GoalStatus
+    from control_msgs.action import GripperCommand
+
+    sim.reset()
+    close = GripperCommand.Goal()
+    close.command.position = 0.0
+    res = sim.result(sim.send_goal(sim.gripper, close))
+    assert res.status == GoalStatus.STATUS_SUCCEEDED
+    assert res.result.reached_goal or res.result.stalled
+    assert res.result.position < 0.01 and sim.status["gripper_opening"] < 0.01
+    opened = GripperCommand.Goal()
+    opened.command.position = NAMES.robot.gripper_open_width_m
+    fbs = []
+    handle = sim.send_goal(sim.gripper, opened, fbs.append)
+    sim.c.wait_future(handle.cancel_goal_async(), WAIT)
+    res = sim.result(handle)
+    assert res.status == GoalStatus.STATUS_CANCELED
+    assert len(fbs) < 40
+
+
+def test_estop_latches_until_released(sim):
+    from action_msgs.msg import GoalStatus
+
+    sim.reset()
+    q0 = sim.joints()
+    handle = sim.send_goal(sim.fjt, trajectory_goal([ARM[0]], [[q0[0] + 1.0]], dt=5.0))
+    sim.estop(True)
+    res = sim.result(handle)
+    assert res.status == GoalStatus.STATUS_ABORTED and "e-stop" in res.result.error_string
+    n_events = len(sim.events)
+    before = sim.pose()[1].header.stamp
+    sim.twist((0.1, 0, 0), expect_step=False)
+    sim.wait(lambda: any(e["kind"] == "refused" and "e-stop is latched" in e["reason"] for e in sim.events[n_events:]))
+    assert sim.pose()[1].header.stamp == before   # no step happened
+    refused = sim.result(sim.send_goal(sim.fjt, trajectory_goal([ARM[0]], [[q0[0]]])))
+    assert refused.status == GoalStatus.STATUS_ABORTED and "e-stop" in refused.result.error_string
+    sim.estop(False)
+    assert sim.twist((0.1, 0, 0)).header.stamp != before
+
+
+def test_safety_filter_clips_and_reports(sim):
+    sim.reset()
+    n = len(sim.events)
+    start, _ = sim.pose()
+    msg = sim.twist((3.0, 0.0, 0.0))
+    sim.wait(lambda: len(sim.events) > n)
+    ev = sim.events[n]
+    assert ev["kind"] == "clipped" and ev["requested"][0] == 3.0 and ev["executed"][0] == pytest.approx(0.5)
+    assert "linear speed" in ev["reason"] and ev["step"] == 0
+    assert msg.pose.position.x - start[0] < 0.5 * 0.05 + 1e-3
+
+
+def test_bad_requests_are_refused_with_the_valid_choices(sim):
+    from control_msgs.action import FollowJointTrajectory
+
+    r = sim.set_params(suite="libero_nope")
+    assert not r.successful and "unknown suite 'libero_nope'" in r.reason and "libero_goal" in r.reason
+    r = sim.set_params(task=99)
+    assert not r.successful and "valid tasks are 0..9" in r.reason
+    r = sim.set_params(clock_mode="realtime")
+    assert not r.successful and "startup only" in r.reason
+    sim.reset()
+    q0 = sim.joints()
+    res = sim.result(sim.send_goal(sim.fjt, trajectory_goal(["elbow", ARM[0]], [[0.0, 0.0]])))
+    assert res.result.error_code == FollowJointTrajectory.Result.INVALID_JOINTS
+    assert "unknown: ['elbow']" in res.result.error_string and ARM[6] in res.result.error_string
+    res = sim.result(sim.send_goal(sim.fjt, trajectory_goal(ARM[:2], [[0.0]])))
+    assert res.result.error_code == FollowJointTrajectory.Result.INVALID_GOAL
+    assert "point 0 has 1 positions for 2 joint_names" in res.result.error_string
+    unordered = trajectory_goal(ARM[:1], [[q0[0]], [q0[0]]])
+    unordered.trajectory.points[1].time_from_start = unordered.trajectory.points[0].time_from_start
+    res = sim.result(sim.send_goal(sim.fjt, unordered))
+    assert res.result.error_code == FollowJointTrajectory.Result.INVALID_GOAL and "not after" in res.result.error_string
+    assert sim.twist((0.0, 0.0, 0.1)) is not None            # still serving
+    assert sim.twist((0, 0, 0), frame="camera", expect_step=False) is None
+    sim.wait(lambda: any("frame_id 'camera' is not supported" in e["reason"] for e in sim.events))
+
+
+def test_parameters_then_reset_select_the_episode(sim):
+    r = sim.set_params(suite="libero_goal", task=3, seed=1)
+    assert r.successful, r.reason
+    try:
+        st = sim.reset()
+        assert (st["task"], st["seed"]) == (3, 1) and st["task_language"] != ""
+    finally:
+        assert sim.set_params(task=8, seed=0).successful
+
+
+def test_episode_truncation_refuses_motion(sim):
+    assert sim.set_params(max_episode_steps=3).successful
+    try:
+        sim.reset()
+        for _ in range(3):
+            sim.twist((0, 0, 0))
+        sim.wait(lambda: sim.status["truncated"] and sim.status["step"] == 3)
+        n = len(sim.events)
+        sim.twist((0.1, 0, 0), expect_step=False)
+        sim.wait(lambda: any("episode over" in e["reason"] for e in sim.events[n:]))
+    finally:
+        assert sim.set_params(max_episode_steps=10000).successful
+        sim.reset()
+
+
+def test_capture_publishes_images_with_the_stamp_of_the_response(sim):
+    from sensor_msgs.msg import CameraInfo, Image
+    from std_srvs.srv import Trigger
+
+    from pyrua_ros.driver import qos
+    from pyrua_ros.driver.convert import image_to_numpy
+
+    sim.reset()
+    sim.twist((0, 0, 0.1))
+    cli = sim.c.node.create_client(Trigger, S.capture_service("agentview", "low"))
+    assert cli.wait_for_service(timeout_sec=WAIT)
+    resp = sim.c.wait_future(cli.call_async(Trigger.Request()), NAMES.timeouts.capture_s)
+    assert resp.success, resp.message
+    meta = json.loads(resp.message)
+    assert meta == {"stamp": [0, 50_000_000], "step": 1, "camera": "agentview", "resolution": "low"}
+    topics = S.capture_topics("agentview", "low")
+    color = sim.c.latest(Image, topics["color"], WAIT, qos.LATCHED)
+    depth = sim.c.latest(Image, topics["depth"], WAIT, qos.LATCHED)
+    info = sim.c.latest(CameraInfo, topics["camera_info"], WAIT, qos.LATCHED)
+    for m in (color, depth, info):
+        assert [m.header.stamp.sec, m.header.stamp.nanosec] == meta["stamp"]
+        assert m.header.frame_id == F.optical("agentview")
+    rgb, d = image_to_numpy(color), image_to_numpy(depth)
+    assert color.encoding == "rgb8" and rgb.shape == (256, 256, 3) and rgb.std() > 10
+    assert depth.encoding == "32FC1" and 0.3 < float(np.median(d[d > 0])) < 3.0
+    assert info.width == 256 and info.k[8] == 1.0
+
+
+def test_segmentation_and_labels(sim):
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import String
+    from std_srvs.srv import Trigger
+
+    from pyrua_ros.driver import qos
+    from pyrua_ros.driver.convert import image_to_numpy
+
+    sim.reset()
+    cli = sim.c.node.create_client(Trigger, S.segmentation_service("agentview", "low"))
+    assert cli.wait_for_service(timeout_sec=WAIT)
+    resp = sim.c.wait_future(cli.call_async(Trigger.Request()), NAMES.timeouts.capture_s)
+    assert resp.success, resp.message
+    meta = json.loads(resp.message)
+    seg = sim.c.latest(Image, S.capture_topics("agentview", "low")["segmentation"], WAIT, qos.LATCHED)
+    labels = json.loads(sim.c.latest(String, S.segmentation_labels, WAIT, qos.LATCHED).data)
+    assert seg.encoding == "32SC1" and [seg.header.stamp.sec, seg.header.stamp.nanosec] == meta["stamp"]
+    ids = image_to_numpy(seg)
+    present = {labels[str(i)] for i in np.unique(ids) if i != 0 and str(i) in labels}
+    assert "plate_1" in present and "table" in present
+    assert set(sim.status["object_names"]) & present
+
+
+def test_stream_cameras_render_only_for_subscribers_at_camera_rate(sim):
+    from sensor_msgs.msg import CameraInfo, Image
+
+    from pyrua_ros.driver import qos
+
+    got = {"color": [], "depth": [], "info": []}
+    node = sim.c.node
+    subs = [node.create_subscription(Image, D.color("agentview"), got["color"].append, qos.STREAM),
+            node.create_subscription(Image, D.depth("agentview"), got["depth"].append, qos.STREAM),
+            node.create_subscription(CameraInfo, D.info("agentview"), got["info"].append, qos.STREAM)]
+    try:
+        assert spin_until(lambda: all(s.get_publisher_count() > 0 for s in subs), WAIT)
+        sim.reset()                       # renders at t = 0 (gate reset)
+        for _ in range(20):               # 1 s of sim time at 2 Hz: renders at 0.5 s and 1.0 s
+            sim.twist((0, 0, 0))
+        assert spin_until(lambda: len(got["info"]) >= 3, WAIT), {k: len(v) for k, v in got.items()}
+        assert spin_until(lambda: len(got["color"]) == len(got["depth"]) == 3, 2.0)
+        stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in got["color"]]
+        assert np.allclose(stamps, [0.0, 0.5, 1.0])
+        assert got["color"][0].width == 256 and got["color"][0].header.frame_id == F.optical("agentview")
+    finally:
+        for s in subs:
+            node.destroy_subscription(s)
+
+
+def test_realtime_mode_holds_the_last_twist_then_stops():
+    """A second node, realtime clock, in a domain of its own (the module's lockstep node is also named sim)."""
+    import os
+
+    from geometry_msgs.msg import PoseStamped, TwistStamped
+    from std_msgs.msg import String
+
+    from pyrua_ros.driver import qos
+    from pyrua_ros.driver.rosenv import claim_domain_id
+
+    env = dict(os.environ, ROS_DOMAIN_ID=str(claim_domain_id()))
+    node = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file", "config/sim.yaml",
+                              "-p", "clock_mode:=realtime", env=env)
+    saved = os.environ["ROS_DOMAIN_ID"]
+    client = None
+    try:
+        assert node.wait_for_output("sim node ready (realtime)", 180.0), node.output()[-3000:]
+        os.environ["ROS_DOMAIN_ID"] = env["ROS_DOMAIN_ID"]   # rclpy.init reads the domain from the environment
+        try:
+            client = RosClient("realtime_test_client")
+        finally:
+            os.environ["ROS_DOMAIN_ID"] = saved
+        poses = []
+        client.node.create_subscription(PoseStamped, D.ee_pose, poses.append, qos.LOCKSTEP)
+        status = json.loads(client.latest(String, S.episode_status, WAIT, qos.LATCHED).data)
+        assert status["clock_mode"] == "realtime"
+        t_wall = time.monotonic()
+        assert spin_until(lambda: len(poses) >= 10, WAIT)         # steps on its own, no command needed
+        rate = len(poses) / (time.monotonic() - t_wall)
+        assert 5.0 < rate < 25.0, f"{rate:.1f} steps/s"
+        pub = client.node.create_publisher(TwistStamped, D.servo_twist, qos.LOCKSTEP)
+        assert spin_until(lambda: pub.get_subscription_count() > 0, WAIT)
+        z0 = poses[-1].pose.position.z
+        msg = TwistStamped()
+        msg.header.frame_id = F.world
+        msg.twist.linear.z = 0.3
+        pub.publish(msg)                                          # one command, held for <= 0.1 s (2 steps)
+        time.sleep(1.0)
+        z1 = poses[-1].pose.position.z
+        time.sleep(0.5)
+        z2 = poses[-1].pose.position.z
+        assert z1 - z0 > 0.003                                    # it moved with the held twist
+        assert z1 - z0 < 0.03 and abs(z2 - z1) < 0.002            # and stopped after the command timeout
+    finally:
+        if client is not None:
+            client.close()
+        rc = node.stop()
+    assert rc == 0, f"realtime sim node exit code {rc}"
