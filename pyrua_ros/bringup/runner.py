@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from pyrua_ros.bringup import graph
-from pyrua_ros.driver.rosenv import default_to_localhost
+from pyrua_ros.driver.rosenv import claim_domain_id, default_to_localhost
 
 POLL_S = 0.05            # how often the supervisor looks at its children [s]
 SIGINT_GRACE_S = 10.0    # time each child gets to end after SIGINT [s]
@@ -221,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(shlex.join(kid.argv))
         return 0
     env = default_to_localhost(dict(os.environ))
+    if not env.get("ROS_DOMAIN_ID"):   # every node of this graph on a domain of its own
+        env["ROS_DOMAIN_ID"] = str(claim_domain_id())
     return Runner(kids, env=env).run()
 
 
