@@ -73,13 +73,9 @@ class _Driver:
             raise BootError(f"the driver node exited with status {code} (see host.log)")
 
     def stop(self) -> None:
-        for sig, wait in ((signal.SIGINT, 15.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            if self.proc.poll() is not None:
-                break
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(wait)
+        from pyrua_ros.bringup.process import stop_process_groups
+
+        stop_process_groups([self.proc], sigint_grace_s=15.0)
         self._log.close()
 
 
@@ -136,7 +132,9 @@ class Episode:
         if self.cfg.sam3_endpoint:
             from pyrua_ros.robo.segmenters import HttpSegmenter
 
-            segmenter = HttpSegmenter(self.cfg.sam3_endpoint)
+            endpoint = self.cfg.sam3_endpoint
+            url = endpoint if "://" in endpoint else f"http://{endpoint}/segment"   # reference style host:port
+            segmenter = HttpSegmenter(url)
         vla = None
         if self.cfg.primitives == "full" and self.cfg.vla_endpoint:
             from pyrua_ros.robo.vla import VlaClient

@@ -14,7 +14,6 @@ since every node of this graph runs on this machine; an explicit value is left a
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import os
 import pathlib
@@ -29,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from pyrua_ros.bringup import graph
+from pyrua_ros.bringup.process import stop_process_groups
 from pyrua_ros.driver.rosenv import claim_domain_id, default_to_localhost
 
 POLL_S = 0.05            # how often the supervisor looks at its children [s]
@@ -156,18 +156,7 @@ class Runner:
 
     def shutdown(self) -> None:
         """SIGINT, then SIGTERM, then SIGKILL to every child still alive, by its process group id (its PID)."""
-        for sig, grace in ((signal.SIGINT, SIGINT_GRACE_S), (signal.SIGTERM, SIGTERM_GRACE_S),
-                           (signal.SIGKILL, SIGTERM_GRACE_S)):
-            alive = [p for p in self._procs.values() if p.poll() is None]
-            if not alive:
-                break
-            for proc in alive:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, sig)
-            deadline = time.monotonic() + grace
-            for proc in alive:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(max(0.0, deadline - time.monotonic()))
+        stop_process_groups(self._procs.values(), sigint_grace_s=SIGINT_GRACE_S, sigterm_grace_s=SIGTERM_GRACE_S)
         for reader in self._readers:
             reader.join(timeout=2.0)
 

@@ -13,51 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import sys
 from typing import Any
 
+from pyrua_ros.cli.args import add_cell_args, add_openai_args, env_setting
+
 EXIT_FAILED = 2
-
-
-def _primitives_default() -> str:
-    return os.environ.get("PYRUALEAN_PRIMITIVES") or "full"
-
-
-def _add_openai_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--base-url", required=True, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000/v1")
-    p.add_argument("--api-key-env", default=None, help="name of the environment variable that holds the API key")
-    p.add_argument("--openai-max-tokens", type=int, default=None, help="max_tokens of the one response")
-    p.add_argument("--openai-temperature", type=float, default=None, help="sampling temperature")
-    p.add_argument("--openai-extra-body", default=None, help="JSON object merged into the request body")
-    p.add_argument("--openai-max-retries", type=int, default=5,
-                   help="retries on connection errors, 429 and 5xx (exponential backoff from 1 s; default 5)")
-    p.add_argument("--context-window", type=int, default=65536, help="tokens the server accepts per request")
-
-
-def add_cell_args(p: argparse.ArgumentParser) -> None:
-    """The cell and driver flags of ``run`` (the subset of ``play``'s that boots the robot)."""
-    p.add_argument("--robot", default="libero", choices=["libero"], help="robot adapter")
-    p.add_argument("--suite", default="libero_goal", help="LIBERO / LIBERO-PRO suite (fake_table for --driver fake)")
-    p.add_argument("--task", type=int, required=True, help="task index within the suite")
-    p.add_argument("--seed", type=int, default=0, help="episode seed (official init state = seed modulo 50)")
-    p.add_argument("--out", required=True, type=pathlib.Path, help="run directory")
-    p.add_argument("--max-episode-steps", type=int, default=10000, help="simulator step budget")
-    p.add_argument("--primitives", default=_primitives_default(), choices=["full", "no-vla"],
-                   help="primitive set (full needs --vla-endpoint; without one the VLA skills are absent)")
-    p.add_argument("--vla-endpoint", default=None, help="host:port of an openpi-compatible policy server")
-    p.add_argument("--sam3-endpoint", default=None, help="http://host:port of an HTTP segmentation service")
-    p.add_argument("--driver", default="sim", choices=["sim", "fake", "external"],
-                   help="start the LIBERO sim node, the kinematic fake arm, or nothing (drivers already running)")
-    p.add_argument("--clock", default="lockstep", choices=["lockstep", "realtime"], help="sim clock mode")
-    p.add_argument("--no-video", dest="video", action="store_false", help="do not write episode.mp4")
-    p.add_argument("--no-record", dest="record", action="store_false", help="do not write episode.mcap")
-    p.add_argument("--cuda-device", default=None, help="accepted and recorded (no meaning for a ROS backend)")
-    p.add_argument("--rpent-root", default=os.environ.get("RPENT_ROOT") or os.environ.get("RPENT_REPO_ROOT"),
-                   help="accepted and recorded (RPENT_ROOT); no meaning for a ROS backend")
-    p.add_argument("--libero-type", default="pro", help="accepted and recorded")
-    p.add_argument("--python", default=None, help="accepted for compatibility; the run uses this interpreter")
 
 
 def _fail(command: str, message: str) -> int:
@@ -76,7 +38,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
                              transfer=args.transfer, api_key_env=args.api_key_env, primitives=args.primitives,
                              openai_max_tokens=args.openai_max_tokens, openai_temperature=args.openai_temperature,
                              openai_extra_body=parse_extra_body(args.openai_extra_body),
-                             openai_max_retries=args.openai_max_retries, context_window=args.context_window)
+                             openai_max_retries=5 if args.openai_max_retries is None else args.openai_max_retries,
+                             context_window=args.context_window)
     except (ConfigError, ValueError) as exc:
         return _fail("generate", str(exc))
     try:
@@ -131,14 +94,12 @@ def add_single_parsers(subparsers: Any) -> None:
     gen = subparsers.add_parser("generate", help="single shot: one chat completion writes policy.py (no tools)")
     gen.add_argument("--card", required=True, type=pathlib.Path, help="card.json (file or run directory)")
     gen.add_argument("--out", required=True, type=pathlib.Path, help="output directory")
-    gen.add_argument("--model", default="DAGroup-PKU/PyRUA-Lean-Coder-v0.1-4B", help="model id sent to the server")
-    gen.add_argument("--reasoning", default=None, help="reasoning effort (recorded; send it via --openai-extra-body)")
     gen.add_argument("--budget-s", type=float, default=1200.0, help="run budget stated in the prompt [s]")
     gen.add_argument("--timeout-s", type=float, default=3600.0, help="hard limit of the generation [s]")
     gen.add_argument("--transfer", action="store_true", help="card images show one example layout only")
-    gen.add_argument("--primitives", default=_primitives_default(), choices=["full", "no-vla"],
+    gen.add_argument("--primitives", default=env_setting("PRIMITIVES", "full"), choices=["full", "no-vla"],
                      help="primitive set the prompt documents (default $PYRUALEAN_PRIMITIVES or full)")
-    _add_openai_args(gen)
+    add_openai_args(gen, base_url_required=True)
     gen.set_defaults(func=cmd_generate)
 
     run = subparsers.add_parser("run", help="single shot: run a policy.py once on the robot (no model)")

@@ -17,41 +17,25 @@ import pathlib
 import sys
 
 from pyrua_ros import __version__
+from pyrua_ros.cli.args import add_cell_args, add_openai_args, env_setting
 
 EXIT_BAD_INPUT = 2
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    value = os.environ.get(f"PYRUALEAN_{name}")
-    return value if value not in (None, "") else default
-
-
 def add_play_args(p: argparse.ArgumentParser) -> None:
-    """The flags of ``play`` (PyRUA-Lean's set that makes sense on ROS, plus the openai runtime and ROS flags)."""
+    """The flags of ``play``: PyRUA-Lean's set that makes sense on ROS, the openai runtime's and the ROS ones."""
     p.add_argument("--arm", required=True, choices=["cells", "program"], help="tool surface: python cells or programs")
-    p.add_argument("--robot", default="libero", choices=["libero"], help="robot adapter")
-    p.add_argument("--suite", default="libero_goal", help="LIBERO / LIBERO-PRO suite (e.g. libero_goal_swap)")
-    p.add_argument("--task", type=int, required=True, help="task index within the suite")
-    p.add_argument("--seed", type=int, default=0, help="episode seed (official init state = seed modulo 50)")
-    p.add_argument("--out", required=True, type=pathlib.Path, help="run directory")
-    p.add_argument("--runtime", default=_env("RUNTIME", "replay"), choices=["openai", "replay"],
+    add_cell_args(p)
+    p.add_argument("--runtime", default=env_setting("RUNTIME", "replay"), choices=["openai", "replay"],
                    help="who writes the cells: openai (chat completions) or replay (default; no model server)")
     p.add_argument("--replay", type=pathlib.Path, default=None,
                    help="replay source: an earlier run directory or a run(robo) program file (default: the "
                         "packaged example program for the suite and task)")
-    p.add_argument("--model", default="DAGroup-PKU/PyRUA-Lean-Coder-v0.1-4B", help="model id sent to the server")
-    p.add_argument("--reasoning", default=None, help="reasoning effort (recorded; sent only via --openai-extra-body)")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000/v1")
-    p.add_argument("--api-key-env", default=None, help="name of the environment variable that holds the API key")
-    p.add_argument("--openai-max-tokens", type=int, default=None, help="max_tokens per response")
+    add_openai_args(p, base_url_required=False)
     p.add_argument("--openai-tool-choice", default=None, choices=["auto", "required", "none"], help="tool_choice")
-    p.add_argument("--openai-temperature", type=float, default=None, help="sampling temperature")
-    p.add_argument("--openai-extra-body", default=None, help="JSON object merged into every request body")
     p.add_argument("--openai-request-timeout-s", type=float, default=600.0, help="hard timeout of one request [s]")
-    p.add_argument("--openai-max-retries", type=int, default=None, help="retries of a failed request (default 5)")
     p.add_argument("--openai-system-prompt", default=None,
                    help="optional system message (default none: the whole prompt is the first user message)")
-    p.add_argument("--context-window", type=int, default=65536, help="tokens the server accepts per request")
     p.add_argument("--images", default="on-motion", choices=["on-motion", "on-demand", "none"],
                    help="camera images attached to tool results")
     p.add_argument("--feedback", default="rich", choices=["pure", "rich"], help="what a tool result carries")
@@ -60,25 +44,8 @@ def add_play_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-turns", type=int, default=None, help="decision budget: python/run_program calls")
     p.add_argument("--max-programs", type=int, default=None, help="program arm: at most N run_program calls")
     p.add_argument("--budget-s", type=float, default=1200.0, help="wall-clock budget of the agent loop [s]")
-    p.add_argument("--max-episode-steps", type=int, default=10000, help="simulator step budget")
-    p.add_argument("--primitives", default=_env("PRIMITIVES", "full"), choices=["full", "no-vla"],
-                   help="primitive set (full needs --vla-endpoint; without one the VLA skills are absent)")
-    p.add_argument("--vla-endpoint", default=None, help="host:port of an openpi-compatible policy server")
-    p.add_argument("--sam3-endpoint", default=None, help="http://host:port of an HTTP segmentation service "
-                   "(default: the simulator's ground-truth segmentation)")
     p.add_argument("--cell-timeout-s", type=float, default=300.0, help="wall-clock limit of one cell [s]")
-    p.add_argument("--driver", default="sim", choices=["sim", "fake", "external"],
-                   help="start the LIBERO sim node, the kinematic fake arm, or nothing (drivers already running)")
-    p.add_argument("--clock", default="lockstep", choices=["lockstep", "realtime"], help="sim clock mode")
-    p.add_argument("--no-video", dest="video", action="store_false", help="do not write episode.mp4")
-    p.add_argument("--no-record", dest="record", action="store_false", help="do not write episode.mcap")
     p.add_argument("--quiet", action="store_true", help="no progress output")
-    # Accepted for command-line compatibility with PyRUA-Lean; recorded, meaningless for a ROS backend.
-    p.add_argument("--cuda-device", default=None, help="accepted and recorded (no meaning for a ROS backend)")
-    p.add_argument("--rpent-root", default=os.environ.get("RPENT_ROOT") or os.environ.get("RPENT_REPO_ROOT"),
-                   help="accepted and recorded (RPENT_ROOT); no meaning for a ROS backend")
-    p.add_argument("--libero-type", default="pro", help="accepted and recorded")
-    p.add_argument("--python", default=None, help="accepted for compatibility; the episode runs in this interpreter")
 
 
 def config_from_args(args: argparse.Namespace):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
-import signal
 import subprocess
 import sys
 import tempfile
@@ -77,13 +76,9 @@ class NodeProcess:
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGINT, then SIGTERM, then SIGKILL to this child's process group; returns the exit code."""
-        for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            if self.proc.poll() is not None:
-                break
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(wait)
+        from pyrua_ros.bringup.process import stop_process_groups
+
+        stop_process_groups([self.proc], sigint_grace_s=timeout)
         self._log.close()
         return self.proc.returncode
 
