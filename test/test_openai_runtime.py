@@ -444,14 +444,15 @@ def test_registry_builds_the_openai_runtime_lazily():
 
 
 def test_make_runtime_builds_from_an_episode_config(tmp_path):
-    from types import SimpleNamespace
+    import dataclasses
 
-    cfg = SimpleNamespace(runtime="openai", arm="program", feedback="rich", images="none", max_programs=1,
-                          replay=None, model="m", base_url=None, api_key_env=None, openai_max_tokens=8192,
-                          openai_tool_choice="required", openai_temperature=1.0, openai_extra_body={"top_k": 20},
-                          openai_request_timeout_s=60.0, context_window=65536)
+    from pyrua_ros.agent.config import PlayConfig
+
     with ChatServer([Reply(content="hi")]) as server:
-        cfg.base_url = server.base_url
+        cfg = PlayConfig(out=tmp_path, task=0, runtime="openai", arm="program", feedback="rich", images="none",
+                         max_programs=1, model="m", base_url=server.base_url, openai_max_tokens=8192,
+                         openai_tool_choice="required", openai_temperature=1.0, openai_extra_body={"top_k": 20},
+                         openai_request_timeout_s=60.0)
         events = []
         runtime = runtimes.make_runtime(cfg, events=events.append)
         runtime.start("task", [])
@@ -459,6 +460,6 @@ def test_make_runtime_builds_from_an_episode_config(tmp_path):
         body = server.completion_bodies()[0]
     assert body["tools"][0]["function"]["name"] == "run_program" and body["top_k"] == 20
     assert body["max_tokens"] == 8192 and [e["event"] for e in events][:2] == ["start", "request"]
-    cfg.runtime = "replay"
+    replay = dataclasses.replace(cfg, runtime="replay", replay=None)
     with pytest.raises(ValueError, match="needs --replay"):
-        runtimes.make_runtime(cfg)
+        runtimes.make_runtime(replay)

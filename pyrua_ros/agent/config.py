@@ -14,15 +14,17 @@ import json
 import pathlib
 from typing import Any
 
-ARMS = ("cells", "program")
-IMAGE_POLICIES = ("on-motion", "on-demand", "none")
-FEEDBACK_MODES = ("pure", "rich")
-RUNTIMES = ("openai", "replay")
-PRIMITIVE_SETS = ("full", "no-vla")
-ROBOTS = ("libero",)
-DRIVERS = ("sim", "fake", "external")
-CLOCK_MODES = ("lockstep", "realtime")
-TOOL_CHOICES = ("auto", "required", "none")
+from pyrua_ros.agent.modes import (
+    ARMS,
+    CLOCK_MODES,
+    DRIVERS,
+    FEEDBACK_MODES,
+    IMAGE_POLICIES,
+    PRIMITIVE_SETS,
+    ROBOTS,
+    RUNTIMES,
+    TOOL_CHOICES,
+)
 
 
 class ConfigError(ValueError):

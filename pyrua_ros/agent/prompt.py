@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pyrua_ros.agent.modes import FEEDBACK_MODES, IMAGE_POLICIES, PRIMITIVE_SETS
+from pyrua_ros.agent.modes import PROMPT_ARMS as ARMS
 from pyrua_ros.agent.records import CardRecord
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -30,10 +32,6 @@ KNOWLEDGE_DIR = PACKAGE_DIR / "knowledge"
 GUIDES_DIR = PACKAGE_DIR / "guides"
 GUIDE_NAMES = ("strict_hybrid_guide.md", "pro_hybrid_guide.md", "env_calibration.md")
 
-ARMS = ("cells", "program", "single-shot")
-PRIMITIVE_SETS = ("full", "no-vla")
-FEEDBACK_MODES = ("pure", "rich")
-IMAGE_POLICIES = ("on-motion", "on-demand", "none")
 
 REFERENCE_HEADING = "# API reference (the `robo` object)"
 SINGLE_SHOT_REFERENCE_HEADING = "# API reference (generated from the library the host injects)"

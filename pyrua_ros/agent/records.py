@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pyrua_ros.agent.modes import BUDGET_MODES, FINISH_STATUSES, PLAY_STATUSES
+
 SCHEMA = "pyrualean-episode-v2"
 SYSTEM = "pyrualean"
-PLAY_STATUSES = ("completed", "timeout", "call_budget", "planner_error", "error", "boot_error")
-FINISH_STATUSES = ("success", "failure", "stuck")
-BUDGET_MODES = ("calls", "wall")
+
 TOKEN_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens")
 
 

@@ -17,11 +17,11 @@ import time
 from typing import Any
 
 from pyrua_ros.agent.config import PlayConfig
+from pyrua_ros.agent.modes import FINISH_STATUSES
 from pyrua_ros.agent.records import FinishRecord, TurnRecord
 
 RESULT_TEXT_LIMIT = 20_000
 RICH_CALL_LIMIT = 40
-FINISH_STATUSES = ("success", "failure", "stuck")
 CALL_BUDGET_ERROR = "call budget exhausted: the episode is over, call finish"
 
 

@@ -14,7 +14,8 @@ import dataclasses
 import json
 import os
 
-TOOL_CHOICES = ("auto", "required", "none")
+from pyrua_ros.agent.modes import TOOL_CHOICES
+
 NO_KEY_PLACEHOLDER = "not-needed"   # sent when no --api-key-env is given (local servers ignore the key)
 
 

@@ -7,9 +7,8 @@ says will not come back (state under ``pure``, camera images under ``none``/``on
 
 from __future__ import annotations
 
-ARMS = ("cells", "program")
-FEEDBACK_MODES = ("pure", "rich")
-IMAGE_MODES = ("on-motion", "on-demand", "none")
+from pyrua_ros.agent.modes import ARMS, FEEDBACK_MODES
+from pyrua_ros.agent.modes import IMAGE_POLICIES as IMAGE_MODES
 
 _RETURNS = {
     "pure": "It returns only what the code produced: stdout, stderr, elapsed seconds, the value of a trailing "
