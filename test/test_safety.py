@@ -143,3 +143,15 @@ def test_episode_status_round_trip_and_schema_errors():
         EpisodeStatus.from_dict(d)
     with pytest.raises(ValueError, match="clock_mode 'fast'"):
         EpisodeStatus.from_dict(st.to_dict() | {"clock_mode": "fast"})
+
+
+def test_tf_lookup_at_a_stamp_not_yet_received_raises_instead_of_answering_an_older_pose():
+    store = TransformStore()
+    for k, stamp in enumerate((0.05, 0.10)):
+        T = np.eye(4)
+        T[0, 3] = k
+        store.add("world", "ee", stamp, T)
+    assert store.lookup("world", "ee", 0.10)[0, 3] == 1.0
+    assert store.lookup("world", "ee", 0.07)[0, 3] == 0.0
+    with pytest.raises(TransformError, match="yet"):
+        store.lookup("world", "ee", 0.15)

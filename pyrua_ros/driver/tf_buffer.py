@@ -4,7 +4,8 @@
 :class:`TfBuffer` subscribes it on a node. ``lookup(target, source, stamp)`` returns ``T_target_source`` (4x4),
 the matrix that maps a point given in ``source`` coordinates into ``target`` coordinates. With ``stamp=None`` the
 latest transform of every edge is used; with a stamp (seconds) each dynamic edge uses its newest sample at or
-before ``stamp + tolerance_s``, and a stamp older than an edge's cache raises :class:`TransformError`.
+before ``stamp + tolerance_s``; a stamp older than an edge's cache, or newer than its newest sample (not arrived
+yet: tf2 would call it extrapolation), raises :class:`TransformError`.
 
 Threading: subscription callbacks run in the node's executor thread, lookups come from any thread; one lock
 guards the store.
@@ -52,6 +53,11 @@ class _Edge:
     def at(self, stamp: float | None, tolerance_s: float, child: str) -> np.ndarray:
         if self.static or stamp is None:
             return self.mats[-1]
+        if stamp > self.stamps[-1] + tolerance_s:
+            # Like tf2's ExtrapolationException: the sample for this time has not arrived yet, so wait_for keeps
+            # waiting instead of answering with an older pose.
+            raise TransformError(f"{self.parent} -> {child}: no transform at t={stamp:.4f} s yet (newest "
+                                 f"{self.stamps[-1]:.4f} s)")
         i = bisect.bisect_right(self.stamps, stamp + tolerance_s) - 1
         if i < 0:
             raise TransformError(f"{self.parent} -> {child}: no transform at or before t={stamp:.4f} s "
