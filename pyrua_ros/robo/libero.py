@@ -801,11 +801,14 @@ class LiberoRobot:
     def _send_gripper(self, tool: str, g: float) -> int:
         """Send a GripperCommand goal for command ``g``; returns the control steps it used."""
         self._check_stop()
+        step0 = self._env_step()
         try:
             outcome = self._backend.gripper((1.0 - g) / 2.0 * GRIPPER_OPEN_WIDTH_M)
         except BackendRefused as exc:
+            # a goal the driver aborted because the episode ended mid-goal (e.g. release fired the task check)
+            # still used the steps it ran: count them, so steps_used agrees with the ledger's env_steps
             self._refused(tool, exc)
-            return 0
+            return max(0, self._env_step() - step0)
         self._gripper_cmd = g
         return int(outcome.steps)
 

@@ -37,6 +37,7 @@ from pyrua_ros.robo.backend import (
 )
 
 _instance_counter = itertools.count(1)
+SETTLE_S = 1.0   # [s] longest wait for the other topics of a control step once its pose / result arrived
 
 
 class _Latest:
@@ -172,12 +173,13 @@ class RosBackend:
                 self._events.append(event)
                 self._events_lock.notify_all()
 
-    def _wait_service(self, client, what: str) -> None:
-        if not client.wait_for_service(timeout_sec=self._timeouts.server_wait_s):
-            raise BackendTimeout(f"{what}: no server after {self._timeouts.server_wait_s} s")
+    def _wait_service(self, client, what: str, timeout: float | None = None) -> None:
+        timeout = self._timeouts.server_wait_s if timeout is None else timeout
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise BackendTimeout(f"{what}: no server after {timeout} s")
 
-    def _call(self, client, request, what: str, timeout: float):
-        self._wait_service(client, what)
+    def _call(self, client, request, what: str, timeout: float, *, server_wait: float | None = None):
+        self._wait_service(client, what, server_wait)
         future = client.call_async(request)
         done = threading.Event()
         future.add_done_callback(lambda _f: done.set())
@@ -191,6 +193,15 @@ class RosBackend:
             raise BackendTimeout(f"{what}: nothing received within "
                                  f"{self._timeouts.server_wait_s if timeout is None else timeout} s")
         return value
+
+    def _settle(self, sim_time: float) -> None:
+        """Wait (at most ``SETTLE_S``) until the pose and joint states of sim time ``sim_time`` arrived: the
+        driver publishes them before the status / goal result, but on separate topics that may be delivered
+        later, and a State built from a stale joint state would show the fingers a few steps behind."""
+        from pyrua_ros.driver.convert import stamp_to_seconds
+
+        self._pose.wait(lambda p: p.stamp >= sim_time - 1e-6, SETTLE_S)
+        self._joints.wait(lambda m: stamp_to_seconds(m.header.stamp) >= sim_time - 1e-6, SETTLE_S)
 
     # ------------------------------------------------------------------ episode
     def reset(self, suite: str, task: int, seed: int, max_episode_steps: int):
@@ -208,8 +219,11 @@ class RosBackend:
             param("seed", ParameterType.PARAMETER_INTEGER, integer_value=int(seed)),
             param("max_episode_steps", ParameterType.PARAMETER_INTEGER, integer_value=int(max_episode_steps)),
         ])
+        # The driver may still be booting (a sim node builds LIBERO before it spins, ~15-60 s on a loaded
+        # machine): its parameter service exists early but answers only once it spins, so the first call of an
+        # episode gets the reset deadline, not the server-wait one.
         res = self._call(self._set_params, req, f"{self.names.sim.node}/set_parameters_atomically",
-                         self._timeouts.server_wait_s)
+                         self._timeouts.reset_s, server_wait=self._timeouts.reset_s)
         if not res.result.successful:
             raise ValueError(res.result.reason)
         answer = self._call(self._reset, self._trigger_type.Request(), self.names.sim.reset, self._timeouts.reset_s)
@@ -274,6 +288,7 @@ class RosBackend:
                 st = self._status.wait(lambda s, t=t_pose: s.sim_time >= t - 1e-6 or s.over, 1.0)
                 if st is None:
                     raise BackendTimeout(f"{self.names.sim.episode_status}: no status for t={pose.stamp:.3f} s")
+                self._settle(t_pose)
                 return pose
             refusal = self._refusal_since(n_events)
             if refusal is not None:
@@ -326,7 +341,13 @@ class RosBackend:
             if status.estop or status.over:
                 raise BackendRefused(f"{what}: aborted by the driver",
                                      reason="estop" if status.estop else "terminated")
-        status = self._require(self._status, self.names.sim.episode_status, lambda s: s.step >= start_step)
+        # The result is sent after the goal's last step was published; wait for that step's status (its gap is
+        # the result's position) and its pose / joint states, so steps and a State built now are current.
+        status = self._status.wait(lambda s: s.step >= start_step
+                                   and abs(s.gripper_opening - float(result.position)) < 1e-5, SETTLE_S)
+        if status is None:
+            status = self._require(self._status, self.names.sim.episode_status, lambda s: s.step >= start_step)
+        self._settle(status.sim_time)
         return GripperOutcome(position=float(result.position), effort=float(result.effort),
                               stalled=bool(result.stalled), reached_goal=bool(result.reached_goal),
                               steps=max(0, status.step - start_step))

@@ -1,0 +1,62 @@
+"""robo's motion tests against the kinematic fake arm (``python -m pyrua_ros.nodes.fake_arm_node``, fake_table
+task 0, "put the red cube on the plate"): the SAME case functions as ``test_robo_ros.py`` runs against the LIBERO
+sim node (``robo_motion_cases.py``), through the same RosBackend, so both drivers are held to one behaviour.
+Plus the one perception refusal only this scene can show: a pixel without depth (the fake camera sees open sky).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from robo_motion_cases import CASES, Rig
+from test_robo_ros import load_program
+
+from pyrua_ros.examples import EXAMPLES
+from pyrua_ros.robo.errors import ToolError
+from pyrua_ros.robo.libero import LiberoRobot
+from pyrua_ros.testing import NodeProcess
+
+CUBE = "the red cube"
+
+
+def pick_cube(robo: LiberoRobot):
+    """The cube's segment and its grasp point (the visible-surface median, as the fake example uses)."""
+    seg = robo.segment(CUBE)
+    return seg, list(seg.world_xyz)
+
+
+@pytest.fixture(scope="module")
+def rig():
+    from pyrua_ros.robo.ros_backend import RosBackend
+
+    node = NodeProcess.module("pyrua_ros.nodes.fake_arm_node")
+    backend = None
+    try:
+        assert node.wait_for_output("fake arm ready", 60.0), node.output()[-3000:]
+        backend = RosBackend()
+        yield Rig(backend=backend, suite="fake_table", task=0, max_episode_steps=300, object_prompt=CUBE,
+                  pick=pick_cube, solve=load_program(EXAMPLES[("fake_table", 0)]))
+    finally:
+        if backend is not None:
+            backend.close()
+        node.stop()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__.removeprefix("case_"))
+def test_motion(rig, case):
+    case(rig)
+
+
+def test_back_project_refuses_a_pixel_without_depth(rig):
+    robo = rig.reset()
+    wmap = robo.world_map("agentview")
+    invalid = np.argwhere(~np.any(wmap != 0, axis=2))
+    assert len(invalid) > 0, "the fake agentview sees sky above the table"
+    row, col = (int(v) for v in invalid[len(invalid) // 2])
+    with pytest.raises(ToolError, match="no valid depth") as info:
+        robo.back_project(row, col)
+    assert info.value.tool == "back_project"
+    rec = rig.host.ledger.records[-1]
+    assert rec.tool == "back_project" and not rec.ok and rec.error.startswith("ToolError")
+    valid = np.argwhere(np.any(wmap != 0, axis=2))[0]
+    assert robo.back_project(int(valid[0]), int(valid[1])).world_xyz == pytest.approx(tuple(wmap[tuple(valid)]))

@@ -1,0 +1,217 @@
+"""robo over ROS against the real LIBERO-PRO sim node (libero_goal task 8, "put the bowl on the plate").
+
+As an external user would use it: one sim node process for the module (``python -m pyrua_ros.nodes.sim_node``),
+one ``RosBackend`` and a ``RobotHost`` per episode; the motion cases are shared with the fake-arm tests
+(``robo_motion_cases.py``), the perception and ledger checks are here. The episode is reset only where a test
+needs a fresh one (a reset takes ~0.5 s; the node start ~20-60 s builds LIBERO).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import pathlib
+
+import numpy as np
+import pytest
+from robo_motion_cases import CASES, Rig
+
+from pyrua_ros.examples import EXAMPLES
+from pyrua_ros.robo import results as R
+from pyrua_ros.robo.errors import ToolError
+from pyrua_ros.robo.libero import LiberoRobot
+from pyrua_ros.testing import NodeProcess
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TABLE_Z = 0.90            # kitchen table top [m] (LIBERO-CALIBRATION.md)
+AGENTVIEW_POS = (0.66, 0.0, 1.61)
+BOWL = "the black bowl"
+
+
+def load_program(path: pathlib.Path):
+    """The ``run(robo)`` function of an example program file."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.run
+
+
+def pick_bowl(robo: LiberoRobot):
+    """The bowl's segment and its +y rim grasp point (the example's geometry)."""
+    seg = robo.segment(BOWL)
+    x, y, z = seg.world_xyz
+    return seg, [x + 0.02, y + 0.045, z]
+
+
+@pytest.fixture(scope="module")
+def rig():
+    from pyrua_ros.robo.ros_backend import RosBackend
+
+    node = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file",
+                              str(ROOT / "config" / "sim.yaml"), cwd=ROOT)
+    backend = None
+    try:
+        assert node.wait_for_output("sim node ready", 240.0), node.output()[-3000:]
+        backend = RosBackend()
+        yield Rig(backend=backend, suite="libero_goal", task=8, max_episode_steps=600, object_prompt=BOWL,
+                  pick=pick_bowl, solve=load_program(EXAMPLES[("libero_goal", 8)]))
+    finally:
+        if backend is not None:
+            backend.close()
+        node.stop()
+
+
+@pytest.fixture(scope="module")
+def scene(rig):
+    """A fresh episode at step 0, only looked at (the perception tests below never move the arm)."""
+    return rig.reset()
+
+
+# ------------------------------------------------------------------------------------- observation
+def test_state_task_done_and_images_are_typed(rig, scene):
+    robo = scene
+    s = robo.state()
+    assert type(s) is R.State and s.step == 0 and s.task == robo.task == "put the bowl on the plate"
+    assert s.object_names == ("akita_black_bowl_1", "cream_cheese_1", "wine_bottle_1", "plate_1")
+    assert np.allclose(s.eef_pos, (-0.21, 0.0, 1.17), atol=0.02) and abs(s.eef_pitch) < 0.05
+    assert 0.07 < s.gripper_opening < 0.085 and s.gripper_opening == pytest.approx(sum(map(abs, s.gripper_qpos)))
+    assert not (s.terminated or s.truncated or robo.done)
+    for camera in ("agentview", "wrist"):
+        for resolution, size in (("high", 1024), ("low", 256)):
+            img = robo.image(camera, resolution=resolution)
+            wmap = robo.world_map(camera, resolution=resolution)
+            assert img.shape == (size, size, 3) and img.dtype == np.uint8 and img.std() > 10
+            assert wmap.shape == (size, size, 3) and np.issubdtype(wmap.dtype, np.floating)
+    with pytest.raises(ValueError, match="agentview, wrist"):
+        robo.image("left")
+    with pytest.raises(ValueError, match="high, low"):
+        robo.world_map("agentview", resolution="mid")
+    # show queues the camera once per turn; artifacts are the same pixels as image()
+    assert robo.show("wrist") is None and robo.show("wrist") is None and robo.show("agentview") is None
+    assert rig.host.take_show_requests() == ["wrist", "agentview"] and rig.host.take_show_requests() == []
+    png = robo.artifact("agentview_high.png")
+    from PIL import Image
+
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert np.array_equal(np.asarray(Image.open(io.BytesIO(png)).convert("RGB")), robo.image())
+    with np.load(io.BytesIO(robo.artifact("agentview_depth.npz"))) as depth:
+        assert depth["array"].shape == (1024, 1024)
+    with pytest.raises(ToolError, match=r"agentview_high\.png"):
+        robo.artifact("nope.png")
+    meta = robo.camera_meta("agentview")
+    assert np.asarray(meta["K"]).shape == (3, 3) and np.asarray(meta["T_world_optical"]).shape == (4, 4)
+    assert meta["image_size"] == [1024, 1024] and np.allclose(meta["position"], AGENTVIEW_POS, atol=0.1)
+
+
+def test_segment_found_not_found_and_point(scene):
+    robo = scene
+    bowl = robo.segment(BOWL)
+    assert type(bowl) is R.Segment and bowl.found and bowl.error is None and bowl.step == 0
+    assert bowl.score >= 0.5 and bowl.camera == "agentview"
+    r0, c0, r1, c1 = bowl.box
+    assert 0 <= r0 < r1 < 1024 and 0 <= c0 < c1 < 1024
+    assert TABLE_Z < bowl.world_xyz[2] < TABLE_Z + 0.08
+    extras = json.loads(robo.artifact(bowl.overlay_artifact.replace(".png", ".json"), step=bowl.step))
+    assert extras["label"].startswith("akita_black_bowl") and extras["n_pixels"] > 100
+    assert robo.artifact(bowl.overlay_artifact, step=0)[:4] == b"\x89PNG"
+    # the box centre, the visible-surface median and the bowl's extent agree to a bowl's size
+    assert np.linalg.norm(np.subtract(extras["box_center_xyz"], bowl.world_xyz)) < 0.05
+    missing = robo.segment("the purple elephant")
+    assert type(missing) is R.Segment and not missing.found and missing.world_xyz is None
+    assert isinstance(missing.error, str) and missing.error
+    by_point = robo.segment(point=((r0 + r1) // 2, (c0 + c1) // 2))
+    assert by_point.found and np.linalg.norm(np.subtract(by_point.world_xyz, bowl.world_xyz)) < 0.02
+    with pytest.raises(ValueError, match="prompt"):
+        robo.segment()
+    with pytest.raises(ValueError, match="outside"):
+        robo.segment(point=(1024, 3))
+
+
+def test_back_project_world_map_and_region_center_are_consistent(scene):
+    robo = scene
+    wmap = robo.world_map("agentview")
+    bowl = robo.segment(BOWL)
+    r0, c0, r1, c1 = bowl.box
+    row, col = (r0 + r1) // 2, (c0 + c1) // 2
+    bp = robo.back_project(row, col)
+    assert type(bp) is R.BackProjection and bp.pixel == (row, col) and bp.image_size == (1024, 1024)
+    assert bp.world_xyz == pytest.approx(tuple(wmap[row, col]), abs=1e-6)
+    assert np.linalg.norm(np.subtract(bp.world_xyz, bowl.world_xyz)) < 0.06
+    # a table pixel between robot and bowl lies on the table top
+    table = robo.back_project(r0 - 40, col)
+    assert table.world_xyz[2] == pytest.approx(TABLE_Z, abs=0.02)
+    # the 256 map samples the same surface as the 1024 one
+    low = robo.world_map("agentview", resolution="low")
+    rows = np.arange(300, 1000, 64)
+    diff = np.linalg.norm(low[rows // 4, rows // 4] - wmap[rows + 2, rows + 2], axis=1)
+    assert np.median(diff) < 0.02, diff
+    region = robo.region_center((r0, r1 + 1), (c0, c1 + 1), z_min=TABLE_Z + 0.01)
+    assert type(region) is R.RegionCenter and region.n_valid > 100
+    assert np.linalg.norm(np.subtract(region.center_xyz[:2], bowl.world_xyz[:2])) < 0.04
+    # refusals: a pixel outside the image. (The LIBERO scenes are walled, so every pixel has depth; the
+    # "no valid depth" refusal is checked against the fake arm, whose camera sees open background.)
+    for bad in ((1024, 10), (-1, 10), (10, 4096)):
+        with pytest.raises(ToolError, match="outside"):
+            robo.back_project(*bad)
+    with pytest.raises(ToolError):
+        robo.region_center((0, 0), (0, 10))
+
+
+def test_wrist_world_map_sees_the_table_below(rig):
+    robo = rig.reset()
+    s = robo.state()
+    robo.move_to([s.eef_pos[0] + 0.1, s.eef_pos[1], TABLE_Z + 0.20])
+    wrist = robo.world_map("wrist")
+    valid = wrist[np.any(wrist != 0, axis=2)]
+    assert len(valid) > 0.5 * 1024 * 1024
+    z = valid[:, 2]
+    assert np.percentile(z, 10) == pytest.approx(TABLE_Z, abs=0.03), "the table fills most of the wrist view"
+    eef = robo.state().eef_pos
+    assert np.median(z) < eef[2] - 0.1, "the view is mostly the table far below the hand (fingers aside)"
+    meta = robo.camera_meta("wrist")
+    assert eef[2] < meta["position"][2] < eef[2] + 0.2, "the wrist camera rides on the hand, above the grip site"
+    centre = robo.back_project(512, 512, camera="wrist")
+    assert centre.world_xyz[2] == pytest.approx(TABLE_Z, abs=0.03)
+    assert np.linalg.norm(np.subtract(centre.world_xyz[:2], eef[:2])) < 0.1, "it looks down, near the fingers"
+
+
+def test_past_steps_and_ledger(rig, tmp_path):
+    robo = rig.reset()
+    ledger = rig.host.ledger
+    s0 = robo.state()
+    robo.image()                                       # step 0 viewed
+    robo.move_to([s0.eef_pos[0], s0.eef_pos[1], s0.eef_pos[2] - 0.03])
+    robo.move_to([s0.eef_pos[0], s0.eef_pos[1], s0.eef_pos[2] - 0.06])
+    assert robo.state().step == 2 and robo.state(1).step == 1
+    assert robo.image(step=0).shape == (1024, 1024, 3)
+    with pytest.raises(ToolError, match="no image was captured at step 1"):
+        robo.image(step=1)
+    with pytest.raises(ValueError, match=r"0\.\.2"):
+        robo.state(step=3)
+    robo.set_gripper(robo.CLOSE, steps=5)
+    tools = [r.tool for r in ledger.records]
+    assert tools[:2] == ["view_env_state", "image"] and tools.count("move_to") == 2 and tools[-1] == "set_gripper"
+    for rec in ledger.records:
+        assert rec.index == ledger.records.index(rec) and rec.elapsed_s >= 0 and rec.started_at > 0
+        if rec.tool in LiberoRobot.STATEFUL_TOOLS:
+            assert rec.stateful and rec.env_steps > 0
+        else:
+            assert not rec.stateful and rec.env_steps == 0
+    stateful = [r for r in ledger.records if r.stateful]
+    assert ledger.stateful_calls() == len(stateful) == 3
+    assert ledger.env_steps() == sum(r.env_steps for r in stateful) == rig.env_step()
+    state_rec = next(r for r in ledger.records if r.tool == "view_env_state" and r.ok)
+    assert len(state_rec.summary["eef_pos"]) == 3
+    failed = [r for r in ledger.records if not r.ok]
+    assert [r.error.split(":")[0] for r in failed] == ["ToolError", "ValueError"]
+    path = tmp_path / "calls.jsonl"
+    ledger.write_jsonl(path)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["tool"] for line in lines] == tools
+
+
+# ------------------------------------------------------------------------------------- motion (shared)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__.removeprefix("case_"))
+def test_motion(rig, case):
+    case(rig)
