@@ -137,9 +137,9 @@ class Episode:
             segmenter = HttpSegmenter(url)
         vla = None
         if self.cfg.primitives == "full" and self.cfg.vla_endpoint:
-            from pyrua_ros.robo.vla import VlaClient
+            from pyrua_ros.robo.vla import connect
 
-            vla = VlaClient(self.cfg.vla_endpoint)
+            vla = connect(self.cfg.vla_endpoint)
         self.host = RobotHost.for_libero(backend, primitives=self.cfg.primitives, segmenter=segmenter, vla=vla)
         try:
             status = backend.reset(self.cfg.suite, self.cfg.task, self.cfg.seed, self.cfg.max_episode_steps)
@@ -200,7 +200,8 @@ class Episode:
         from pyrua_ros.agent.runtimes.base import JsonlEventSink
         from pyrua_ros.agent.toolkit import ArmToolkit
 
-        self.kernel = Kernel(self.host.robo, self.workspace, limits=KernelLimits())
+        self.kernel = Kernel(self.host.robo, self.workspace, limits=KernelLimits(),
+                             dynamic_methods=tuple(self.host.robo.VLA_PRIMITIVES))
         self.events = JsonlEventSink(self.out / f"{self.cfg.runtime}_events.jsonl")
         self.runtime = make_runtime(self.cfg, events=self.events)
         self.toolkit = ArmToolkit(self.cfg, self.host, self.kernel, self.workspace, on_turn=self._on_turn)

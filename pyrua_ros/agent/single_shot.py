@@ -348,7 +348,8 @@ class SingleShotRun(Episode):
     def start_agent(self) -> None:
         from pyrua_ros.agent.kernel import Kernel, KernelLimits
 
-        self.kernel = Kernel(self.host.robo, self.workspace, limits=KernelLimits())
+        self.kernel = Kernel(self.host.robo, self.workspace, limits=KernelLimits(),
+                             dynamic_methods=tuple(self.host.robo.VLA_PRIMITIVES))
 
     def run_loop(self) -> None:
         """Run ``run(robo)`` once under the watchdog; map the program outcome to status and reason."""

@@ -33,14 +33,28 @@ class Policy(Protocol):
         ...
 
 
-def connect(endpoint: str) -> Policy:
-    """Connect to a policy server at ``host:port`` (or a ``ws://`` URI); raises ConnectionError naming it."""
+def connect(endpoint: str, *, timeout_s: float = 10.0) -> Policy:
+    """Connect to a policy server at ``host:port`` (or a ``ws://`` URI); ConnectionError naming it on failure.
+
+    The openpi client itself waits without a deadline, so the TCP endpoint is checked first within ``timeout_s``.
+    """
+    import socket
+    import urllib.parse
+
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
-    host, _, port = endpoint.rpartition(":") if not endpoint.startswith("ws") else (endpoint, "", "")
+    if endpoint.startswith("ws"):
+        parsed = urllib.parse.urlparse(endpoint)
+        host, port = parsed.hostname or "", parsed.port or 80
+    else:
+        host, _, port_text = endpoint.rpartition(":")
+        if not host or not port_text.isdigit():
+            raise ValueError(f"--vla-endpoint must be host:port or a ws:// URI; got {endpoint!r}")
+        port = int(port_text)
     try:
-        return WebsocketClientPolicy(host=host or endpoint, port=int(port) if port else None)
-    except Exception as exc:  # websockets raises OSError / InvalidURI / TimeoutError variants
+        socket.create_connection((host, port), timeout=timeout_s).close()
+        return WebsocketClientPolicy(host=host, port=port)
+    except Exception as exc:  # OSError, websockets' InvalidURI / InvalidHandshake / TimeoutError variants
         raise ConnectionError(f"VLA policy server {endpoint}: {exc}") from exc
 
 

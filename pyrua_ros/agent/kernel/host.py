@@ -121,10 +121,19 @@ def _encodable(value: Any) -> bool:
     return True
 
 
-def build_manifest(target: Any) -> dict:
+def build_manifest(target: Any, dynamic_methods: tuple[str, ...] = ()) -> dict:
     """Public members of ``target``: methods (signature parameters + docstring), properties (read live) and
-    uppercase constants (copied). Anything starting with ``_`` is left out."""
+    uppercase constants (copied). Anything starting with ``_`` is left out.
+
+    ``dynamic_methods``: names the target answers only through ``__getattr__`` (robo's no-VLA shadows, which
+    raise a RuntimeError saying the skill is not available and are ledgered); they are listed as methods taking
+    ``(*args, **kwargs)`` so a call reaches the target and gets its own answer, not an AttributeError."""
     members = []
+    listed = set(dir(target))
+    for name in dynamic_methods:
+        if name not in listed and not name.startswith("_"):
+            members.append({"name": name, "kind": "method", "doc": None, "params": [
+                {"name": "args", "kind": "VAR_POSITIONAL"}, {"name": "kwargs", "kind": "VAR_KEYWORD"}]})
     for name in sorted(dir(target)):
         if name.startswith("_"):
             continue
@@ -211,15 +220,16 @@ class Kernel:
     """Runs model-written cells (persistent namespace) and programs (fresh namespace) in a sandboxed child.
 
     ``target``: the real robo object (stays in this process). ``workspace``: the directory cells run in
-    (created if missing; cell and program sources are saved there). Use as a context manager or call
-    ``close()``."""
+    (created if missing; cell and program sources are saved there). ``dynamic_methods``: see
+    :func:`build_manifest`. Use as a context manager or call ``close()``."""
 
-    def __init__(self, target: Any, workspace: Path, *, limits: KernelLimits | None = None) -> None:
+    def __init__(self, target: Any, workspace: Path, *, limits: KernelLimits | None = None,
+                 dynamic_methods: tuple[str, ...] = ()) -> None:
         self.target = target
         self.limits = limits or KernelLimits()
         self.workspace = Path(workspace).resolve()
         self.workspace.mkdir(parents=True, exist_ok=True)
-        self.manifest = build_manifest(target)
+        self.manifest = build_manifest(target, dynamic_methods)
         kinds = {m["name"]: m["kind"] for m in self.manifest["members"]}
         self._methods = {n for n, k in kinds.items() if k == "method"}
         self._properties = {n for n, k in kinds.items() if k == "property"}

@@ -1,0 +1,79 @@
+"""VLA skills over the openpi websocket protocol: ``play --vla-endpoint`` against a real policy server.
+
+The skills exist only when a policy server is configured (the reference's no-VLA mode otherwise); they send
+LIBERO Pi0.5-layout observations and execute the returned 7-D OSC-delta chunks, 5 control steps per chunk,
+through the driver interfaces (here the kinematic fake arm).
+"""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+
+from pyrua_ros.testing.policy_server import PolicyServer
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--arm", "cells", "--suite", "fake_table", "--task", "0",
+       "--driver", "fake", "--no-video", "--no-record", "--quiet"]
+PROGRAM = """
+def run(robo):
+    contact = robo.pi0_doubled("push the red cube", max_chunks=2)
+    print("contact:", contact.chunks_used, contact.success)
+"""
+
+
+def forward_chunk(_obs) -> np.ndarray:
+    chunk = np.zeros((5, 7))
+    chunk[:, 0] = 0.2          # +x, a fifth of the OSC step
+    chunk[:, 6] = -1.0         # gripper open
+    return chunk
+
+
+def test_vla_skill_talks_openpi_and_runs_its_chunks_through_the_driver(tmp_path):
+    program = tmp_path / "vla_program.py"
+    program.write_text(PROGRAM)
+    out = tmp_path / "run"
+    with PolicyServer(forward_chunk) as server:
+        proc = subprocess.run([*CLI, "--out", str(out), "--replay", str(program), "--vla-endpoint", server.endpoint,
+                               "--primitives", "full"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+        observations = list(server.observations)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["host"]["primitive_set"] == "full" and result["status"] == "completed"
+    assert "pi0_pick" in (out / "prompt.txt").read_text()
+    assert len(observations) == 2
+    obs = observations[0]
+    assert obs["observation/image"].shape == (224, 224, 3) and obs["observation/image"].dtype == np.uint8
+    assert obs["observation/wrist_image"].shape == (224, 224, 3)
+    assert obs["observation/state"].shape == (8,) and obs["prompt"] == "push the red cube"
+    calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+    vla = next(c for c in calls if c["tool"] == "pi0_doubled")
+    assert vla["ok"] and vla["stateful"] and vla["env_steps"] == 2 * 5
+    # the arm moved +x by the chunks: 10 steps of a fifth of the 5 cm OSC step, minus tracking lag
+    assert observations[1]["observation/state"][0] > obs["observation/state"][0] + 0.005
+
+
+def test_without_a_policy_server_the_vla_skills_are_absent(tmp_path):
+    program = tmp_path / "vla_program.py"
+    program.write_text(PROGRAM)
+    out = tmp_path / "run"
+    proc = subprocess.run([*CLI, "--out", str(out), "--replay", str(program), "--primitives", "full"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["host"]["primitive_set"] == "no-vla"
+    assert "pi0_pick" not in (out / "prompt.txt").read_text()
+    cell = json.loads((out / "transcript.json").read_text())
+    text = json.dumps(cell)
+    assert "pi0_doubled is not available in this run (no-VLA primitive set)" in text
+
+
+def test_an_unreachable_policy_server_is_a_boot_error_naming_it(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([*CLI, "--out", str(out), "--vla-endpoint", "127.0.0.1:9", "--primitives", "full"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 2
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "boot_error" and "VLA policy server 127.0.0.1:9" in result["reason"]
