@@ -17,6 +17,7 @@ import typing
 import numpy as np
 import pytest
 
+from pyrua_ros.driver.convert import matrix_to_quat
 from pyrua_ros.robo import results as R
 from pyrua_ros.robo.backend import (
     BackendRefused,
@@ -35,7 +36,6 @@ from pyrua_ros.robo.libero import (
     PI0_CHUNK_STEPS,
     LiberoRobot,
     matrix,
-    matrix_to_quat,
     pitch_of,
     rot_x,
     rot_z,

@@ -147,7 +147,8 @@ def quat_to_matrix(q_xyzw: Sequence[float]) -> np.ndarray:
 
 
 def matrix_to_quat(R: np.ndarray) -> np.ndarray:
-    """(x, y, z, w) quaternion of a 3x3 rotation matrix, w >= 0."""
+    """(x, y, z, w) unit quaternion of a 3x3 rotation matrix, w >= 0 (normalised, so a slightly non-orthogonal
+    matrix still gives a unit quaternion)."""
     R = np.asarray(R, dtype=float)
     tr = np.trace(R)
     if tr > 0:
@@ -156,12 +157,13 @@ def matrix_to_quat(R: np.ndarray) -> np.ndarray:
     else:
         i = int(np.argmax(np.diag(R)))
         j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * np.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k])
+        s = 2.0 * np.sqrt(max(1e-12, 1.0 + R[i, i] - R[j, j] - R[k, k]))
         q = [0.0, 0.0, 0.0, (R[k, j] - R[j, k]) / s]
         q[i] = 0.25 * s
         q[j] = (R[j, i] + R[i, j]) / s
         q[k] = (R[k, i] + R[i, k]) / s
     q = np.asarray(q)
+    q /= np.linalg.norm(q)
     return q if q[3] >= 0 else -q
 
 

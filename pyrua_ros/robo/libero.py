@@ -80,26 +80,6 @@ def matrix(quat_xyzw) -> np.ndarray:
     return np.array(quat_to_matrix(tuple(float(v) for v in quat_xyzw)))
 
 
-def matrix_to_quat(r: np.ndarray) -> np.ndarray:
-    """(x, y, z, w) unit quaternion of a rotation matrix (w >= 0)."""
-    r = np.asarray(r, dtype=np.float64)
-    t = np.trace(r)
-    if t > 0:
-        s = math.sqrt(t + 1.0) * 2
-        q = [(r[2, 1] - r[1, 2]) / s, (r[0, 2] - r[2, 0]) / s, (r[1, 0] - r[0, 1]) / s, 0.25 * s]
-    else:
-        i = int(np.argmax(np.diag(r)))
-        j, k = (i + 1) % 3, (i + 2) % 3
-        s = math.sqrt(max(1e-12, 1.0 + r[i, i] - r[j, j] - r[k, k])) * 2
-        q = [0.0, 0.0, 0.0, (r[k, j] - r[j, k]) / s]
-        q[i] = 0.25 * s
-        q[j] = (r[j, i] + r[i, j]) / s
-        q[k] = (r[k, i] + r[i, k]) / s
-    q = np.array(q)
-    q /= np.linalg.norm(q)
-    return -q if q[3] < 0 else q
-
-
 def rotation_vector(r: np.ndarray) -> np.ndarray:
     """Axis-angle vector (3,) rad of a rotation matrix (the rotation that ``r`` applies)."""
     cos = float(np.clip((np.trace(r) - 1.0) / 2.0, -1.0, 1.0))

@@ -76,27 +76,6 @@ def back_project(rows: np.ndarray, cols: np.ndarray, depth: np.ndarray, K: np.nd
     return pts @ T_world_optical[:3, :3].T + T_world_optical[:3, 3]
 
 
-def matrix_to_quat_xyzw(R: np.ndarray) -> np.ndarray:
-    """Unit quaternion (x, y, z, w) of a 3x3 rotation matrix, with w >= 0."""
-    R = np.asarray(R, dtype=np.float64)
-    tr = R[0, 0] + R[1, 1] + R[2, 2]
-    if tr > 0:
-        s = math.sqrt(tr + 1.0) * 2.0
-        q = [(R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s, 0.25 * s]
-    elif R[0, 0] > R[1, 1] and R[0, 0] > R[2, 2]:
-        s = math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2]) * 2.0
-        q = [0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s, (R[2, 1] - R[1, 2]) / s]
-    elif R[1, 1] > R[2, 2]:
-        s = math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2]) * 2.0
-        q = [(R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s, (R[0, 2] - R[2, 0]) / s]
-    else:
-        s = math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1]) * 2.0
-        q = [(R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s, (R[1, 0] - R[0, 1]) / s]
-    q = np.array(q)
-    q /= np.linalg.norm(q)
-    return -q if q[3] < 0 else q
-
-
 def wxyz_to_xyzw(q: np.ndarray) -> np.ndarray:
     """MuJoCo quaternion order (w, x, y, z) to ROS order (x, y, z, w)."""
     q = np.asarray(q, dtype=np.float64)

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pyrua_ros.driver import interfaces
+from pyrua_ros.driver.convert import matrix_to_quat
 from pyrua_ros.sim import cameras, suites, urdf
 from pyrua_ros.sim.joint_control import JointPositionMode
 
@@ -297,7 +298,7 @@ class LiberoEpisode:
         out = []
         for f in self._frames:
             T = urdf.relative(poses, f.parent, f.name)
-            out.append((f.parent, f.name, T[:3, 3].copy(), cameras.matrix_to_quat_xyzw(T[:3, :3])))
+            out.append((f.parent, f.name, T[:3, 3].copy(), matrix_to_quat(T[:3, :3])))
         return out
 
     def static_frames(self) -> set[str]:

@@ -16,7 +16,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from pyrua_ros.sim.cameras import MUJOCO_TO_OPTICAL
+from pyrua_ros.driver.convert import quat_to_matrix
+from pyrua_ros.sim.cameras import MUJOCO_TO_OPTICAL, wxyz_to_xyzw
 
 NOMINAL_VELOCITY = 2.0  # rad/s or m/s written into <limit velocity=...>; MuJoCo models carry no velocity limit
 
@@ -114,15 +115,6 @@ def _origin(parent: ET.Element, T: np.ndarray) -> None:
     ET.SubElement(parent, "origin", xyz=xyz, rpy=rpy)
 
 
-def _quat_wxyz_matrix(q: np.ndarray) -> np.ndarray:
-    w, x, y, z = (float(v) for v in q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
-
-
 def _visuals(link: ET.Element, model, body_id: int) -> None:
     """Primitive <visual>s for the visual geoms (MuJoCo group 1, or all geoms if none) of one body."""
     import mujoco
@@ -130,7 +122,7 @@ def _visuals(link: ET.Element, model, body_id: int) -> None:
     geoms = [g for g in range(model.ngeom) if model.geom_bodyid[g] == body_id]
     visual = [g for g in geoms if model.geom_group[g] == 1] or geoms
     for g in visual:
-        T = _pose(_quat_wxyz_matrix(model.geom_quat[g]), model.geom_pos[g])
+        T = _pose(quat_to_matrix(wxyz_to_xyzw(model.geom_quat[g])), model.geom_pos[g])
         size = model.geom_size[g]
         gtype = model.geom_type[g]
         el = ET.Element("visual", name=model.geom(g).name or f"geom{g}")
