@@ -324,20 +324,24 @@ class Episode:
             except Exception as exc:
                 self.notes.append(f"shutdown of {name} failed: {type(exc).__name__}: {exc}")
 
+    def _write_robot_records(self) -> None:
+        """calls.jsonl and episode.mp4: what any episode of the robot leaves (play and single shot)."""
+        if self.host is not None:
+            self.host.ledger.write_jsonl(self.out / "calls.jsonl")
+        if self.video is not None:
+            if self.video.write(self.out / "episode.mp4") == 0:
+                self.notes.append("episode.mp4 not written: no camera frames arrived")
+            self.video.close()
+
     def _write_side_records(self) -> None:
         import json
 
-        if self.host is not None:
-            self.host.ledger.write_jsonl(self.out / "calls.jsonl")
+        self._write_robot_records()
         if self.toolkit is not None:
             write_turns(self.out / "tool_turns.json", self.toolkit.turns)
         if self.runtime is not None:
             (self.out / "transcript.json").write_text(json.dumps(self.runtime.transcript(), indent=1, default=str))
         (self.out / "last_message.md").write_text((self.outcome.last_message if self.outcome else "") or "")
-        if self.video is not None:
-            if self.video.write(self.out / "episode.mp4") == 0:
-                self.notes.append("episode.mp4 not written: no camera frames arrived")
-            self.video.close()
 
     # ------------------------------------------------------------------ result.json
     def write_result(self, placeholder: bool = False) -> EpisodeResult:

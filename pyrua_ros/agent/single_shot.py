@@ -386,12 +386,7 @@ class SingleShotRun(Episode):
             self.notes.append("the kernel process was killed and restarted after the program")
 
     def _write_side_records(self) -> None:
-        if self.host is not None:
-            self.host.ledger.write_jsonl(self.out / "calls.jsonl")
-        if self.video is not None:
-            if self.video.write(self.out / "episode.mp4") == 0:
-                self.notes.append("episode.mp4 not written: no camera frames arrived")
-            self.video.close()
+        self._write_robot_records()   # no tool turns, transcript or last message in a single shot
 
     def write_result(self, placeholder: bool = False) -> RunResult:
         cfg = self.cfg

@@ -178,12 +178,22 @@ class RosBackend:
         if not client.wait_for_service(timeout_sec=timeout):
             raise BackendTimeout(f"{what}: no server after {timeout} s")
 
+    @staticmethod
+    def _done_within(future, timeout: float) -> bool:
+        """Wait for an rclpy future (completed by the executor thread) at most ``timeout`` s."""
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        return done.wait(timeout)
+
+    def _refusal_reason(self) -> str:
+        """Why the driver refuses motion now, from the latest status: estop, terminated, truncated or refused."""
+        st = self.status()
+        return "estop" if st.estop else "terminated" if st.terminated else "truncated" if st.truncated else "refused"
+
     def _call(self, client, request, what: str, timeout: float, *, server_wait: float | None = None):
         self._wait_service(client, what, server_wait)
         future = client.call_async(request)
-        done = threading.Event()
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout):
+        if not self._done_within(future, timeout):
             raise BackendTimeout(f"{what}: no answer after {timeout} s")
         return future.result()
 
@@ -292,10 +302,8 @@ class RosBackend:
                 return pose
             refusal = self._refusal_since(n_events)
             if refusal is not None:
-                st = self.status()
-                reason = ("estop" if st.estop else "terminated" if st.terminated else
-                          "truncated" if st.truncated else "refused")
-                raise BackendRefused(f"servo: {refusal.get('reason', 'refused by the driver')}", reason=reason)
+                raise BackendRefused(f"servo: {refusal.get('reason', 'refused by the driver')}",
+                                     reason=self._refusal_reason())
             if self._cancelled.is_set():
                 raise BackendRefused("servo: cancelled", reason="cancelled")
             if time.monotonic() > deadline:
@@ -313,22 +321,15 @@ class RosBackend:
         goal.command.position = float(position_m)
         goal.command.max_effort = float(max_effort)
         send = self._gripper.send_goal_async(goal)
-        done = threading.Event()
-        send.add_done_callback(lambda _f: done.set())
-        if not done.wait(self._timeouts.server_wait_s):
+        if not self._done_within(send, self._timeouts.server_wait_s):
             raise BackendTimeout(f"{what}: goal not acknowledged within {self._timeouts.server_wait_s} s")
         handle = send.result()
         if not handle.accepted:
-            status = self.status()
-            reason = "estop" if status.estop else ("terminated" if status.terminated else
-                                                   "truncated" if status.truncated else "refused")
-            raise BackendRefused(f"{what}: goal rejected", reason=reason)
+            raise BackendRefused(f"{what}: goal rejected", reason=self._refusal_reason())
         self._goal_handles.append(handle)
         result_future = handle.get_result_async()
-        got = threading.Event()
-        result_future.add_done_callback(lambda _f: got.set())
         limit = max(self._timeouts.step_reply_s * 10, 30.0)
-        if not got.wait(limit):
+        if not self._done_within(result_future, limit):
             handle.cancel_goal_async()
             raise BackendTimeout(f"{what}: no result within {limit} s")
         self._goal_handles.remove(handle)
@@ -337,10 +338,9 @@ class RosBackend:
         from action_msgs.msg import GoalStatus
 
         if wrapped.status == GoalStatus.STATUS_ABORTED:
-            status = self.status()
-            if status.estop or status.over:
-                raise BackendRefused(f"{what}: aborted by the driver",
-                                     reason="estop" if status.estop else "terminated")
+            reason = self._refusal_reason()
+            if reason != "refused":   # aborted because the e-stop tripped or the episode ended
+                raise BackendRefused(f"{what}: aborted by the driver", reason=reason)
         # The result is sent after the goal's last step was published; wait for that step's status (its gap is
         # the result's position) and its pose / joint states, so steps and a State built now are current.
         status = self._status.wait(lambda s: s.step >= start_step
@@ -360,8 +360,6 @@ class RosBackend:
             raise ValueError(f"unknown resolution {resolution!r}; valid: {list(self.resolutions)}")
 
     def _trigger_capture(self, kind: str, camera: str, resolution: str) -> tuple[float, int]:
-        from pyrua_ros.driver.convert import stamp_to_seconds  # noqa: F401  (same convention as the driver)
-
         service = (self.names.sim.capture_service if kind == "color" else self.names.sim.segmentation_service)(
             camera, resolution)
         answer = self._call(self._captures[(kind, camera, resolution)], self._trigger_type.Request(), service,
