@@ -174,3 +174,23 @@ def test_a_killed_run_still_leaves_a_result_that_says_so(tmp_path, sig):
     else:
         assert result["status"] == "error" and result["reason"] == "interrupted"
         assert result["tool_turns"] == 0 or result["tool_turns"] == 1
+
+
+def test_program_arm_counts_programs_and_refuses_past_max_programs(tmp_path):
+    program = "def run(robo):\n    print('step', robo.state().step)\n"
+    script = [Reply(tool_calls=(("run_program", {"path": "../outside.py"}),)),
+              Reply(tool_calls=(("run_program", {"code": program}),)),
+              Reply(tool_calls=(("run_program", {"code": program}),)),
+              Reply(tool_calls=(("finish", {"status": "stuck", "summary": "done"}),))]
+    out = tmp_path / "run"
+    with ChatServer(script) as server:
+        proc = play(out, "--arm", "program", "--suite", "fake_table", "--task", "0", "--driver", "fake",
+                    "--runtime", "openai", "--base-url", server.base_url, "--max-programs", "1")
+        bodies = server.completion_bodies()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    replies = [json.loads(m["content"]) for m in bodies[-1]["messages"] if m["role"] == "tool"]
+    assert "path must be inside the workspace" in replies[0]["error"]            # refused, not counted
+    assert replies[1]["status"] == "completed" and replies[1]["programs_left"] == 0
+    assert "step 0" in replies[1]["stdout"] and replies[1]["file"] == "program_01.py"
+    assert replies[2]["error"] == "program budget exhausted (1); call finish"
+    assert (out / "workspace" / "program_01.py").is_file() and not (out / "workspace" / "program_02.py").exists()
