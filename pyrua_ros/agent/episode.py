@@ -251,10 +251,14 @@ class Episode:
             self.host.stop("timeout")
         self.status, self.reason = self.outcome.status, self.outcome.reason
 
-    def judge(self) -> None:
+    def _read_environment_outcome(self) -> None:
+        """The benchmark's verdict (the sim's latched success check) and its step counter, never the agent's claim."""
         status = self.host.backend.status()
         self.environment_success = bool(status.success)
         self.env_steps_total = int(status.step)
+
+    def judge(self) -> None:
+        self._read_environment_outcome()
         if self.status == "call_budget" and self.environment_success:
             self.status = "completed"
         if self.status == "planner_error" and self.toolkit and self.toolkit.finish is not None:
@@ -304,9 +308,7 @@ class Episode:
         if self.host is None:
             return
         with contextlib.suppress(Exception):
-            status = self.host.backend.status()
-            self.environment_success = bool(status.success)
-            self.env_steps_total = int(status.step)
+            self._read_environment_outcome()
 
     def shutdown(self) -> None:
         """Stop everything this episode started, each step guarded so one failure does not skip the rest."""

@@ -62,8 +62,6 @@ class ArmToolkit:
         self.turns: list[TurnRecord] = []
         self.sandbox_flags: list[dict] = []
         self.finish: FinishRecord | None = None
-        self.cells = 0
-        self.programs = 0
         self.turn_budget_exhausted = False
         self.kernel_restarts = 0
         self.last_code: str | None = None
@@ -111,8 +109,13 @@ class ArmToolkit:
         return reply
 
     # ------------------------------------------------------------------ tools
+    @property
+    def programs(self) -> int:
+        """run_program calls that ran (the kernel numbers them); cells likewise via ``kernel.cells``."""
+        return self.kernel.programs
+
     def _budget_error(self) -> ToolReply | None:
-        used = self.cells + self.programs
+        used = self.kernel.cells + self.kernel.programs
         if self.cfg.max_turns is not None and used >= self.cfg.max_turns:
             self.turn_budget_exhausted = True
             self.host.stop("call_budget")
@@ -126,7 +129,6 @@ class ArmToolkit:
         refused = self._budget_error()
         if refused:
             return refused, []
-        self.cells += 1
         self.last_code = code
         outcome = self.kernel.run_cell(code, timeout_s=self.cfg.cell_timeout_s)   # saves workspace/cell_NNN.py
         if outcome.restarted:
@@ -157,12 +159,10 @@ class ArmToolkit:
         code, rel = args.get("code"), args.get("path")
         if not code and not rel:
             return ToolReply({"error": "run_program needs `code` or a workspace `path`"}, []), []
-        self.programs += 1
         try:
             outcome = self.kernel.run_program(code=code or None, path=None if code else str(rel),
                                               timeout_s=self.cfg.budget_s)
-        except ValueError as exc:   # path outside the workspace, missing file
-            self.programs -= 1
+        except ValueError as exc:   # path outside the workspace, missing file: not counted
             return ToolReply({"error": str(exc)}, []), []
         self.last_code = code or (self.workspace / outcome.file).read_text()
         if outcome.restarted:
