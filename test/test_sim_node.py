@@ -82,8 +82,15 @@ class SimClient:
         resp = self.c.wait_future(self.reset_cli.call_async(Trigger.Request()), 120.0)
         assert resp.success, resp.message
         status = json.loads(resp.message)
+
+        def stamp(msg) -> float:
+            return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+
+        # Wait for the reset's own pose (stamped with the reset's sim time), not just any new pose: a pose of the
+        # previous episode still in flight would otherwise be taken for it and shift every later step by one.
+        # One publisher's messages arrive in order, so once the reset pose is here nothing older is pending.
         self.wait(lambda: self.status.get("episode_id") == status["episode_id"] and len(self.poses) > n
-                  and len(self.joint_states) > m)
+                  and abs(stamp(self.poses[-1]) - status["sim_time"]) < 1e-6 and len(self.joint_states) > m)
         return status
 
     def estop(self, on: bool):
