@@ -29,20 +29,10 @@ from pyrua_ros.robo.backend import (
     SegmentationFrame,
 )
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
+from pyrua_ros.robo.geometry import matrix, pitch_of, rot_x, rot_z, rotation_vector, wrap_angle, yaw_of
 from pyrua_ros.robo.host import RobotHost, decode_npz, decode_png
 from pyrua_ros.robo.ledger import CallRecord, Ledger
-from pyrua_ros.robo.libero import (
-    MAX_PLANAR_MOVE_M,
-    PI0_CHUNK_STEPS,
-    LiberoRobot,
-    matrix,
-    pitch_of,
-    rot_x,
-    rot_z,
-    rotation_vector,
-    wrap_angle,
-    yaw_of,
-)
+from pyrua_ros.robo.libero import MAX_PLANAR_MOVE_M, PI0_CHUNK_STEPS, LiberoRobot
 
 HOME = np.array([-0.21, 0.0, 1.17])
 R_HOME = np.diag([1.0, -1.0, -1.0])  # pointing down

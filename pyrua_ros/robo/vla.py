@@ -22,8 +22,6 @@ import numpy as np
 
 PI0_CHUNK_STEPS = 5
 PI0_IMAGE_SIZE = 224
-OSC_POS_SCALE_M = 0.05
-OSC_ROT_SCALE_RAD = 0.5
 
 
 class Policy(Protocol):

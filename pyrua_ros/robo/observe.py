@@ -1,0 +1,91 @@
+"""What the perception verbs compute on recorded views: camera geometry, masks, back-projected points.
+
+Each function works on the robot host's artifact store (the captured colour, depth and geometry of a recorded
+step) and returns the verb's result; ``LiberoRobot`` checks the arguments and ledgers the call. World points are
+computed here from depth + intrinsics + camera pose (the simulator is never asked where a pixel is).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from pyrua_ros.robo import perception
+from pyrua_ros.robo.errors import ToolError
+from pyrua_ros.robo.host import ArtifactStore, encode_png
+from pyrua_ros.robo.results import BackProjection, RegionCenter, Segment
+from pyrua_ros.robo.segmenters import Segmenter, SegmentRequest
+
+
+def camera_meta(store: ArtifactStore, camera: str, step: int, size: int) -> dict[str, Any]:
+    """Geometry of ``camera``'s high-res view at ``step`` (see ``LiberoRobot.camera_meta``)."""
+    k, t, _ = store.geometry("view_camera_meta", camera, "high", step)
+    return {"camera": camera, "step": store.resolve_step(step), "resolution": "high", "image_size": [size, size],
+            "K": k.tolist(), "T_world_optical": t.tolist(), "position": t[:3, 3].tolist()}
+
+
+def back_project(store: ArtifactStore, row: Any, col: Any, *, camera: str, resolution: str,
+                 step: int) -> BackProjection:
+    """The world point seen at one pixel; ToolError outside the image or without depth."""
+    wmap = store.world("back_project", camera, resolution, step)
+    h, w = wmap.shape[:2]
+    if not (isinstance(row, int | np.integer) and isinstance(col, int | np.integer) and 0 <= row < h and 0 <= col < w):
+        raise ToolError("back_project", f"pixel ({row}, {col}) is outside the {h}x{w} {camera} image")
+    p = wmap[int(row), int(col)]
+    if not (np.all(np.isfinite(p)) and np.any(p != 0)):
+        raise ToolError("back_project", f"no valid depth at pixel ({row}, {col}) of {camera}")
+    return BackProjection(world_xyz=(float(p[0]), float(p[1]), float(p[2])), pixel=(int(row), int(col)),
+                          camera=camera, resolution=resolution, step=store.resolve_step(step), image_size=(h, w))
+
+
+def region_center(store: ArtifactStore, row_range: tuple[int, int], col_range: tuple[int, int], *, camera: str,
+                  resolution: str, z_min: float | None, z_max: float | None, step: int) -> RegionCenter:
+    """The centre of the surface in a pixel window; ToolError for an empty window or too few valid pixels."""
+    wmap = store.world("back_project", camera, resolution, step)
+    try:
+        centre, med, n = perception.region_center(wmap, row_range, col_range, z_min=z_min, z_max=z_max)
+    except ValueError as exc:
+        raise ToolError("back_project", str(exc)) from None
+    return RegionCenter(center_xyz=centre, median_xyz=med, n_valid=n, camera=camera, step=store.resolve_step(step))
+
+
+def segment(store: ArtifactStore, segmenter: Segmenter, *, prompt: str | None, camera: str, resolution: str,
+            pixel: tuple[int, int] | None, min_score: float, step: int, index: int) -> Segment:
+    """Run ``segmenter`` on the recorded view and locate the mask in the world. A found mask is stored as the
+    overlay artifact ``segment_<index>_<camera>.png`` with a JSON twin of surface statistics."""
+    color = store.color("segment", camera, resolution, step)
+    world = store.world("segment", camera, resolution, step)
+    seg = store.segmentation("segment", camera, resolution, step) if segmenter.needs_segmentation else None
+    step = store.resolve_step(step)
+    answer = segmenter.segment(SegmentRequest(camera=camera, resolution=resolution, color=color, prompt=prompt,
+                                              point=pixel, min_score=min_score, world=world, segmentation=seg))
+    if not answer.found or answer.mask is None:
+        return Segment(found=False, world_xyz=None, score=answer.score, box=None, camera=camera, step=step,
+                       overlay_artifact=None, error=answer.error or "not found")
+    stats = perception.surface_stats(world, answer.mask)
+    name = f"segment_{index:03d}_{camera}.png"
+    store.put(step, name, encode_png(overlay(color, answer.mask)))
+    extras: dict[str, Any] = {"label": answer.label, "score": answer.score, "n_pixels": 0, "instances": []}
+    if stats is not None:
+        extras.update(median_xyz=list(stats.median), box_center_xyz=list(stats.box_center),
+                      xyz_min=list(stats.xyz_min), xyz_max=list(stats.xyz_max), top_z=stats.top_z,
+                      n_pixels=stats.n_pixels)
+    for cand in answer.instances:
+        cs = perception.surface_stats(world, cand.mask)
+        extras["instances"].append({"label": cand.label, "score": cand.score,
+                                    "world_xyz": None if cs is None else list(cs.median),
+                                    "box_center_xyz": None if cs is None else list(cs.box_center)})
+    store.put(step, name.replace(".png", ".json"), json.dumps(extras).encode())
+    return Segment(found=True, world_xyz=None if stats is None else stats.median, score=answer.score,
+                   box=perception.mask_box(answer.mask), camera=camera, step=step, overlay_artifact=name,
+                   error=None if stats is not None else "no valid depth under the mask")
+
+
+def overlay(color: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The image with the mask tinted green and the rest dimmed."""
+    out = (color.astype(np.float32) * 0.6).astype(np.uint8)
+    tint = np.array([40, 220, 60], dtype=np.float32)
+    out[mask] = (color[mask].astype(np.float32) * 0.45 + tint * 0.55).astype(np.uint8)
+    return out
