@@ -122,9 +122,9 @@ def test_segment_found_not_found_and_point(scene):
     assert isinstance(missing.error, str) and missing.error
     by_point = robo.segment(point=((r0 + r1) // 2, (c0 + c1) // 2))
     assert by_point.found and np.linalg.norm(np.subtract(by_point.world_xyz, bowl.world_xyz)) < 0.02
-    with pytest.raises(ValueError, match="prompt"):
+    with pytest.raises(ToolError, match="prompt"):
         robo.segment()
-    with pytest.raises(ValueError, match="outside"):
+    with pytest.raises(ToolError, match="outside"):
         robo.segment(point=(1024, 3))
 
 
@@ -187,7 +187,7 @@ def test_past_steps_and_ledger(rig, tmp_path):
     assert robo.image(step=0).shape == (1024, 1024, 3)
     with pytest.raises(ToolError, match="no image was captured at step 1"):
         robo.image(step=1)
-    with pytest.raises(ValueError, match=r"0\.\.2"):
+    with pytest.raises(ToolError, match=r"0\.\.2"):
         robo.state(step=3)
     robo.set_gripper(robo.CLOSE, steps=5)
     tools = [r.tool for r in ledger.records]
@@ -204,7 +204,7 @@ def test_past_steps_and_ledger(rig, tmp_path):
     state_rec = next(r for r in ledger.records if r.tool == "view_env_state" and r.ok)
     assert len(state_rec.summary["eef_pos"]) == 3
     failed = [r for r in ledger.records if not r.ok]
-    assert [r.error.split(":")[0] for r in failed] == ["ToolError", "ValueError"]
+    assert [r.error.split(":")[0] for r in failed] == ["ToolError", "ToolError"]
     path = tmp_path / "calls.jsonl"
     ledger.write_jsonl(path)
     lines = [json.loads(line) for line in path.read_text().splitlines()]

@@ -25,8 +25,8 @@ def _kwargs_with_args(args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def ledger_refusals(tool: str) -> Callable:
-    """Decorator of a verb: ledger a ValueError raised by its argument checks before the call reached the robot
-    (ok False, not stateful). Calls that got further ledger themselves."""
+    """Decorator of a verb: ledger a ValueError / TypeError raised by its argument checks or casts before the call
+    reached the robot (ok False, not stateful). Calls that got further ledger themselves."""
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -34,11 +34,11 @@ def ledger_refusals(tool: str) -> Callable:
             started, n = time.time(), len(ledger)
             try:
                 return fn(self, *args, **kwargs)
-            except ValueError as exc:
+            except (ValueError, TypeError) as exc:
                 if len(ledger) == n:
                     ledger.append(tool=tool, kwargs=_kwargs_with_args(args, kwargs), started_at=started,
                                   elapsed_s=time.time() - started, ok=False, stateful=False,
-                                  error=f"ValueError: {exc}")
+                                  error=f"{type(exc).__name__}: {exc}")
                 raise
         return call
     return wrap
@@ -79,7 +79,7 @@ class CallRunner:
             dispatched = True
             result = fn()
         except BaseException as exc:
-            if dispatched:
+            if dispatched and self.env_step() != step0:   # a call refused before any step records no new state
                 self.record_state()
             self.ledger.append(tool=tool, kwargs=kwargs, started_at=started, elapsed_s=time.time() - started,
                                ok=False, stateful=dispatched, env_steps=self.env_step() - step0,
@@ -134,9 +134,9 @@ class CallRunner:
         self.check_stop()
         term, trunc = self.flags()
         if term:
-            raise EpisodeFinished("terminated", "episode finished: terminated (the task succeeded); call finish")
+            raise EpisodeFinished("terminated")
         if trunc:
-            raise EpisodeFinished("truncated", "episode finished: truncated (simulator step budget spent)")
+            raise EpisodeFinished("truncated")
 
     def refused(self, tool: str, exc: BackendRefused) -> None:
         """Handle a driver refusal inside a motion: an ended episode is latched (the loop stops, None), a
@@ -146,7 +146,7 @@ class CallRunner:
             self.latched[exc.reason] = True
             return
         if exc.reason == "cancelled":
-            raise EpisodeFinished("cancelled", f"{tool}: {exc}") from exc
+            raise EpisodeFinished("cancelled") from exc
         raise ToolError(tool, f"driver refused: {exc}") from exc
 
     # -- recorded states --------------------------------------------------------------------------------------
@@ -183,6 +183,7 @@ class CallRunner:
         latest = self.current_state()
         if step == -1:
             return latest
-        if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= latest.step:
-            raise ValueError(f"step must be -1 (latest) or 0..{latest.step}, got {step!r}")
+        if not 0 <= step <= latest.step:
+            raise ToolError("view_env_state", f"step {step} is not a recorded step: recorded steps are "
+                                              f"0..{latest.step} (-1 = the latest)")
         return self.host.states[step]

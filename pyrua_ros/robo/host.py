@@ -97,6 +97,7 @@ class _Stored:
     T_world_optical: np.ndarray
     env_step: int
     shape: tuple[int, int]
+    depth_range: tuple[float | None, float | None]
 
 
 class ArtifactStore:
@@ -113,19 +114,20 @@ class ArtifactStore:
         self._cache_size = decoded_cache
         self._lock = threading.RLock()
 
-    def resolve_step(self, step: int) -> int:
-        """-1 -> current step; otherwise ``step`` itself (ValueError outside 0..current)."""
+    def resolve_step(self, step: int, tool: str = "artifact") -> int:
+        """-1 -> current step; otherwise ``step`` itself (ToolError of ``tool`` for a step not recorded)."""
         if step == -1:
             return self.current_step
-        if not isinstance(step, int) or step < 0 or step > self.current_step:
-            raise ValueError(f"step must be -1 (latest) or 0..{self.current_step}, got {step!r}")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0 or step > self.current_step:
+            raise ToolError(tool, f"step {step!r} is not a recorded step: recorded steps are 0..{self.current_step} "
+                                  "(-1 = the latest)")
         return step
 
     def ensure(self, tool: str, camera: str, resolution: str, step: int = -1) -> int:
         """Make sure the capture of (camera, resolution) at ``step`` exists (rendering it now if ``step`` is
         current); returns the resolved step. ToolError for a past step never viewed."""
         with self._lock:
-            step = self.resolve_step(step)
+            step = self.resolve_step(step, tool)
             key = (step, camera, resolution)
             if key in self._captures:
                 return step
@@ -141,7 +143,7 @@ class ArtifactStore:
         self._captures[(step, frame.camera, frame.resolution)] = _Stored(
             color_png=encode_png(frame.color), depth_npz=encode_npz(depth), K=np.asarray(frame.K, dtype=float),
             T_world_optical=np.asarray(frame.T_world_optical, dtype=float), env_step=int(frame.env_step),
-            shape=tuple(depth.shape),
+            shape=tuple(depth.shape), depth_range=(frame.depth_near, frame.depth_far),
         )
         self._remember(("color", step, frame.camera, frame.resolution), np.asarray(frame.color, dtype=np.uint8))
         self._remember(("depth", step, frame.camera, frame.resolution), depth)
@@ -187,10 +189,20 @@ class ArtifactStore:
         stored = self._captures[(step, camera, resolution)]
         return stored.K.copy(), stored.T_world_optical.copy(), stored.env_step
 
+    def shape(self, tool: str, camera: str, resolution: str, step: int = -1) -> tuple[int, int]:
+        """(height, width) in pixels of that capture."""
+        step = self.ensure(tool, camera, resolution, step)
+        return self._captures[(step, camera, resolution)].shape
+
+    def depth_range(self, tool: str, camera: str, resolution: str, step: int = -1) -> tuple[float | None, float | None]:
+        """(near, far) m of the depth camera for that capture, None where the driver did not report it."""
+        step = self.ensure(tool, camera, resolution, step)
+        return self._captures[(step, camera, resolution)].depth_range
+
     def segmentation(self, tool: str, camera: str, resolution: str, step: int = -1) -> SegmentationFrame:
         """The simulator's instance segmentation of that view at ``step`` (rendered lazily like captures)."""
         with self._lock:
-            step = self.resolve_step(step)
+            step = self.resolve_step(step, tool)
             key = (step, camera, resolution)
             if key not in self._segs:
                 if step != self.current_step:
@@ -212,7 +224,7 @@ class ArtifactStore:
         """Raw bytes of a named artifact at ``step`` (capture artifacts are rendered lazily as above)."""
         parsed = self.names.parse(name)
         with self._lock:
-            resolved = self.resolve_step(step)
+            resolved = self.resolve_step(step, tool)
             if parsed is None:
                 if (resolved, name) in self._extra:
                     return self._extra[(resolved, name)]

@@ -155,6 +155,7 @@ class LiberoRobot:
     def state(self, step: int = -1) -> State:
         """Robot state at a recorded step: -1 = latest, 0 = initial scene (a new step is recorded after every
         motion call). Gives eef position/orientation, gripper opening, object names, terminated/truncated."""
+        step = check.as_int(step)
         return self._calls.readonly("view_env_state", {"step": step}, lambda: self._calls.state_at(step))
 
     @ledger_refusals("image")
@@ -162,6 +163,7 @@ class LiberoRobot:
         """RGB image (H, W, 3) uint8 of ``camera`` at ``step`` (-1 = latest). ``high`` = 1024x1024, ``low`` =
         256x256; pixel (row, col), row 0 at the top, col 0 at the left."""
         check.view(camera, resolution, self.CAMERAS)
+        step = check.as_int(step)
         return self._calls.readonly("image", {"camera": camera, "resolution": resolution, "step": step},
                                     lambda: self._host.artifacts.color("image", camera, resolution, step).copy())
 
@@ -170,6 +172,7 @@ class LiberoRobot:
         """World [x, y, z] in metres of the surface seen at every pixel, float (H, W, 3), same pixels as
         ``image``; zeros where there is no valid depth (sky, far background)."""
         check.view(camera, resolution, self.CAMERAS)
+        step = check.as_int(step)
         return self._calls.readonly("world_map", {"camera": camera, "resolution": resolution, "step": step},
                                     lambda: self._host.artifacts.world("world_map", camera, resolution, step).copy())
 
@@ -186,8 +189,7 @@ class LiberoRobot:
         ``wrist_high.png``, ``wrist.png``; world maps ``agentview_world_high.npz`` (array ``array``, (H, W, 3) m);
         depth ``agentview_depth.npz`` (1024x1024 m, ``*_depth_low.npz`` for 256); a segment's ``overlay_artifact``
         and its ``.json`` twin (see ``segment``)."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be an artifact file name such as 'agentview_high.png', got {name!r}")
+        name, step = str(name), check.as_int(step)
         return self._calls.readonly("artifact", {"name": name, "step": step},
                                     lambda: self._host.artifacts.get("artifact", name, step=step))
 
@@ -196,10 +198,9 @@ class LiberoRobot:
         """Camera geometry at ``step`` for the high-res image: ``K`` (3x3 pixel intrinsics), ``T_world_optical``
         (4x4 pose of the optical frame in the world; x right, y down, z forward), ``position`` (m),
         ``image_size`` [h, w], ``resolution``, ``camera``, ``step``. Use it to project world points into pixels."""
-        check.camera(camera, self.CAMERAS)
-        size = int(self._backend.resolutions["high"])
+        step = check.as_int(step)
         return self._calls.readonly("view_camera_meta", {"camera": camera, "step": step},
-                                    lambda: observe.camera_meta(self._host.artifacts, camera, step, size))
+                                    lambda: observe.camera_meta(self._host.artifacts, camera, step, self.CAMERAS))
 
     # -- perception -----------------------------------------------------------------------------------------
     @ledger_refusals("segment")
@@ -221,25 +222,20 @@ class LiberoRobot:
         within 1-5 mm for bowls, plates, boxes), ``xyz_min``/``xyz_max``, ``top_z`` (98th percentile z),
         ``n_pixels``, ``label`` and ``instances`` (every similar object: label, score, world_xyz, box_center_xyz).
         """
-        check.camera(camera, self.CAMERAS)
-        if prompt is not None and not isinstance(prompt, str):
-            raise ValueError(f"prompt must be a string or None, got {prompt!r}")
-        if (prompt is None or not prompt.strip()) and point is None:
-            raise ValueError("segment needs a prompt (e.g. 'the black bowl') or a point (row, col)")
-        size = int(self._backend.resolutions[self.SEGMENT_RESOLUTION])
-        pixel = None if point is None else check.pixel(point, size, "point")
-        score = check.min_score(min_score)
-        kwargs: dict[str, Any] = {"camera": camera, "step": step, "min_score": min_score}
+        step, score = check.as_int(step), check.as_float(min_score)
+        kwargs: dict[str, Any] = {"camera": camera, "step": step, "min_score": score}
         if prompt is not None:
-            kwargs["prompt"] = prompt
-        if pixel is not None:
+            prompt = kwargs["prompt"] = str(prompt)
+        pixel = None
+        if point is not None:
+            pixel = (check.as_int(point[0]), check.as_int(point[1]))
             kwargs["point"] = list(pixel)
 
         def run() -> Segment:
             self._segment_count += 1
             return observe.segment(self._host.artifacts, self._segmenter, prompt=prompt, camera=camera,
                                    resolution=self.SEGMENT_RESOLUTION, pixel=pixel, min_score=score, step=step,
-                                   index=self._segment_count)
+                                   index=self._segment_count, cameras=self.CAMERAS)
 
         return self._calls.readonly("segment", kwargs, run)
 
@@ -248,11 +244,11 @@ class LiberoRobot:
                      step: int = -1) -> BackProjection:
         """World point (m) of the surface seen at pixel (row, col) of ``camera``'s image at ``resolution``
         (row 0 top). ToolError when the pixel is outside the image or has no valid depth."""
-        check.view(camera, resolution, self.CAMERAS)
+        row, col, step = check.as_int(row), check.as_int(col), check.as_int(step)
         return self._calls.readonly(
             "back_project", {"row": row, "col": col, "camera": camera, "resolution": resolution, "step": step},
             lambda: observe.back_project(self._host.artifacts, row, col, camera=camera, resolution=resolution,
-                                         step=step))
+                                         step=step, cameras=self.CAMERAS))
 
     @ledger_refusals("back_project")
     def region_center(self, row_range: tuple[int, int], col_range: tuple[int, int], *, camera: str = "agentview",
@@ -263,14 +259,16 @@ class LiberoRobot:
         (e.g. ``z_min = table_z + 0.01`` drops the table). ``center_xyz`` = midpoint of the points' world x/y
         extent with their median z (less biased by the visible rim than the median); ``median_xyz`` too.
         ToolError for an empty window or fewer than 3 valid pixels."""
-        check.view(camera, resolution, self.CAMERAS)
-        rows, cols = check.pixel_range("row_range", row_range), check.pixel_range("col_range", col_range)
-        kwargs = {"row_range": list(row_range), "col_range": list(col_range), "camera": camera,
-                  "resolution": resolution, "z_min": z_min, "z_max": z_max, "step": step}
+        rows = (check.as_int(row_range[0]), check.as_int(row_range[1]))
+        cols = (check.as_int(col_range[0]), check.as_int(col_range[1]))
+        step, z_min, z_max = check.as_int(step), check.optional_float(z_min), check.optional_float(z_max)
+        kwargs: dict[str, Any] = {"row_range": list(rows), "col_range": list(cols), "camera": camera,
+                                  "resolution": resolution, "step": step}
+        kwargs.update({k: v for k, v in (("z_min", z_min), ("z_max", z_max)) if v is not None})
         return self._calls.readonly(
             "back_project", kwargs,
             lambda: observe.region_center(self._host.artifacts, rows, cols, camera=camera, resolution=resolution,
-                                          z_min=z_min, z_max=z_max, step=step))
+                                          z_min=z_min, z_max=z_max, step=step, cameras=self.CAMERAS))
 
     # -- scripted motion ------------------------------------------------------------------------------------
     @ledger_refusals("move_to")
@@ -288,15 +286,15 @@ class LiberoRobot:
         short. A stalled servo returns normally with ``reached=False``.
         """
         target = check.xyz("xyz", xyz)
-        g = check.gripper(gripper)
-        tol, step_clip = check.positive("tol", tol), check.positive("step_clip", step_clip)
-        max_steps = check.positive("max_steps", max_steps, integer=True)
-        target_yaw = check.optional_angle("target_yaw", target_yaw)
-        yaw_step_clip = check.positive("yaw_step_clip", yaw_step_clip)
-        action_scale = check.positive("action_scale", action_scale)
         check.planar_move(target, self._calls.current_state().eef_pos)
-        kwargs = {"xyz": target.tolist(), "gripper": g, "tol": tol, "step_clip": step_clip, "max_steps": max_steps,
-                  "target_yaw": target_yaw, "yaw_step_clip": yaw_step_clip, "action_scale": action_scale}
+        g = check.gripper(gripper)
+        tol, step_clip, max_steps = check.as_float(tol), check.as_float(step_clip), check.as_int(max_steps)
+        action_scale = check.as_float(action_scale)
+        kwargs: dict[str, Any] = {"xyz": target.tolist(), "gripper": g, "tol": tol, "step_clip": step_clip,
+                                  "max_steps": max_steps, "action_scale": action_scale}
+        if target_yaw is not None:
+            target_yaw = kwargs["target_yaw"] = check.as_float(target_yaw)
+            yaw_step_clip = kwargs["yaw_step_clip"] = check.as_float(yaw_step_clip)
         return self._calls.stateful("move_to", kwargs, lambda: self._servo.move_to(
             target, g, tol=tol, step_clip=step_clip, max_steps=max_steps, target_yaw=target_yaw,
             yaw_step_clip=yaw_step_clip, action_scale=action_scale))
@@ -313,19 +311,17 @@ class LiberoRobot:
         ``yaw_step`` rad. Stops when within ``tol`` m and ``ori_tol`` rad, after ``max_steps``, or at episode
         end. ``reached`` is position-only. Same 0.30 m x/y limit as ``move_to``; ``gripper`` held throughout."""
         target = check.xyz("xyz", xyz)
-        g = check.gripper(gripper)
-        target_pitch = check.optional_angle("target_pitch", target_pitch)
-        target_yaw = check.optional_angle("target_yaw", target_yaw)
-        step_clip, pitch_step, yaw_step = (check.positive("step_clip", step_clip),
-                                           check.positive("pitch_step", pitch_step),
-                                           check.positive("yaw_step", yaw_step))
-        tol, ori_tol = check.positive("tol", tol), check.positive("ori_tol", ori_tol)
-        max_steps = check.positive("max_steps", max_steps, integer=True)
-        action_scale = check.positive("action_scale", action_scale)
         check.planar_move(target, self._calls.current_state().eef_pos)
-        kwargs = {"xyz": target.tolist(), "target_pitch": target_pitch, "target_yaw": target_yaw, "gripper": g,
-                  "step_clip": step_clip, "pitch_step": pitch_step, "yaw_step": yaw_step, "tol": tol,
-                  "ori_tol": ori_tol, "max_steps": max_steps, "action_scale": action_scale}
+        g = check.gripper(gripper)
+        step_clip, pitch_step = check.as_float(step_clip), check.as_float(pitch_step)
+        yaw_step = check.as_float(yaw_step)
+        tol, ori_tol, max_steps = check.as_float(tol), check.as_float(ori_tol), check.as_int(max_steps)
+        action_scale = check.as_float(action_scale)
+        target_pitch, target_yaw = check.optional_float(target_pitch), check.optional_float(target_yaw)
+        kwargs: dict[str, Any] = {"xyz": target.tolist(), "gripper": g, "step_clip": step_clip,
+                                  "pitch_step": pitch_step, "yaw_step": yaw_step, "tol": tol, "ori_tol": ori_tol,
+                                  "max_steps": max_steps, "action_scale": action_scale}
+        kwargs.update({k: v for k, v in (("target_pitch", target_pitch), ("target_yaw", target_yaw)) if v is not None})
         return self._calls.stateful("move_pose", kwargs, lambda: self._servo.move_pose(
             target, g, target_pitch=target_pitch, target_yaw=target_yaw, step_clip=step_clip, pitch_step=pitch_step,
             yaw_step=yaw_step, tol=tol, ori_tol=ori_tol, max_steps=max_steps, action_scale=action_scale))
@@ -351,12 +347,14 @@ class LiberoRobot:
 
     def _rotate(self, tool: str, axis: str, target: Any, delta: Any, *, gripper: Any, max_steps: Any, tol: Any,
                 step_clip: Any) -> Rotation:
-        target, delta = check.one_of_angles(tool, axis, target, delta)
+        target, delta = check.one_of(tool, axis, target, delta)
         g = check.gripper(gripper)
-        max_steps = check.positive("max_steps", max_steps, integer=True)
-        tol, step_clip = check.positive("tol", tol), check.positive("step_clip", step_clip)
-        kwargs = {f"target_{axis}": target, f"delta_{axis}": delta, "gripper": g, "max_steps": max_steps,
-                  "tol": tol, "step_clip": step_clip}
+        max_steps, tol, step_clip = check.as_int(max_steps), check.as_float(tol), check.as_float(step_clip)
+        kwargs: dict[str, Any] = {"gripper": g, "max_steps": max_steps, "tol": tol, "step_clip": step_clip}
+        if target is not None:
+            kwargs[f"target_{axis}"] = target
+        else:
+            kwargs[f"delta_{axis}"] = delta
         return self._calls.stateful(tool, kwargs, lambda: self._servo.rotate(
             tool, axis, target, delta, g, max_steps=max_steps, tol=tol, step_clip=step_clip))
 
@@ -366,7 +364,7 @@ class LiberoRobot:
         steps (more if the fingers are still moving). After a grasp use ``set_gripper(+1, steps=8)`` (12 for a
         bowl rim); use <= 5 for soft cans. The value is then held by later motion calls that pass it."""
         g = check.gripper(gripper)
-        steps = check.positive("steps", steps, integer=True)
+        steps = check.as_int(steps)
         return self._calls.stateful("set_gripper", {"gripper": g, "steps": steps},
                                     lambda: self._servo.set_gripper(g, steps))
 
@@ -374,7 +372,7 @@ class LiberoRobot:
     def release(self, max_steps: int = 20) -> Release:
         """Open the gripper in place and hold for up to ``max_steps`` simulator steps; returns as soon as the task
         predicate fires (success). Lower the object to just above its target first (e.g. plate z + 0.05)."""
-        max_steps = check.positive("max_steps", max_steps, integer=True)
+        max_steps = check.as_int(max_steps)
         return self._calls.stateful("release", {"max_steps": max_steps}, lambda: self._servo.release(max_steps))
 
 
@@ -397,11 +395,10 @@ class _LiberoRobotWithVla(LiberoRobot):
         heuristic (a hint; verify with ``state()`` and images). Pre-position 15-20 cm above the object, use a
         short prompt ("pick up the black bowl") and ~20 chunks; ``lift_thresh=0.08`` for slippery tall bottles;
         ``lift_thresh=999, gripper_closed_thresh=0`` turns it into a generic contact skill."""
-        prompt = check.vla_prompt(prompt)
-        max_chunks = check.positive("max_chunks", max_chunks, integer=True)
-        for name, value in (("lift_thresh", lift_thresh), ("gripper_closed_thresh", gripper_closed_thresh),
-                            ("gripper_open_thresh", gripper_open_thresh), ("descent_thresh", descent_thresh)):
-            check.finite(name, value, "m")
+        prompt, max_chunks = str(prompt), check.as_int(max_chunks)
+        lift_thresh, descent_thresh = check.as_float(lift_thresh), check.as_float(descent_thresh)
+        gripper_closed_thresh = check.as_float(gripper_closed_thresh)
+        gripper_open_thresh = check.as_float(gripper_open_thresh)
         kwargs = {"prompt": prompt, "max_chunks": max_chunks, "lift_thresh": lift_thresh,
                   "gripper_closed_thresh": gripper_closed_thresh, "gripper_open_thresh": gripper_open_thresh,
                   "descent_thresh": descent_thresh}
@@ -414,8 +411,7 @@ class _LiberoRobotWithVla(LiberoRobot):
         """Non-pick contact skill by the Pi0.5 VLA (turn a knob, press a button, open/close a drawer or door,
         short pushes) for up to ``max_chunks`` chunks (5 steps each), stopping when the task predicate fires.
         ``success`` mirrors the task predicate only. Pre-position near the part and give a short prompt."""
-        prompt = check.vla_prompt(prompt)
-        max_chunks = check.positive("max_chunks", max_chunks, integer=True)
+        prompt, max_chunks = str(prompt), check.as_int(max_chunks)
         return self._calls.stateful("pi0_doubled", {"prompt": prompt, "max_chunks": max_chunks},
                                     lambda: self._vla.contact(prompt, max_chunks=max_chunks))
 
