@@ -55,7 +55,7 @@ def imp(name: str) -> str:
 
 
 def _huge_output(out) -> None:
-    assert out.stdout == "x" * 4000 + "... [9992001 chars omitted] ..." + "x" * 3999 + "\n"
+    assert out.stdout == "x" * 4000 + "\n... [9992001 chars omitted] ...\n" + "x" * 3999 + "\n"
 
 
 CASES = [

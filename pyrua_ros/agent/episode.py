@@ -382,7 +382,7 @@ class Episode:
             prompt=PromptRecord(self.prompt.chars, self.prompt.sha256, tuple(self.prompt.images))
             if self.prompt else None,
             generation=generation,
-            host=HostInfo(python=sys.version.split()[0], cuda_device=cfg.cuda_device, primitive_set=cfg.primitives,
+            host=HostInfo(python=sys.executable, cuda_device=cfg.cuda_device, primitive_set=cfg.primitives,
                           runtime=cfg.runtime, boot_options=cfg.boot_options(), sandbox=SANDBOX_DESCRIPTION,
                           rpent_root=cfg.rpent_root),
             created_at=now_iso(), notes=tuple(notes), runtime_returncode=None if placeholder else 0,

@@ -526,7 +526,7 @@ def render_card(card: CardRecord, *, transfer: bool | None = None) -> str:
         "(open, pointing down)",
         f"- simulator step budget: {card.max_env_steps} steps",
     ]
-    lines.extend(f"- {fact}" for fact in card.facts)
+    lines.extend(f"- {key}: {value}" for key, value in card.facts.items())
     if transfer:
         lines.append(f"- attached images: {cams} (1024x1024) of one example layout. The program will run on other "
                      "seeds, where objects stand elsewhere: do not hard-code pixels or positions; localise at "

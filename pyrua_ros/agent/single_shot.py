@@ -395,7 +395,7 @@ class SingleShotRun(Episode):
         if placeholder:
             status, reason = "error", ("killed: the single-shot host started but did not finish (this placeholder "
                                        "is replaced when the run ends)")
-        host = {"python": sys.version.split()[0], "cuda_device": cfg.cuda_device, "libero_type": cfg.libero_type,
+        host = {"python": sys.executable, "cuda_device": cfg.cuda_device, "libero_type": cfg.libero_type,
                 "boot_options": cfg.boot_options(), "rpent_root": cfg.rpent_root, "sandbox": SANDBOX_DESCRIPTION}
         policy = self.policy_record or PolicyRecord(str(self.run_cfg.policy), "", 0)
         result = RunResult(

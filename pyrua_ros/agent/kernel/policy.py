@@ -61,8 +61,8 @@ PROBE_NAMES = frozenset(("getattr", "setattr", "delattr", "vars", "locals", "dir
 HOST_ATTRS = frozenset(("backend", "ledger", "toolkit", "primitives"))
 MAX_FLAGS = 40
 
-VALUE_CHARS = 4000      # repr of a trailing expression
-TRACEBACK_CHARS = 4000  # the last 4000 chars of a traceback are kept
+VALUE_CHARS = 4000      # repr of a trailing expression: its first and last 2000 chars are kept (the reference's)
+TRACEBACK_CHARS = 4000  # a traceback likewise
 STREAM_HEAD = 4000      # stdout/stderr: first 4000 ...
 STREAM_TAIL = 4000      # ... and last 4000 chars
 
@@ -151,11 +151,16 @@ def workspace_module_exists(workspace: Path | None, name: str) -> bool:
     return (workspace / f"{name}.py").is_file() or (workspace / name / "__init__.py").is_file()
 
 
+def omission(n: int) -> str:
+    """The marker between the kept head and tail of a cut text, on a line of its own (as the reference writes it)."""
+    return f"\n... [{n} chars omitted] ...\n"
+
+
 def trim_middle(text: str, head: int = STREAM_HEAD, tail: int = STREAM_TAIL) -> str:
     """``text`` if short enough, else its first ``head`` and last ``tail`` chars around an omission marker."""
     if len(text) <= head + tail:
         return text
-    return f"{text[:head]}... [{len(text) - head - tail} chars omitted] ...{text[-tail:]}"
+    return f"{text[:head]}{omission(len(text) - head - tail)}{text[-tail:]}"
 
 
 def confine_path(root: str, path: Any) -> str:
