@@ -185,13 +185,17 @@ class Episode:
         from pyrua_ros.agent import prompt as prompt_mod
 
         if self.cfg.guides:
-            self.guides = prompt_mod.copy_guides(self.workspace, self.cfg.guides_dir)
+            self.guides = prompt_mod.copy_guides(self.workspace, self.cfg.guides_dir, rpent_root=self.cfg.rpent_root)
         options = prompt_mod.PromptOptions(arm=self.cfg.arm, robot=self.cfg.robot, primitives=self.cfg.primitives,
                                            feedback=self.cfg.feedback, images=self.cfg.images,
                                            budget_s=self.cfg.budget_s, max_turns=self.cfg.max_turns,
                                            max_programs=self.cfg.max_programs, guides=self.cfg.guides,
-                                           cell_timeout_s=self.cfg.cell_timeout_s)
+                                           reference_root=prompt_mod.reference_root_from_env(self.cfg.reference_root))
         self.prompt = prompt_mod.build_prompt(self.host.robo, self.card, options, card_dir=self.out)
+        if self.prompt.sources != "live":
+            self.notes.append(f"prompt text rendered from the reference sources at {self.prompt.sources}")
+        if self.guides and self.guides["source"] != str(prompt_mod.GUIDES_DIR):
+            self.notes.append(f"guides copied from {self.guides['source']}")
         (self.out / "prompt.txt").write_text(self.prompt.text)
 
     def start_agent(self) -> None:

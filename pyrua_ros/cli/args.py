@@ -36,7 +36,11 @@ def add_cell_args(p: argparse.ArgumentParser) -> None:
     # Accepted for command-line compatibility with PyRUA-Lean; recorded, meaningless for a ROS backend.
     p.add_argument("--cuda-device", default=None, help="accepted and recorded (no meaning for a ROS backend)")
     p.add_argument("--rpent-root", default=os.environ.get("RPENT_ROOT") or os.environ.get("RPENT_REPO_ROOT"),
-                   help="accepted and recorded (RPENT_ROOT); no meaning for a ROS backend")
+                   help="RPent checkout (RPENT_ROOT): --guides copies its robots/libero/guides when it has them; "
+                        "otherwise no meaning for a ROS backend")
+    p.add_argument("--reference-root", default=None,
+                   help="a PyRUA-Lean checkout or installed pyrualean package: the prompt's docstrings, contract and "
+                        "knowledge come from its files (default $PYRUALEAN_REFERENCE_ROOT; ours when unset)")
     p.add_argument("--libero-type", default="pro", help="accepted and recorded")
     p.add_argument("--python", default=None, help="accepted for compatibility; the episode runs in this interpreter")
 

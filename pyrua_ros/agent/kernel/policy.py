@@ -38,6 +38,10 @@ ALLOWED_MODULES: tuple[str, ...] = (
     "textwrap", "time", "types", "typing", "warnings",
 )
 
+# The names a cell finds defined before its first line (the kernel's namespace; the prompt and the tool
+# description name them from here).
+PREDEFINED_NAMES: tuple[str, ...] = ("robo", "np", "numpy", "math", "time", "log", "display")
+
 REMOVED_BUILTINS: tuple[str, ...] = (
     "exec", "eval", "compile", "__import__", "open", "breakpoint", "input", "help", "exit", "quit",
 )
