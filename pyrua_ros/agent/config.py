@@ -70,6 +70,8 @@ class PlayConfig:
     max_episode_steps: int = 10000
     primitives: str = "full"
     vla_endpoint: str | None = None
+    vla_server_cmd: str | None = None
+    vla_server_timeout_s: float = 600.0
     sam3_endpoint: str | None = None
     cell_timeout_s: float = 300.0
     driver: str = "sim"
@@ -80,6 +82,7 @@ class PlayConfig:
     rpent_root: str | None = None
     libero_type: str = "pro"
     reference_root: str | None = None
+    requested_primitives: str | None = None   # what --primitives asked for (set here; primitives is what runs)
 
     def __post_init__(self):
         _choice("arm", self.arm, ARMS)
@@ -103,9 +106,20 @@ class PlayConfig:
         if self.runtime == "openai" and not self.base_url:
             raise ConfigError("--runtime openai needs --base-url (an OpenAI-compatible chat-completions endpoint, "
                               "e.g. http://127.0.0.1:30000/v1)")
-        if self.primitives == "full" and not self.vla_endpoint:
-            # Like the reference's no-vla mode: without a policy server the VLA skills are absent.
+        object.__setattr__(self, "requested_primitives", self.requested_primitives or self.primitives)
+        if self.primitives == "full" and not (self.vla_endpoint or self.vla_server_cmd):
+            # Like the reference's no-vla mode: without a policy server the VLA skills are absent. Said loudly
+            # (vla_fallback), because the seed model was trained with them.
             object.__setattr__(self, "primitives", "no-vla")
+
+    @property
+    def vla_fallback(self) -> str | None:
+        """Why the full primitive set was requested but the no-VLA set runs, or None."""
+        if self.requested_primitives == "full" and self.primitives == "no-vla":
+            return ("--primitives full needs a VLA policy server (--vla-endpoint HOST:PORT or --vla-server-cmd CMD); "
+                    "none was given, so this episode runs the no-VLA primitive set (no pi0_pick / pi0_doubled) - "
+                    "the seed model was trained with the full set")
+        return None
 
     @property
     def budget_mode(self) -> str:
@@ -119,6 +133,7 @@ class PlayConfig:
     def boot_options(self) -> dict[str, Any]:
         """Settings recorded under result.host.boot_options."""
         return {"driver": self.driver, "clock": self.clock, "vla_endpoint": self.vla_endpoint,
+                "vla_server_cmd": self.vla_server_cmd,
                 "sam3_endpoint": self.sam3_endpoint, "libero_type": self.libero_type,
                 "cell_timeout_s": self.cell_timeout_s}
 

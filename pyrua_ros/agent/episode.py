@@ -96,6 +96,7 @@ class Episode:
         self.t0 = time.monotonic()
         self.startup_s = self.policy_wall_s = None
         self.driver = self.host = self.kernel = self.runtime = self.toolkit = self.recorder = self.video = None
+        self.vla_server = None
         self.publisher = None
         self.card = None
         self.prompt = None
@@ -116,8 +117,12 @@ class Episode:
             with contextlib.suppress(FileNotFoundError):
                 (self.out / name).unlink()
         self.write_result(placeholder=True)
-        if self.cfg.cuda_device is not None or self.cfg.rpent_root:
-            self.notes.append("--cuda-device and RPENT_ROOT have no meaning for a ROS backend; recorded only")
+        if (self.cfg.cuda_device is not None and not self.cfg.vla_server_cmd) or self.cfg.rpent_root:
+            self.notes.append("--cuda-device (without --vla-server-cmd) and RPENT_ROOT (beyond --guides) have no "
+                              "meaning for a ROS backend; recorded only")
+        if self.cfg.vla_fallback:
+            self.notes.append(self.cfg.vla_fallback)
+            print(f"pyrualean: {self.cfg.vla_fallback}", file=sys.stderr, flush=True)
         if self.cfg.runtime == "replay":
             self.notes.append("runtime replay: the cells come from a recording or program file, not a model")
 
@@ -125,6 +130,14 @@ class Episode:
         from pyrua_ros.robo.host import RobotHost
         from pyrua_ros.robo.ros_backend import RosBackend
 
+        if self.cfg.primitives == "full" and self.cfg.vla_server_cmd:   # boots while the driver boots
+            from pyrua_ros.agent.vla_server import VlaServer
+
+            try:
+                self.vla_server = VlaServer(self.cfg.vla_server_cmd, log=self.out / "vla_server.log",
+                                            cuda_device=self.cfg.cuda_device, endpoint=self.cfg.vla_endpoint)
+            except (RuntimeError, ValueError) as exc:
+                raise BootError(str(exc)) from exc
         if self.cfg.driver != "external":
             self.driver = _Driver(self.cfg, self.out / "host.log")
         backend = RosBackend()
@@ -136,7 +149,13 @@ class Episode:
             url = endpoint if "://" in endpoint else f"http://{endpoint}/segment"   # reference style host:port
             segmenter = HttpSegmenter(url)
         vla = None
-        if self.cfg.primitives == "full" and self.cfg.vla_endpoint:
+        if self.vla_server is not None:
+            try:
+                vla = self.vla_server.wait_ready(self.cfg.vla_server_timeout_s)
+            except RuntimeError as exc:
+                raise BootError(str(exc)) from exc
+            self.notes.append(f"VLA policy server started by --vla-server-cmd on {self.vla_server.endpoint}")
+        elif self.cfg.primitives == "full" and self.cfg.vla_endpoint:
             from pyrua_ros.robo.vla import connect
 
             vla = connect(self.cfg.vla_endpoint)
@@ -323,6 +342,7 @@ class Episode:
             ("events", lambda: self.events and self.events.close()),
             ("robo", lambda: self.host and self.host.close()),
             ("driver", lambda: self.driver and self.driver.stop()),
+            ("vla server", lambda: self.vla_server and self.vla_server.stop()),
         ]
         for name, step in steps:
             try:

@@ -24,8 +24,14 @@ def add_cell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, type=pathlib.Path, help="run directory")
     p.add_argument("--max-episode-steps", type=int, default=10000, help="simulator step budget")
     p.add_argument("--primitives", default=env_setting("PRIMITIVES", "full"), choices=["full", "no-vla"],
-                   help="primitive set (full needs --vla-endpoint; without one the VLA skills are absent)")
+                   help="primitive set; full (what the seed model was trained with) needs a VLA policy server "
+                        "(--vla-endpoint or --vla-server-cmd): without one the episode says so and runs no-vla")
     p.add_argument("--vla-endpoint", default=None, help="host:port of an openpi-compatible policy server")
+    p.add_argument("--vla-server-cmd", default=None,
+                   help="command that starts an openpi-compatible policy server ({port} is replaced by its port); "
+                        "started on --cuda-device, waited for, stopped with the episode")
+    p.add_argument("--vla-server-timeout-s", type=float, default=600.0,
+                   help="how long to wait for --vla-server-cmd to answer (s)")
     p.add_argument("--sam3-endpoint", default=None,
                    help="host:port or URL of an HTTP segmentation service (default: the simulator's ground truth)")
     p.add_argument("--driver", default="sim", choices=["sim", "fake", "external"],
@@ -34,7 +40,8 @@ def add_cell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-video", dest="video", action="store_false", help="do not write episode.mp4")
     p.add_argument("--no-record", dest="record", action="store_false", help="do not write episode.mcap")
     # Accepted for command-line compatibility with PyRUA-Lean; recorded, meaningless for a ROS backend.
-    p.add_argument("--cuda-device", default=None, help="accepted and recorded (no meaning for a ROS backend)")
+    p.add_argument("--cuda-device", default=None,
+                   help="GPU of the --vla-server-cmd server (CUDA_VISIBLE_DEVICES); otherwise recorded only")
     p.add_argument("--rpent-root", default=os.environ.get("RPENT_ROOT") or os.environ.get("RPENT_REPO_ROOT"),
                    help="RPent checkout (RPENT_ROOT): --guides copies its robots/libero/guides when it has them; "
                         "otherwise no meaning for a ROS backend")

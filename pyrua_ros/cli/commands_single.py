@@ -62,7 +62,9 @@ def run_config_from_args(args: argparse.Namespace):
         raise ValueError(f"--timeout-s must be positive; got {args.timeout_s}")
     play = PlayConfig(out=args.out, task=args.task, suite=args.suite, seed=args.seed, arm="program",
                       robot=args.robot, budget_s=args.timeout_s, max_episode_steps=args.max_episode_steps,
-                      primitives=args.primitives, vla_endpoint=args.vla_endpoint, sam3_endpoint=args.sam3_endpoint,
+                      primitives=args.primitives, vla_endpoint=args.vla_endpoint,
+                      vla_server_cmd=args.vla_server_cmd, vla_server_timeout_s=args.vla_server_timeout_s,
+                      sam3_endpoint=args.sam3_endpoint, reference_root=args.reference_root,
                       driver=args.driver, clock=args.clock, video=args.video, record=args.record,
                       cuda_device=args.cuda_device, rpent_root=args.rpent_root, libero_type=args.libero_type)
     return RunConfig(policy=args.policy, play=play, generation=args.generation)

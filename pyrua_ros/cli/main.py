@@ -68,7 +68,9 @@ def config_from_args(args: argparse.Namespace):
         images=args.images, feedback=args.feedback, guides=args.guides or args.guides_dir is not None,
         guides_dir=args.guides_dir, max_turns=args.max_turns, max_programs=args.max_programs,
         budget_s=args.budget_s, max_episode_steps=args.max_episode_steps, primitives=args.primitives,
-        vla_endpoint=args.vla_endpoint, sam3_endpoint=args.sam3_endpoint, cell_timeout_s=args.cell_timeout_s,
+        vla_endpoint=args.vla_endpoint, vla_server_cmd=args.vla_server_cmd,
+        vla_server_timeout_s=args.vla_server_timeout_s, sam3_endpoint=args.sam3_endpoint,
+        cell_timeout_s=args.cell_timeout_s,
         driver=args.driver, clock=args.clock, video=args.video, record=args.record,
         cuda_device=args.cuda_device, rpent_root=args.rpent_root, libero_type=args.libero_type,
         reference_root=args.reference_root)
