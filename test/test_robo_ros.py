@@ -211,6 +211,58 @@ def test_past_steps_and_ledger(rig, tmp_path):
     assert [line["tool"] for line in lines] == tools
 
 
+def _extras(robo, seg) -> dict:
+    return json.loads(robo.artifact(seg.overlay_artifact.replace(".png", ".json"), step=seg.step))
+
+
+def test_part_prompts_find_the_parts_the_api_promises(scene):
+    """The reference's API promises part prompts ("stove burner", "top drawer handle"): they find the part's
+    pixels (not the whole fixture), and a part the scene lacks is not found, with the scene's objects and parts."""
+    robo = scene
+    burner, stove = robo.segment("stove burner"), robo.segment("the stove")
+    assert burner.found and _extras(robo, burner)["label"] == "flat_stove_1_burner"
+    assert stove.found and _extras(robo, stove)["n_pixels"] > _extras(robo, burner)["n_pixels"]
+    top, middle = robo.segment("top drawer handle"), robo.segment("middle drawer handle")
+    assert _extras(robo, top)["label"] == "wooden_cabinet_1_top_drawer_handle"
+    assert _extras(robo, middle)["label"] == "wooden_cabinet_1_middle_drawer_handle"
+    assert 0.05 < top.world_xyz[2] - middle.world_xyz[2] < 0.09      # the drawers are ~7 cm apart
+    assert abs(top.world_xyz[0] - middle.world_xyz[0]) < 0.02 and abs(top.world_xyz[1] - middle.world_xyz[1]) < 0.02
+    missing = robo.segment("plate handle")
+    assert not missing.found and "wooden_cabinet_1 (parts: " in missing.error
+    assert "middle drawer handle" in missing.error
+
+
+DRAWER_PROGRAM = """
+import math
+
+def run(robo):
+    handle = robo.segment("middle drawer handle")
+    assert handle.found, handle.error
+    x, y, z = handle.world_xyz
+    # the hand is long along the finger axis: turn it across before coming to the cabinet front
+    robo.rotate_wrist(target_yaw=math.pi / 2, gripper=robo.OPEN, max_steps=150)
+    for target in ([x, y + 0.12, z + 0.05], [x, y + 0.12, z], [x, y + 0.06, z]):
+        robo.move_to(target, step_clip=0.015)
+    return robo.move_to([x, y + 0.01, z], step_clip=0.01, max_steps=40)
+"""
+
+
+def test_a_drawer_program_using_middle_drawer_handle_reaches_the_handle(rig):
+    """A program written for the reference's API (segment a part, waypoints under 0.30 m) reaches the handle: the
+    grip site ends in front of the middle drawer's handle, at its height and across its length."""
+    robo = rig.reset()
+    namespace: dict = {}
+    exec(compile(DRAWER_PROGRAM, "drawer_program.py", "exec"), namespace)
+    last = namespace["run"](robo)
+    handle = robo.segment("middle drawer handle", step=0)
+    box = _extras(robo, handle)
+    eef = np.array(robo.state().eef_pos)
+    centre, front_y = np.array(box["box_center_xyz"]), box["xyz_max"][1]
+    assert abs(eef[0] - centre[0]) < 0.015 and abs(eef[2] - centre[2]) < 0.015, (eef, centre)
+    assert front_y - 0.005 < eef[1] < front_y + 0.035, (eef, front_y)   # at the handle, stopped by it
+    assert not last.terminated
+
+
 # ------------------------------------------------------------------------------------- motion (shared)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__.removeprefix("case_"))
 def test_motion(rig, case):

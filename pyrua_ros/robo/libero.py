@@ -230,7 +230,7 @@ class LiberoRobot:
         object in the high-resolution image). The mask is projected through the world map:
         ``world_xyz`` is the median of the object's visible *surface*, so use its x/y as the
         target and take z from the object's resting height. Parts are found by name too:
-        ``"stove burner"``, ``"top drawer handle"``, ``"cabinet door"``.
+        ``"stove burner"``, ``"top drawer handle"``, ``"microwave door"``.
 
         Args:
             prompt: colour + shape + relation, e.g. ``"the black bowl on the stove"``. Brand or

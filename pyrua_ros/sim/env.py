@@ -37,7 +37,7 @@ import numpy as np
 
 from pyrua_ros.driver import interfaces
 from pyrua_ros.driver.convert import matrix_to_quat
-from pyrua_ros.sim import cameras, suites, urdf
+from pyrua_ros.sim import cameras, parts, suites, urdf
 from pyrua_ros.sim.joint_control import JointPositionMode
 
 SETTLE_STEPS = 10            # zero-motion steps after set_init_state, like LIBERO's evaluation scripts
@@ -184,6 +184,27 @@ class LiberoEpisode:
         # index 0 stands for "no geom" (the renderer's -1 shifted by one)
         self._geom_label = np.zeros(model.ngeom + 1, dtype=np.int32)
         self._geom_label[1:] = [root_ids.get(int(r), 0) for r in roots]
+        self._label_parts(named_roots, set(inner.objects_dict) | set(inner.fixtures_dict))
+
+    def _label_parts(self, named_roots: dict[int, str], named: set[str]) -> None:
+        """Give the geoms of an object's parts (drawers, handles, burner, knob, door: :mod:`pyrua_ros.sim.parts`)
+        labels of their own, numbered after the objects'."""
+        import mujoco
+
+        model = self._model
+        ids = {name: i for i, name in self._labels.items()}
+        for g in range(model.ngeom):
+            obj = named_roots.get(int(model.body_rootid[model.geom_bodyid[g]]))
+            if obj not in named:
+                continue
+            mesh = (model.mesh(model.geom_dataid[g]).name
+                    if model.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH and model.geom_dataid[g] >= 0 else "")
+            label = parts.part_label(obj, model.body(model.geom_bodyid[g]).name, model.geom(g).name, mesh)
+            if label is not None:
+                if label not in ids:
+                    ids[label] = len(ids) + 1
+                    self._labels[ids[label]] = label
+                self._geom_label[g + 1] = ids[label]
 
     def step(self, action: np.ndarray) -> StepInfo:
         """One control step with a 7-D OSC_POSE delta action [dx, dy, dz, dax, day, daz, gripper], each in [-1, 1].
