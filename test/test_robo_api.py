@@ -172,7 +172,9 @@ class KinematicBackend:
         depth[:2, :2] = 0.0  # a corner without valid depth
         return n, K, T, depth.astype(np.float32), ids
 
-    def capture(self, camera, resolution):
+    def capture(self, camera, resolution, env_step=None):
+        if env_step is not None:
+            raise BackendRefused("this double keeps no history", "refused")
         if camera not in self.cameras or resolution not in self.resolutions:
             raise ValueError("bad view")
         self.captures.append((camera, resolution, self.step))
@@ -182,7 +184,9 @@ class KinematicBackend:
         color[..., 1] = min(255, self.step)
         return CaptureFrame(camera, resolution, color, depth, K, T, self.step * 0.05, self.step)
 
-    def segmentation(self, camera, resolution):
+    def segmentation(self, camera, resolution, env_step=None):
+        if env_step is not None:
+            raise BackendRefused("this double keeps no history", "refused")
         _, _, _, _, ids = self._render(resolution)
         labels = {i: name for i, name in enumerate(OBJECTS, start=1)} | {6: "table"}
         return SegmentationFrame(ids, labels, self.step * 0.05, camera, resolution)

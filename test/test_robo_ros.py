@@ -185,8 +185,12 @@ def test_past_steps_and_ledger(rig, tmp_path):
     robo.move_to([s0.eef_pos[0], s0.eef_pos[1], s0.eef_pos[2] - 0.06])
     assert robo.state().step == 2 and robo.state(1).step == 1
     assert robo.image(step=0).shape == (1024, 1024, 3)
-    with pytest.raises(ToolError, match="no image was captured at step 1"):
-        robo.image(step=1)
+    # a past step never viewed is rendered from the simulator's record of it (the reference records every step):
+    # the wrist camera rides the gripper, so its pose at steps 1 and 2 differs by the gripper's own motion
+    assert robo.image(step=1).shape == (1024, 1024, 3)
+    cam1, cam2 = (np.array(robo.camera_meta("wrist", step=k)["position"]) for k in (1, 2))
+    eef1, eef2 = np.array(robo.state(1).eef_pos), np.array(robo.state(2).eef_pos)
+    assert np.allclose(cam2 - cam1, eef2 - eef1, atol=0.004) and np.linalg.norm(eef2 - eef1) > 0.02
     with pytest.raises(ToolError, match=r"0\.\.2"):
         robo.state(step=3)
     robo.set_gripper(robo.CLOSE, steps=5)
@@ -204,7 +208,7 @@ def test_past_steps_and_ledger(rig, tmp_path):
     state_rec = next(r for r in ledger.records if r.tool == "view_env_state" and r.ok)
     assert len(state_rec.summary["eef_pos"]) == 3
     failed = [r for r in ledger.records if not r.ok]
-    assert [r.error.split(":")[0] for r in failed] == ["ToolError", "ToolError"]
+    assert [r.error.split(":")[0] for r in failed] == ["ToolError"]
     path = tmp_path / "calls.jsonl"
     ledger.write_jsonl(path)
     lines = [json.loads(line) for line in path.read_text().splitlines()]

@@ -139,12 +139,14 @@ class RobotBackend(Protocol):
         """Send a GripperCommand goal (finger gap in m, 0.08 = open, 0 = closed) and wait for its result."""
         ...
 
-    def capture(self, camera: str, resolution: str) -> CaptureFrame:
-        """Render ``camera`` at ``resolution`` ("high" or "low") now and return colour, depth and geometry."""
+    def capture(self, camera: str, resolution: str, env_step: int | None = None) -> CaptureFrame:
+        """Render ``camera`` at ``resolution`` ("high" or "low") now, or as the scene was at control step
+        ``env_step`` (a simulator can; a driver that cannot raises BackendRefused), with depth and geometry."""
         ...
 
-    def segmentation(self, camera: str, resolution: str) -> SegmentationFrame:
-        """Render the instance segmentation of ``camera`` now, with the label map."""
+    def segmentation(self, camera: str, resolution: str, env_step: int | None = None) -> SegmentationFrame:
+        """Render the instance segmentation of ``camera`` now (or at control step ``env_step``), with the label
+        map."""
         ...
 
     def cancel(self) -> None:

@@ -169,14 +169,16 @@ class CallRunner:
         """The latest recorded state (step 0 is recorded on first use)."""
         state = self.host.latest_state
         if state is None:
+            step = self.env_step()
             state = self.build_state(0)
-            self.host.record_state(state)
+            self.host.record_state(state, env_step=step)
         return state
 
     def record_state(self) -> None:
         """Record the state after a motion call as the next step."""
         self.current_state()
-        self.host.record_state(self.build_state(len(self.host.states)))
+        step = self.env_step()
+        self.host.record_state(self.build_state(len(self.host.states)), env_step=step)
 
     def state_at(self, step: int) -> State:
         """The recorded state of ``step`` (-1 = latest)."""

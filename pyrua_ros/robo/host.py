@@ -9,8 +9,9 @@ summary, card/on-motion images) lives here, so host code never reaches into ``ro
     host.capture_boot_images()            # step-0 card images
     ...; host.summary(); host.take_show_requests(); host.stop("timeout")
 
-Artifacts: images and depth of a step are captured lazily, the first time that step is viewed while it is the
-current step (``ensure``); a past step that was never viewed cannot be rendered any more and raises ToolError.
+Artifacts: images and depth of a step are captured lazily, the first time that step is viewed (``ensure``): the
+current step is rendered now, a past one is rendered by the driver from its record of that control step (the
+simulator keeps one; a driver without raises ToolError). Only what was looked at is stored.
 Colour is kept PNG-encoded and depth compressed, so a long episode stays small; the last few decoded frames are
 cached.
 """
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pyrua_ros.robo import perception
-from pyrua_ros.robo.backend import CaptureFrame, RobotBackend, SegmentationFrame
+from pyrua_ros.robo.backend import BackendRefused, CaptureFrame, RobotBackend, SegmentationFrame
 from pyrua_ros.robo.errors import EPISODE_END_REASONS, ToolError
 from pyrua_ros.robo.ledger import Ledger
 
@@ -107,6 +108,7 @@ class ArtifactStore:
         self._backend = backend
         self.names = names
         self.current_step = 0
+        self.env_steps: dict[int, int] = {}     # recorded step -> the driver's control step it shows
         self._captures: dict[tuple[int, str, str], _Stored] = {}
         self._extra: dict[tuple[int, str], bytes] = {}
         self._segs: dict[tuple[int, str, str], tuple[bytes, dict[int, str], float]] = {}
@@ -131,12 +133,25 @@ class ArtifactStore:
             key = (step, camera, resolution)
             if key in self._captures:
                 return step
-            if step != self.current_step:
-                raise ToolError(tool, f"no image was captured at step {step} for {camera}/{resolution} (images are "
-                                      f"captured when a step is first viewed while it is the latest step)")
-            frame = self._backend.capture(camera, resolution)
+            frame = self._render_step(tool, "image", step,
+                                      lambda env_step: self._backend.capture(camera, resolution, env_step))
             self._store(step, frame)
             return step
+
+    def _render_step(self, tool: str, what: str, step: int, render):
+        """Render the current step now, or a past step from the driver's record of it (a simulator keeps one);
+        ToolError when the driver cannot show the past."""
+        if step == self.current_step:
+            return render(None)
+        env_step = self.env_steps.get(step)
+        why = "the driver cannot render past steps"
+        if env_step is not None:
+            try:
+                return render(env_step)
+            except BackendRefused as exc:
+                why = str(exc)
+        raise ToolError(tool, f"no {what} was captured at step {step} and {why} (on such a driver an image is kept "
+                              "only when its step is viewed while it is the latest)")
 
     def _store(self, step: int, frame: CaptureFrame) -> None:
         depth = np.asarray(frame.depth, dtype=np.float32)
@@ -205,10 +220,8 @@ class ArtifactStore:
             step = self.resolve_step(step, tool)
             key = (step, camera, resolution)
             if key not in self._segs:
-                if step != self.current_step:
-                    raise ToolError(tool, f"no segmentation was rendered at step {step} for {camera}/{resolution} "
-                                          f"(it is rendered when a step is first segmented while it is the latest)")
-                frame = self._backend.segmentation(camera, resolution)
+                frame = self._render_step(tool, "segmentation", step,
+                                          lambda env_step: self._backend.segmentation(camera, resolution, env_step))
                 self._segs[key] = (encode_npz(np.asarray(frame.ids, dtype=np.int32)), dict(frame.labels),
                                    float(frame.stamp))
             ids_npz, labels, stamp = self._segs[key]
@@ -312,13 +325,16 @@ class RobotHost:
         self.robo = robo
         self._initial_state = initial_state
 
-    def record_state(self, state: State) -> None:
-        """Append a new recorded state (its step must be the next index) and make it current."""
+    def record_state(self, state: State, env_step: int | None = None) -> None:
+        """Append a new recorded state (its step must be the next index) and make it current; ``env_step`` is the
+        driver's control step it shows (so its images can be rendered later)."""
         with self._lock:
             if state.step != len(self.states):
                 raise RuntimeError(f"recorded state step {state.step} but {len(self.states)} states exist")
             self.states.append(state)
             self.artifacts.current_step = state.step
+            if env_step is not None:
+                self.artifacts.env_steps[state.step] = int(env_step)
 
     # -- used by the host ----------------------------------------------------------------------------------
     @property

@@ -266,6 +266,18 @@ class RosBackend:
                     self._osc_scale = (float(values[0]), float(values[1]))
         return self._osc_scale
 
+    def _set_sim_parameter(self, name: str, value: int) -> None:
+        """Set one integer parameter of the sim node; BackendRefused with its reason when it refuses."""
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        from rcl_interfaces.srv import SetParametersAtomically
+
+        req = SetParametersAtomically.Request(parameters=[Parameter(name=name, value=ParameterValue(
+            type=ParameterType.PARAMETER_INTEGER, integer_value=value))])
+        res = self._call(self._set_params, req, f"{self.names.sim.node}/set_parameters_atomically",
+                         self._timeouts.capture_s)
+        if not res.result.successful:
+            raise BackendRefused(f"{self.names.sim.node}: {name}={value} refused: {res.result.reason}")
+
     def status(self):
         return self._require(self._status, self.names.sim.episode_status)
 
@@ -379,8 +391,12 @@ class RosBackend:
         if resolution not in self.resolutions:
             raise ValueError(f"unknown resolution {resolution!r}; valid: {list(self.resolutions)}")
 
-    def _trigger_capture(self, kind: str, camera: str, resolution: str) -> tuple[float, int, dict]:
-        """Call a capture service: (stamp s, control step, the reply's JSON) of the frame it publishes."""
+    def _trigger_capture(self, kind: str, camera: str, resolution: str,
+                         env_step: int | None = None) -> tuple[float, int, dict]:
+        """Call a capture service: (stamp s, control step, the reply's JSON) of the frame it publishes. With
+        ``env_step`` the sim's one-shot ``capture_step`` parameter asks for the scene as it was at that step."""
+        if env_step is not None:
+            self._set_sim_parameter("capture_step", int(env_step))
         service = (self.names.sim.capture_service if kind == "color" else self.names.sim.segmentation_service)(
             camera, resolution)
         answer = self._call(self._captures[(kind, camera, resolution)], self._trigger_type.Request(), service,
@@ -398,28 +414,31 @@ class RosBackend:
                              lambda m: abs(stamp_to_seconds(m.header.stamp) - stamp) < 1e-6,
                              timeout=self._timeouts.capture_s)
 
-    def capture(self, camera: str, resolution: str) -> CaptureFrame:
+    def capture(self, camera: str, resolution: str, env_step: int | None = None) -> CaptureFrame:
         from pyrua_ros.driver.convert import camera_info_to_K, image_to_numpy
 
         self._check_view(camera, resolution)
-        stamp, step, info = self._trigger_capture("color", camera, resolution)
+        stamp, step, info = self._trigger_capture("color", camera, resolution, env_step)
         topics = self.names.sim.capture_topics(camera, resolution)
         color = image_to_numpy(self._frame(topics["color"], stamp))
         depth = image_to_numpy(self._frame(topics["depth"], stamp)).astype(np.float32, copy=False)
         camera_info = self._frame(topics["camera_info"], stamp)
-        T = self.tf.wait_for(self.names.frames.world, self.names.frames.optical(camera), stamp,
-                             self._timeouts.capture_s)
+        if "T_world_optical" in info:   # a past render carries its pose (that TF may have left the buffer)
+            T = np.asarray(info["T_world_optical"], dtype=float)
+        else:
+            T = self.tf.wait_for(self.names.frames.world, self.names.frames.optical(camera), stamp,
+                                 self._timeouts.capture_s)
         near, far = info.get("depth_near"), info.get("depth_far")
         return CaptureFrame(camera=camera, resolution=resolution, color=color, depth=depth,
                             K=camera_info_to_K(camera_info), T_world_optical=T, stamp=stamp, env_step=step,
                             depth_near=None if near is None else float(near),
                             depth_far=None if far is None else float(far))
 
-    def segmentation(self, camera: str, resolution: str) -> SegmentationFrame:
+    def segmentation(self, camera: str, resolution: str, env_step: int | None = None) -> SegmentationFrame:
         from pyrua_ros.driver.convert import image_to_numpy
 
         self._check_view(camera, resolution)
-        stamp, _step, _info = self._trigger_capture("segmentation", camera, resolution)
+        stamp, _step, _info = self._trigger_capture("segmentation", camera, resolution, env_step)
         topics = self.names.sim.capture_topics(camera, resolution)
         ids = image_to_numpy(self._frame(topics["segmentation"], stamp)).astype(np.int32, copy=False)
         labels = self._require(self._labels, self.names.sim.segmentation_labels)

@@ -119,6 +119,7 @@ class LiberoEpisode:
         self._last: StepInfo | None = None
         self._joint_mode: JointPositionMode | None = None
         self._urdf: str | None = None
+        self._history: list[np.ndarray] = []   # MuJoCo physics state after each control step (index = step)
 
     # ---------------------------------------------------------------- episode
     def reset(self, suite: str, task: int, seed: int, max_episode_steps: int = 10000) -> EpisodeInfo:
@@ -147,6 +148,7 @@ class LiberoEpisode:
         self._info = EpisodeInfo(suite, int(task), int(seed), str(env.language_instruction), self.object_names(),
                                  int(max_episode_steps))
         self._last = StepInfo(0, 0.0, False, False, False)
+        self._history = [self._physics_state()]
         return self._info
 
     def _build(self, suite: str, task: int) -> None:
@@ -260,6 +262,7 @@ class LiberoEpisode:
         success = self._last.success or bool(done)
         truncated = not success and step >= self._info.max_episode_steps
         self._last = StepInfo(step, step * self.control_period, success, success, truncated)
+        self._history.append(self._physics_state())
         return self._last
 
     @property
@@ -362,8 +365,45 @@ class LiberoEpisode:
         return mj_camera, res, sim.render(width=res, height=res, camera_name=mj_camera, depth=depth,
                                           segmentation=segmentation)
 
-    def capture(self, camera: str, resolution: int) -> Capture:
-        """Render color and depth of ``camera`` (``agentview`` | ``wrist``) now, ``resolution`` px square."""
+    # ---------------------------------------------------------------- the past, for renders
+    def _physics_state(self) -> np.ndarray:
+        """MuJoCo's physics state (time, qpos, qvel, act, ...) now, to render this step again later."""
+        import mujoco
+
+        m, d = self._model, self._data
+        out = np.empty(mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_PHYSICS))
+        mujoco.mj_getState(m, d, out, mujoco.mjtState.mjSTATE_PHYSICS)
+        return out
+
+    @contextlib.contextmanager
+    def _shown_at(self, step: int | None):
+        """Pose the scene as it was at control step ``step`` (None or the last step: as it is) for a render, then
+        put back the full integration state, so the episode continues exactly as if nothing had happened."""
+        import mujoco
+
+        if step is None or step == self._last.step:
+            yield
+            return
+        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= self._last.step:
+            raise ValueError(f"step {step!r} is not a past step of this episode: steps are 0..{self._last.step}")
+        m, d = self._model, self._data
+        saved = np.empty(mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_INTEGRATION))
+        mujoco.mj_getState(m, d, saved, mujoco.mjtState.mjSTATE_INTEGRATION)
+        try:
+            mujoco.mj_setState(m, d, self._history[step], mujoco.mjtState.mjSTATE_PHYSICS)
+            mujoco.mj_forward(m, d)
+            yield
+        finally:
+            mujoco.mj_setState(m, d, saved, mujoco.mjtState.mjSTATE_INTEGRATION)
+            mujoco.mj_forward(m, d)
+
+    def capture(self, camera: str, resolution: int, step: int | None = None) -> Capture:
+        """Render color and depth of ``camera`` (``agentview`` | ``wrist``), ``resolution`` px square, now or as the
+        scene was at an earlier control ``step`` of this episode."""
+        with self._shown_at(step):
+            return self._capture(camera, resolution)
+
+    def _capture(self, camera: str, resolution: int) -> Capture:
         mj_camera, res, (rgb, zbuf) = self._render(camera, resolution, depth=True, segmentation=False)
         m, d = self._model, self._data
         cid = m.camera(mj_camera).id
@@ -373,15 +413,17 @@ class LiberoEpisode:
                        cameras.intrinsics(float(m.cam_fovy[cid]), res, res),
                        cameras.optical_pose(d.cam_xpos[cid], d.cam_xmat[cid]))
 
-    def segmentation(self, camera: str, resolution: int) -> tuple[np.ndarray, dict[int, str]]:
-        """Instance ids (int32 (H, W), upright, 0 = nothing) of ``camera`` now, and id -> object/fixture name.
+    def segmentation(self, camera: str, resolution: int, step: int | None = None) -> tuple[np.ndarray, dict[int, str]]:
+        """Instance ids (int32 (H, W), upright, 0 = nothing) of ``camera`` now (or at an earlier control ``step``),
+        and id -> object/fixture/part name.
 
         Ids are fixed per (suite, task): objects, then fixtures, then ``table`` and ``robot`` (the arm, hand and
-        mount), then other arena bodies under their body names. Floor and walls are 0.
+        mount), then other arena bodies under their body names, then parts. Floor and walls are 0.
         """
         import mujoco
 
-        _, _, seg = self._render(camera, resolution, depth=False, segmentation=True)
+        with self._shown_at(step):
+            _, _, seg = self._render(camera, resolution, depth=False, segmentation=True)
         objtype, objid = seg[..., 0], seg[..., 1]
         index = np.where(objtype == mujoco.mjtObj.mjOBJ_GEOM, objid + 1, 0)
         return cameras.upright(self._geom_label[index]), dict(self._labels)

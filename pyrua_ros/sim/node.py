@@ -25,6 +25,7 @@ from geometry_msgs.msg import PoseStamped, TwistStamped
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -74,7 +75,10 @@ PARAMETERS = {
     "workspace_max": ([0.5, 0.6, 1.5], "[m] world box max corner for the end effector (startup only)"),
     "max_linear_speed": (0.5, "[m/s] twist linear speed limit (startup only)"),
     "max_angular_speed": (2.5, "[rad/s] twist angular speed limit (startup only)"),
+    "capture_step": (-1, "sim interface: the next capture / segmentation renders the scene as it was at this control "
+                         "step (one shot, back to -1 = now after it)"),
 }
+ONE_SHOT_PARAMS = ("capture_step",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,10 +303,16 @@ class SimNode(Node):
     # ---------------------------------------------------------------- parameters and reset
     def on_set_parameters(self, params) -> SetParametersResult:
         """Validate parameter changes: episode selection is checked against the suites; the rest is startup-only."""
-        startup = [p.name for p in params if p.name in PARAMETERS and p.name not in EPISODE_PARAMS]
+        startup = [p.name for p in params
+                   if p.name in PARAMETERS and p.name not in EPISODE_PARAMS + ONE_SHOT_PARAMS]
         if startup:
             return SetParametersResult(successful=False, reason=f"{startup} are read at startup only; restart the "
                                        f"node to change them. Settable now: {list(EPISODE_PARAMS)}")
+        for p in params:
+            last = self.ep.last_step().step
+            if p.name == "capture_step" and not (isinstance(p.value, int) and -1 <= p.value <= last):
+                return SetParametersResult(successful=False, reason=f"capture_step must be -1 (now) or a past step "
+                                           f"0..{self.ep.last_step().step}, got {p.value!r}")
         values = {n: self.get_parameter(n).value for n in EPISODE_PARAMS}
         values.update({p.name: p.value for p in params if p.name in EPISODE_PARAMS})
         try:
@@ -560,17 +570,29 @@ class SimNode(Node):
         g.future.set_result(result)
 
     # ---------------------------------------------------------------- captures
-    def _capture_reply(self, camera: str, resolution: str, resp, stamp) -> None:
+    def _capture_reply(self, camera: str, resolution: str, resp, stamp, *, step: int,
+                       extra: dict | None = None) -> None:
         resp.success = True
-        resp.message = json.dumps({"stamp": [stamp.sec, stamp.nanosec], "step": self.ep.last_step().step,
-                                   "camera": camera, "resolution": resolution})
+        resp.message = json.dumps({"stamp": [stamp.sec, stamp.nanosec], "step": step, "camera": camera,
+                                   "resolution": resolution, **(extra or {})})
+
+    def _take_capture_step(self) -> tuple[int | None, object, int]:
+        """The step the next render shows (one-shot ``capture_step``, None = now), its stamp and step number."""
+        requested = int(self.get_parameter("capture_step").value)
+        if requested < 0:
+            return None, self.stamp(), self.ep.last_step().step
+        self.set_parameters([Parameter("capture_step", value=-1)])
+        return requested, time_msg(requested * self.config.dt), requested
 
     def on_capture(self, camera: str, resolution: str, resp):
         try:
-            cap = self.ep.capture(camera, self.names.sim.resolutions[resolution])
-            stamp, pubs = self.stamp(), self.captures[(camera, resolution)]
+            past, stamp, step = self._take_capture_step()
+            cap = self.ep.capture(camera, self.names.sim.resolutions[resolution], step=past)
+            pubs = self.captures[(camera, resolution)]
             self._publish_capture((pubs["color"], pubs["depth"], pubs["camera_info"]), cap, stamp)
-            self._capture_reply(camera, resolution, resp, stamp)
+            # a past render carries its camera pose (the TF of that time may be gone from a client's buffer)
+            self._capture_reply(camera, resolution, resp, stamp, step=step,
+                                extra={"T_world_optical": cap.T_world_optical.tolist()} if past is not None else None)
         except Exception as exc:
             self.get_logger().error(f"capture {camera}/{resolution} failed: {exc!r}")
             resp.success, resp.message = False, f"capture {camera}/{resolution} failed: {exc}"
@@ -578,12 +600,12 @@ class SimNode(Node):
 
     def on_segmentation(self, camera: str, resolution: str, resp):
         try:
-            ids, labels = self.ep.segmentation(camera, self.names.sim.resolutions[resolution])
-            stamp = self.stamp()
+            past, stamp, step = self._take_capture_step()
+            ids, labels = self.ep.segmentation(camera, self.names.sim.resolutions[resolution], step=past)
             self.pub_labels.publish(String(data=json.dumps({str(k): v for k, v in sorted(labels.items())})))
             self.captures[(camera, resolution)]["segmentation"].publish(
                 image_msg(np.asarray(ids, dtype=np.int32), stamp, self.names.frames.optical(camera), "32SC1"))
-            self._capture_reply(camera, resolution, resp, stamp)
+            self._capture_reply(camera, resolution, resp, stamp, step=step)
         except Exception as exc:
             self.get_logger().error(f"segmentation {camera}/{resolution} failed: {exc!r}")
             resp.success, resp.message = False, f"segmentation {camera}/{resolution} failed: {exc}"
