@@ -102,6 +102,13 @@ def test_state_task_done_and_images_are_typed(rig, scene):
     meta = robo.camera_meta("agentview")
     assert np.asarray(meta["K"]).shape == (3, 3) and np.asarray(meta["T_world_optical"]).shape == (4, 4)
     assert meta["image_size"] == [1024, 1024] and np.allclose(meta["position"], AGENTVIEW_POS, atol=0.1)
+    # RPent's names for the same calibration (its camera metadata dict), the depth range from the simulator
+    assert meta["intrinsic_K"] == meta["K"] and meta["extrinsic_cam2world"] == meta["T_world_optical"]
+    assert (meta["height"], meta["width"]) == (1024, 1024)
+    assert 0 < meta["depth_near"] < 0.1 < 10 < meta["depth_far"]
+    depth_m = robo.world_map("agentview")   # every valid depth lies inside that range
+    assert np.all(np.linalg.norm(depth_m[np.any(depth_m != 0, axis=-1)] - meta["position"], axis=-1)
+                  < meta["depth_far"])
 
 
 def test_segment_found_not_found_and_point(scene):

@@ -98,6 +98,8 @@ class Capture:
     depth: np.ndarray
     K: np.ndarray
     T_world_optical: np.ndarray
+    depth_near: float | None = None     # [m] the renderer's clip planes: depth is measured between them
+    depth_far: float | None = None
 
 
 class LiberoEpisode:
@@ -411,7 +413,8 @@ class LiberoEpisode:
         depth = cameras.linear_depth(zbuf, float(m.vis.map.znear) * extent, float(m.vis.map.zfar) * extent)
         return Capture(camera, res, res, cameras.upright(rgb), cameras.upright(depth),
                        cameras.intrinsics(float(m.cam_fovy[cid]), res, res),
-                       cameras.optical_pose(d.cam_xpos[cid], d.cam_xmat[cid]))
+                       cameras.optical_pose(d.cam_xpos[cid], d.cam_xmat[cid]),
+                       depth_near=float(m.vis.map.znear) * extent, depth_far=float(m.vis.map.zfar) * extent)
 
     def segmentation(self, camera: str, resolution: int, step: int | None = None) -> tuple[np.ndarray, dict[int, str]]:
         """Instance ids (int32 (H, W), upright, 0 = nothing) of ``camera`` now (or at an earlier control ``step``),

@@ -590,9 +590,12 @@ class SimNode(Node):
             cap = self.ep.capture(camera, self.names.sim.resolutions[resolution], step=past)
             pubs = self.captures[(camera, resolution)]
             self._publish_capture((pubs["color"], pubs["depth"], pubs["camera_info"]), cap, stamp)
-            # a past render carries its camera pose (the TF of that time may be gone from a client's buffer)
-            self._capture_reply(camera, resolution, resp, stamp, step=step,
-                                extra={"T_world_optical": cap.T_world_optical.tolist()} if past is not None else None)
+            # the depth camera's range; a past render also carries its camera pose (the TF of that time may be gone
+            # from a client's buffer)
+            extra = {"depth_near": cap.depth_near, "depth_far": cap.depth_far}
+            if past is not None:
+                extra["T_world_optical"] = cap.T_world_optical.tolist()
+            self._capture_reply(camera, resolution, resp, stamp, step=step, extra=extra)
         except Exception as exc:
             self.get_logger().error(f"capture {camera}/{resolution} failed: {exc!r}")
             resp.success, resp.message = False, f"capture {camera}/{resolution} failed: {exc}"
