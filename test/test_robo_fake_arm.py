@@ -60,3 +60,18 @@ def test_back_project_refuses_a_pixel_without_depth(rig):
     assert rec.tool == "back_project" and not rec.ok and rec.error.startswith("ToolError")
     valid = np.argwhere(np.any(wmap != 0, axis=2))[0]
     assert robo.back_project(int(valid[0]), int(valid[1])).world_xyz == pytest.approx(tuple(wmap[tuple(valid)]))
+
+
+def test_clipping_by_the_drivers_safety_filter_is_counted_per_call(rig):
+    """Any clipping that does happen is reported: a move commanding more than this arm's speed limit (0.05 m per
+    axis and step is 1 m/s, its limit 0.6) carries ``clipped_steps`` in its ledger summary, which rich feedback
+    shows with the call; a move within the limits carries none."""
+    robo = rig.reset()
+    x, y, z = robo.state().eef_pos
+    robo.move_to([x + 0.02, y, z], step_clip=0.01)
+    calm = rig.host.ledger.records[-1]
+    assert "clipped_steps" not in calm.summary and rig.backend.clipped_steps() == 0
+    robo.move_to([x + 0.15, y - 0.15, z - 0.1], step_clip=0.05)
+    fast = rig.host.ledger.records[-1]
+    assert fast.summary["clipped_steps"] > 0 and fast.summary["clipped_steps"] <= fast.env_steps
+    assert rig.backend.clipped_steps() == fast.summary["clipped_steps"]   # counted per episode (reset clears)

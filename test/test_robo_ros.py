@@ -105,7 +105,7 @@ def test_state_task_done_and_images_are_typed(rig, scene):
     # RPent's names for the same calibration (its camera metadata dict), the depth range from the simulator
     assert meta["intrinsic_K"] == meta["K"] and meta["extrinsic_cam2world"] == meta["T_world_optical"]
     assert (meta["height"], meta["width"]) == (1024, 1024)
-    assert 0 < meta["depth_near"] < 0.1 < 10 < meta["depth_far"]
+    assert 0 < meta["depth_near"] < 0.1 and meta["depth_far"] > 10
     depth_m = robo.world_map("agentview")   # every valid depth lies inside that range
     assert np.all(np.linalg.norm(depth_m[np.any(depth_m != 0, axis=-1)] - meta["position"], axis=-1)
                   < meta["depth_far"])

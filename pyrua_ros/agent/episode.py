@@ -279,6 +279,11 @@ class Episode:
         status = self.host.backend.status()
         self.environment_success = bool(status.success)
         self.env_steps_total = int(status.step)
+        clipped = getattr(self.host.backend, "clipped_steps", lambda: 0)()
+        note = (f"the driver's safety filter clipped {clipped} control step(s) (speed or workspace limits; the "
+                "calls' summaries say which, episode.mcap has /safety/events)")
+        if clipped and note not in self.notes:
+            self.notes.append(note)
 
     def judge(self) -> None:
         self._read_environment_outcome()

@@ -73,6 +73,7 @@ class CallRunner:
         """Guard, run one motion, record the new state and the ledger entry (env_steps from the status step)."""
         started = time.time()
         step0 = self.env_step()
+        clipped0 = self.clipped_steps()
         dispatched = False
         try:
             self.guard()
@@ -88,9 +89,18 @@ class CallRunner:
                 raise ToolError(tool, str(exc)) from exc
             raise
         self.record_state()
+        summary = summarize(tool, result)
+        clipped = self.clipped_steps() - clipped0
+        if clipped:   # the driver's safety filter changed some of this motion's steps: say so
+            summary["clipped_steps"] = clipped
         self.ledger.append(tool=tool, kwargs=kwargs, started_at=started, elapsed_s=time.time() - started, ok=True,
-                           stateful=True, env_steps=self.env_step() - step0, summary=summarize(tool, result))
+                           stateful=True, env_steps=self.env_step() - step0, summary=summary)
         return result
+
+    def clipped_steps(self) -> int:
+        """Control steps the driver's safety filter clipped so far (0 for a backend that does not report them)."""
+        count = getattr(self.backend, "clipped_steps", None)
+        return int(count()) if callable(count) else 0
 
     def unavailable(self, name: str, args: tuple, kwargs: dict[str, Any], message: str) -> None:
         """Ledger and raise the refusal of a verb this run does not offer (RuntimeError)."""

@@ -247,6 +247,8 @@ class RosBackend:
             raise BackendRefused(f"{self.names.sim.reset}: {answer.message}")
         status = EpisodeStatus.from_json(answer.message)
         self._cancelled.clear()
+        with self._events_lock:   # safety events count per episode
+            self._events.clear()
         self._require(self._status, self.names.sim.episode_status,
                       lambda st: st.episode_id == status.episode_id and st.step == status.step)
         self._require(self._pose, self.names.driver.ee_pose)
@@ -299,6 +301,11 @@ class RosBackend:
                 if event.get("kind") == "refused":
                     return event
         return None
+
+    def clipped_steps(self) -> int:
+        """Control steps the driver's safety filter clipped so far (its ``clipped`` safety events)."""
+        with self._events_lock:
+            return sum(1 for event in self._events if event.get("kind") == "clipped")
 
     def servo(self, linear: np.ndarray, angular: np.ndarray) -> EePose:
         from pyrua_ros.driver.convert import time_msg
