@@ -72,7 +72,8 @@ class KinematicBackend:
     cameras = ("agentview", "wrist")
     resolutions: typing.ClassVar[dict[str, int]] = {"high": 96, "low": 32}
 
-    def __init__(self, max_episode_steps: int = 600):
+    def __init__(self, max_episode_steps: int = 600, keeps_history: bool = True):
+        self.keeps_history = keeps_history   # renders a past control step, as the LIBERO sim does
         self.pos = HOME.copy()
         self.rot = R_HOME.copy()
         self.gap = 0.08
@@ -87,7 +88,7 @@ class KinematicBackend:
 
     # protocol ---------------------------------------------------------------------------------------------
     def reset(self, suite, task, seed, max_episode_steps):
-        self.__init__(max_episode_steps)
+        self.__init__(max_episode_steps, self.keeps_history)
         return self.status()
 
     def status(self):
@@ -172,21 +173,26 @@ class KinematicBackend:
         depth[:2, :2] = 0.0  # a corner without valid depth
         return n, K, T, depth.astype(np.float32), ids
 
-    def capture(self, camera, resolution, env_step=None):
-        if env_step is not None:
+    def _shown_step(self, env_step):
+        if env_step is None:
+            return self.step
+        if not self.keeps_history:
             raise BackendRefused("this double keeps no history", "refused")
+        return env_step
+
+    def capture(self, camera, resolution, env_step=None):
+        shown = self._shown_step(env_step)
         if camera not in self.cameras or resolution not in self.resolutions:
             raise ValueError("bad view")
-        self.captures.append((camera, resolution, self.step))
+        self.captures.append((camera, resolution, shown))
         n, K, T, depth, ids = self._render(resolution)
         color = np.zeros((n, n, 3), np.uint8)
         color[..., 0] = (ids * 40 % 255).astype(np.uint8)
-        color[..., 1] = min(255, self.step)
-        return CaptureFrame(camera, resolution, color, depth, K, T, self.step * 0.05, self.step)
+        color[..., 1] = min(255, shown)            # the control step the picture shows
+        return CaptureFrame(camera, resolution, color, depth, K, T, shown * 0.05, shown)
 
     def segmentation(self, camera, resolution, env_step=None):
-        if env_step is not None:
-            raise BackendRefused("this double keeps no history", "refused")
+        self._shown_step(env_step)
         _, _, _, _, ids = self._render(resolution)
         labels = {i: name for i, name in enumerate(OBJECTS, start=1)} | {6: "table"}
         return SegmentationFrame(ids, labels, self.step * 0.05, camera, resolution)
@@ -568,13 +574,20 @@ def test_images_are_captured_lazily_per_step(robo, backend):
     assert img.shape == (96, 96, 3) and img.dtype == np.uint8
     assert robo.image(resolution="low").shape == (32, 32, 3)
     robo.move_to([-0.2, 0.0, 1.15])
+    after_first = backend.step
     robo.move_to([-0.2, 0.0, 1.13])
     assert robo.image(step=0).shape == (96, 96, 3)          # step 0 was viewed while current
-    with pytest.raises(ToolError, match="no image was captured at step 1"):
-        robo.image(step=1)
+    assert robo.image(step=1)[0, 0, 1] == after_first        # a past step: the driver renders it from its record
     assert robo.image()[0, 0, 1] == backend.step            # current step rendered now
-    assert [c for c in backend.captures if c[:2] == ("agentview", "high")] == [("agentview", "high", 0),
-                                                                                ("agentview", "high", backend.step)]
+    assert [c for c in backend.captures if c[:2] == ("agentview", "high")] == [
+        ("agentview", "high", 0), ("agentview", "high", after_first), ("agentview", "high", backend.step)]
+
+
+def test_a_driver_without_a_record_of_the_past_says_so():
+    robo = RobotHost.for_libero(KinematicBackend(keeps_history=False), primitives="no-vla").robo
+    robo.move_to([-0.2, 0.0, 1.15])
+    with pytest.raises(ToolError, match="no image was captured at step 0 and this double keeps no history"):
+        robo.image(step=0)
 
 
 def test_world_map_and_artifacts(robo):
