@@ -105,12 +105,13 @@ def ros_client_module():
 def test_example_program_solves_its_task(task, tmp_path, sim_driver, renders, record_property, capsys):
     from pyrua_ros.agent.config import PlayConfig
     from pyrua_ros.agent.episode import play
+    from pyrua_ros.agent.schema import build
 
     program = EXAMPLES[("libero_goal", task)]
     renders.take()
     t0 = time.monotonic()
-    result = play(PlayConfig(out=tmp_path / f"run_{task}", suite="libero_goal", task=task, seed=0,
-                             runtime="replay", replay=program, driver="external"))
+    result = play(build(PlayConfig, {"out": tmp_path / f"run_{task}", "suite": "libero_goal", "task": task,
+                                     "seed": 0, "runtime": "replay", "replay": program, "robot": "external"}))
     wall = time.monotonic() - t0
     time.sleep(0.5)   # let the last capture message land
     counts = renders.take()

@@ -16,7 +16,7 @@ from pyrua_ros.testing.policy_server import PolicyServer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--arm", "cells", "--suite", "fake_table", "--task", "0",
-       "--driver", "fake", "--no-video", "--no-record", "--quiet"]
+       "--driver", "fake", "--no-video", "--no-record", "--progress", "off"]
 PROGRAM = """
 def run(robo):
     contact = robo.pi0_doubled("push the red cube", max_chunks=2)

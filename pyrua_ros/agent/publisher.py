@@ -87,3 +87,8 @@ class AgentPublisher:
                      f"success {episode.get('success')}")
         markers.append(text)
         return MarkerArray(markers=markers)
+
+    def close(self) -> None:
+        """Destroy the publishers (the node may outlive this episode when a host is reused)."""
+        for pub in (self._status, self._cell, self._output, self._markers):
+            self._node.destroy_publisher(pub)
