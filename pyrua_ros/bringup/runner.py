@@ -189,6 +189,15 @@ def _show_arguments(out: TextIO) -> None:
         out.write(f"  {arg.name}:={arg.default!r}\n      {arg.description}{choices}\n")
 
 
+def check_episode_arguments(values: Mapping[str, str]) -> None:
+    """Refuse, before anything starts, an episode the chosen driver does not serve (ValueError naming the valid
+    suites / tasks / seeds); ``robot:=external`` leaves the suites to the external driver."""
+    from pyrua_ros.sim_interfaces.episodes import check_episode
+
+    typed = graph.resolve(values)
+    check_episode(typed["suite"], typed["task"], typed["seed"], typed["robot"])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``pyrua-ros launch <launch> [name:=value ...]``; returns the process exit code."""
     ap = argparse.ArgumentParser(prog="pyrua-ros launch", description=__doc__.splitlines()[0])
@@ -201,7 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _show_arguments(sys.stdout)
         return 0
     try:
-        kids = children(graph.plan(graph.parse_launch_args(args.arguments)))
+        values = graph.parse_launch_args(args.arguments)
+        kids = children(graph.plan(values))
+        check_episode_arguments(values)
     except (ValueError, LaunchError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

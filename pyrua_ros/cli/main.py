@@ -117,12 +117,19 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the epilog's layout (exit codes, launch arguments) and wraps flag help normally."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose refusals are one line (no usage dump) and exit code 2."""
+
+    def error(self, message: str):
+        self.exit(exit_codes.BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from pyrua_ros.agent.config import PlayConfig
     from pyrua_ros.cli.commands_info import add_info_parsers
     from pyrua_ros.cli.commands_single import add_single_parsers
 
-    parser = argparse.ArgumentParser(prog="pyrualean", description=DESCRIPTION, epilog=exit_codes.help_epilog(),
+    parser = OneLineParser(prog="pyrualean", description=DESCRIPTION, epilog=exit_codes.help_epilog(),
                                      formatter_class=_Formatter)
     parser.add_argument("--version", action="version", version=f"pyrua_ros {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

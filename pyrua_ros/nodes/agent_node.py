@@ -40,7 +40,7 @@ def parameters_yaml() -> str:
 
 def declare_parameters(node) -> dict:
     """Declare every agent parameter (typed, default and description from the schema); return their values
-    (None for an optional parameter nobody set)."""
+    (None for an optional parameter nobody set; JSON objects and paths as their text)."""
     from rcl_interfaces.msg import ParameterDescriptor
     from rclpy.exceptions import ParameterUninitializedException
     from rclpy.parameter import Parameter
@@ -59,7 +59,7 @@ def declare_parameters(node) -> dict:
             value = node.get_parameter(leaf.name).value
         except ParameterUninitializedException:
             value = None
-        values[leaf.name] = leaf.parse(value) if leaf.kind in ("path", "json") and value is not None else value
+        values[leaf.name] = value
     return values
 
 
@@ -68,7 +68,14 @@ def config_from_parameters(values: dict):
     from pyrua_ros.agent import schema
     from pyrua_ros.agent.config import PlayConfig
 
-    cfg = schema.build(PlayConfig, {k: v for k, v in values.items() if v is not None})
+    leaves = {leaf.name: leaf for leaf in schema.leaves(PlayConfig)}
+    typed = {}
+    for name, value in values.items():
+        if value is None or name not in leaves:   # unset, or a graph parameter such as use_sim_time
+            continue
+        leaf = leaves[name]
+        typed[name] = leaf.parse(value) if leaf.kind in ("path", "json") and isinstance(value, str) else value
+    cfg = schema.build(PlayConfig, typed)
     return dataclasses.replace(cfg, episode=dataclasses.replace(cfg.episode, driver="external"))
 
 
