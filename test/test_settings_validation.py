@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import typing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -64,9 +65,9 @@ def test_bad_episode_input_is_refused_before_boot(tmp_path, args, expected):
 
 class _Models(BaseHTTPRequestHandler):
     status = 200
-    body = {"data": [{"id": "served-model"}]}
+    body: typing.ClassVar[dict] = {"data": [{"id": "served-model"}]}
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
+    def do_GET(self):
         data = json.dumps(self.body).encode()
         self.send_response(self.status)
         self.send_header("Content-Type", "application/json")
@@ -108,7 +109,7 @@ def test_model_server_check_reads_the_models_endpoint(models_server, monkeypatch
         validate.check_model_server(ModelSettings(model="m", base_url=url))
     monkeypatch.setattr(_Models, "status", 404)
     assert "no models endpoint" in validate.check_model_server(ModelSettings(model="m", base_url=url))[0]
-    with pytest.raises(validate.SettingError, match="'NO_SUCH_KEY_VAR'.*not set"):
+    with pytest.raises(validate.SettingError, match=r"'NO_SUCH_KEY_VAR'.*not set"):
         validate.check_model_server(ModelSettings(model="m", base_url=url, api_key_env="NO_SUCH_KEY_VAR"))
 
 

@@ -130,7 +130,7 @@ def test_generate_records_a_failing_server(card, tmp_path, capsys):
     with ChatServer([HttpError(500), HttpError(503)]) as server:
         code, _ = generate(server, card, out, "--openai-max-retries", "1", capsys=capsys)
         outcomes = [r.outcome for r in server.requests]
-    assert code == 4 and outcomes == ["500", "503"]   # retried once, then gave up
+    assert code == 4 and outcomes == ["models", "500", "503"]   # the preflight GET; retried once, then gave up
     gen = json.loads((out / "generation.json").read_text())
     assert "HTTP 503" in gen["error"] and gen["returncode"] == 1 and gen["turns"] == 0
     assert not (out / "policy.py").exists() and not (out / "response.md").exists()

@@ -74,6 +74,6 @@ def test_an_unreachable_policy_server_is_a_boot_error_naming_it(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([*CLI, "--out", str(out), "--vla-endpoint", "127.0.0.1:9", "--primitives", "full"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 2
+    assert proc.returncode == 3   # boot error (pyrua_ros.cli.exit_codes)
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "boot_error" and "VLA policy server 127.0.0.1:9" in result["reason"]

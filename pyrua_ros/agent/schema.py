@@ -112,26 +112,13 @@ class Leaf:
             return None
         if self.choices and self.kind == "str" and text not in self.choices:
             raise SettingError(f"{self.flag} must be one of {', '.join(map(str, self.choices))}; got {text!r}")
+        if self.kind == "json":
+            return parse_json_object(self.flag, text)
         try:
-            if self.kind == "int":
-                return int(text)
-            if self.kind == "float":
-                return float(text)
-            if self.kind == "bool":
-                low = text.strip().lower()
-                if low in ("true", "1", "yes", "on"):
-                    return True
-                if low in ("false", "0", "no", "off"):
-                    return False
-                raise ValueError
-            if self.kind == "path":
-                return pathlib.Path(text)
+            return convert_text(self.kind, text)
         except ValueError:
             expected = {"int": "an integer", "float": "a number", "bool": "true or false"}.get(self.kind, "a value")
             raise SettingError(f"{self.flag} expects {expected}; got {text!r}") from None
-        if self.kind == "json":
-            return parse_json_object(self.flag, text)
-        return text
 
     def text(self, value: Any) -> str:
         """The launch/YAML text of a value (``""`` for None); :meth:`parse` reads it back."""
@@ -151,6 +138,31 @@ class Leaf:
         if self.spec.env:
             return " or ".join(f"${v}" for v in self.spec.env) + f", else {base}"
         return base
+
+
+TRUE_TEXTS = ("true", "1", "yes", "on")
+FALSE_TEXTS = ("false", "0", "no", "off")
+
+
+def convert_text(kind: str, text: str) -> Any:
+    """The value of ``text`` as ``kind`` (str, int, float, bool, path, json object); ValueError when it is not."""
+    if kind == "int":
+        return int(text)
+    if kind == "float":
+        return float(text)
+    if kind == "bool":
+        low = text.strip().lower()
+        if low not in TRUE_TEXTS + FALSE_TEXTS:
+            raise ValueError(f"not a boolean: {text!r}")
+        return low in TRUE_TEXTS
+    if kind == "path":
+        return pathlib.Path(text)
+    if kind == "json":
+        value = json.loads(text)
+        if not isinstance(value, dict):
+            raise ValueError("not a JSON object")
+        return value
+    return text
 
 
 def parse_json_object(flag: str, text: str | None) -> dict | None:

@@ -78,9 +78,12 @@ def check_play(cfg) -> None:
     if agent.runtime == "replay":
         source = replay_source(agent, e)
         check_input_path("--replay", source, kind="any")
-        if source.is_dir() and not any((source / n).is_file() for n in ("tool_turns.json", "transcript.json")):
-            raise SettingError(f"--replay {source}: this folder holds no recorded run (no tool_turns.json or "
-                               "transcript.json); give a run directory or a .py file defining run(robo)")
+        from pyrua_ros.agent.runtimes.replay_runtime import ReplayRuntime
+
+        try:
+            ReplayRuntime(source, agent.arm)   # the runtime's own loader reads and checks the source
+        except (ValueError, OSError, SyntaxError) as exc:
+            raise SettingError(f"--replay {source}: {exc}") from None
     check_input_path("--guides-dir", agent.guides_dir, kind="dir")
     if agent.guides_dir is not None and not any(pathlib.Path(agent.guides_dir).glob("*.md")):
         raise SettingError(f"--guides-dir {agent.guides_dir}: holds no *.md guide")

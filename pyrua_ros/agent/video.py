@@ -40,14 +40,12 @@ def frame_rate(stamps: list[float], default: float = DEFAULT_FPS) -> float:
 
 
 class EpisodeVideo:
-    """Collects camera frames and the episode timeline on ``node``; :meth:`write` encodes ``episode.mp4``."""
+    """Collects camera frames and the episode timeline on ``node``; :meth:`write` encodes ``episode.mp4``.
 
-    def __init__(self, node, *, task: str = "", names: Interfaces | None = None):
-        from sensor_msgs.msg import Image
-        from std_msgs.msg import String
+    ``node=None`` subscribes to nothing (frames and states come through :meth:`add_frame` / :meth:`add_state`).
+    """
 
-        from pyrua_ros.driver import qos
-
+    def __init__(self, node=None, *, task: str = "", names: Interfaces | None = None):
         names = names or load()
         self.task = task
         self.cameras = tuple(names.robot.cameras)
@@ -56,9 +54,17 @@ class EpisodeVideo:
         self.turns: list[tuple[float, int]] = []               # (sim_time when the turn began, turn)
         self._lock = threading.Lock()
         self._node = node
-        self._subs = [node.create_subscription(Image, names.driver.color(c), self._on_image(c), qos.STREAM)
-                      for c in self.cameras]
-        self._subs.append(node.create_subscription(String, names.sim.episode_status, self._on_status, qos.LATCHED))
+        self._subs = []
+        if node is not None:
+            from sensor_msgs.msg import Image
+            from std_msgs.msg import String
+
+            from pyrua_ros.driver import qos
+
+            self._subs = [node.create_subscription(Image, names.driver.color(c), self._on_image(c), qos.STREAM)
+                          for c in self.cameras]
+            self._subs.append(node.create_subscription(String, names.sim.episode_status, self._on_status,
+                                                       qos.LATCHED))
 
     # ------------------------------------------------------------------ inputs
     def _on_image(self, camera: str):
@@ -71,11 +77,14 @@ class EpisodeVideo:
     def _on_status(self, msg) -> None:
         try:
             data = json.loads(msg.data)
-            entry = (float(data["sim_time"]), int(data["step"]), bool(data["success"]))
+            self.add_state(float(data["sim_time"]), int(data["step"]), bool(data["success"]))
         except (ValueError, KeyError, TypeError):
             return
+
+    def add_state(self, sim_time: float, step: int, success: bool) -> None:
+        """The episode's step and success at ``sim_time`` [s] (from the episode status)."""
         with self._lock:
-            self.timeline.append(entry)
+            self.timeline.append((sim_time, step, success))
 
     def add_frame(self, camera: str, stamp: float, rgb: np.ndarray) -> None:
         """One frame of ``camera`` at sim time ``stamp`` [s] (streams, the card view, the final capture)."""

@@ -19,21 +19,19 @@ No rclpy or launch import happens here.
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import yaml
 
+from pyrua_ros.agent.schema import convert_text
 from pyrua_ros.driver import interfaces
 
 PACKAGE = "pyrua_ros"
 LAUNCH_NAMES = ("libero_sim",)
 RVIZ_CONFIG = "libero_sim.rviz"
 
-_TRUE = ("true", "1", "yes", "on")
-_FALSE = ("false", "0", "no", "off")
 _BOOL = ("true", "false")
 
 
@@ -62,25 +60,12 @@ class Argument:
         if self.choices and text not in self.choices:
             raise ValueError(f"{self.name}:={text!r} is not valid; choose one of {', '.join(self.choices)}")
         try:
-            if self.kind == "int":
-                return int(text)
-            if self.kind == "float":
-                return float(text)
-            if self.kind == "bool":
-                low = text.strip().lower()
-                if low not in _TRUE + _FALSE:
-                    raise ValueError
-                return low in _TRUE
-            if self.kind == "json":
-                value = json.loads(text or "{}")
-                if not isinstance(value, dict):
-                    raise ValueError
-                return text or "{}"
+            value = convert_text(self.kind, (text or "{}") if self.kind == "json" else text)
         except ValueError:
             expected = {"int": "an integer", "float": "a number", "bool": "true or false",
                         "json": "a JSON object such as '{\"top_p\": 0.95}'"}[self.kind]
             raise ValueError(f"{self.name}:={text!r} is not valid; expected {expected}") from None
-        return text
+        return (text or "{}") if self.kind == "json" else value
 
 
 AGENT = ("agent",)
