@@ -181,3 +181,24 @@ def test_resume_through_the_cli_keeps_a_finished_run_and_exits_with_its_code(tmp
 def test_exit_code_table(status, reason, code):
     assert exit_codes.for_result(status, reason) == code
     assert exit_codes.for_result("error", "interrupted", interrupted_by=15) == 143
+
+
+# --- a driver that dies anyway ----------------------------------------------------------------------------------
+
+def test_a_dying_driver_ends_the_wait_at_once_with_its_last_error_line(tmp_path):
+    """Past the front door (a library caller, a driver that fails on its own): the sim node exits at startup, the
+    episode does not wait out the 120 s reset deadline, and the reason carries the node's own error line."""
+    from pyrua_ros.agent.config import PlayConfig
+    from pyrua_ros.agent.episode import play
+    from pyrua_ros.agent.schema import build
+
+    cfg = build(PlayConfig, {"suite": "nosuch", "task": 0, "replay": FAKE_PROGRAM, "out": tmp_path / "run",
+                             "video": False, "record": False})
+    started = time.monotonic()
+    result = play(cfg)
+    elapsed = time.monotonic() - started
+    assert result.status == "boot_error"
+    assert "episode reset failed: the sim_node exited with status" in result.reason
+    assert "unknown suite 'nosuch'" in result.reason          # the node's last error line, not "see host.log"
+    assert elapsed < 60, elapsed                               # the node's own start time, not the 120 s deadline
+    assert exit_codes.for_result(result.status, result.reason) == exit_codes.BOOT_ERROR

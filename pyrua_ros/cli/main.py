@@ -104,13 +104,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 def _launch_epilog() -> str:
-    from pyrua_ros.bringup import graph
+    from pyrua_ros.bringup.runner import arguments_text
 
-    lines = ["launch arguments of libero_sim (name:=value):"]
-    for arg in graph.ARGUMENTS:
-        choices = f" ({' | '.join(arg.choices)})" if arg.choices and arg.kind != "bool" else ""
-        lines.append(f"  {arg.name}:={arg.default!r}{choices}\n      {arg.description}")
-    return "\n".join(lines)
+    return "launch arguments of libero_sim (name:=value):\n" + arguments_text()
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
