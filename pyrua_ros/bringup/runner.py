@@ -206,7 +206,8 @@ def check_episode_arguments(values: Mapping[str, str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``pyrua-ros launch <launch> [name:=value ...]``; returns the process exit code."""
-    ap = argparse.ArgumentParser(prog="pyrua-ros launch", description="Start the libero_sim node graph (driver, agent, optional rviz) "
+    ap = argparse.ArgumentParser(prog="pyrua-ros launch",
+                                 description="Start the libero_sim node graph (driver, agent, optional rviz) "
                                              "without ros2 launch.",
                                  epilog="launch arguments of libero_sim (name:=value):\n" + arguments_text(),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
