@@ -12,6 +12,7 @@ ignore ``ROS_LOCALHOST_ONLY``) and a ``ROS_DOMAIN_ID`` of the process's own, set
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pathlib
@@ -105,6 +106,21 @@ def die_with_parent(env: MutableMapping[str, str] | None = None) -> None:
         return
     if os.getppid() != int(parent):
         raise SystemExit(0)
+
+
+@contextlib.contextmanager
+def rclpy_session(args: list[str] | None = None, context=None):
+    """``rclpy.init(args, context)`` for the length of a ``with`` block, then shut that context down.
+
+    Works on every distro: kilted's ``rclpy.init`` returns a context manager, jazzy's returns ``None``.
+    """
+    import rclpy
+
+    rclpy.init(args=args, context=context)
+    try:
+        yield
+    finally:
+        rclpy.try_shutdown(context=context)
 
 
 def node_preamble() -> None:

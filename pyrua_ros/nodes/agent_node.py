@@ -13,7 +13,7 @@ import pathlib
 import sys
 import time
 
-from pyrua_ros.driver.rosenv import node_preamble
+from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
 
 
 def declare_parameters(node) -> dict:
@@ -64,7 +64,7 @@ def main(args: list[str] | None = None) -> int:
     from pyrua_ros.agent.progress import ProgressView
 
     try:
-        with rclpy.init(args=sys.argv if args is None else args):
+        with rclpy_session(sys.argv if args is None else args):
             node = rclpy.create_node("agent")
             try:
                 cfg = config_from_parameters(declare_parameters(node))
