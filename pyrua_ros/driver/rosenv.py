@@ -87,12 +87,17 @@ def claim_domain_id() -> int:
     """Return a ROS domain id no other live process of this machine holds (an flock on a file per id).
 
     The lock lives as long as this process, so concurrent episodes and test sessions never share a domain;
-    child processes inherit the id through ``ROS_DOMAIN_ID``.
+    child processes inherit the id through ``ROS_DOMAIN_ID``. A node that outlived the process that claimed its
+    domain (an orphan of a killed session) still answers there, so a domain some live process was started with
+    is skipped too (:func:`domains_in_use`).
     """
     DOMAIN_LOCK_DIR.mkdir(parents=True, exist_ok=True)
     start = os.getpid() % len(DOMAIN_RANGE)
+    busy = domains_in_use()
     for k in range(len(DOMAIN_RANGE)):
         domain = DOMAIN_RANGE[(start + k) % len(DOMAIN_RANGE)]
+        if domain in busy:
+            continue
         fh = open(DOMAIN_LOCK_DIR / f"{domain}.lock", "w")
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -104,6 +109,25 @@ def claim_domain_id() -> int:
         _held_locks.append(fh)
         return domain
     raise RuntimeError(f"no free ROS domain id in {DOMAIN_RANGE.start}..{DOMAIN_RANGE.stop - 1}")
+
+
+def domains_in_use() -> set[int]:
+    """ROS domain ids in the start environment (``/proc/<pid>/environ``) of this machine's live processes that
+    this user may read, this process excluded."""
+    found = set()
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        for entry in environ.split(b"\0"):
+            if entry.startswith(b"ROS_DOMAIN_ID="):
+                value = entry.split(b"=", 1)[1]
+                if value.isdigit():
+                    found.add(int(value))
+    return found
 
 
 def check_node_environment(env: MutableMapping[str, str] | None = None) -> None:
