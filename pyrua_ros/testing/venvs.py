@@ -24,10 +24,14 @@ def venv_python(distro: str) -> pathlib.Path | None:
 
 
 def child_env(env: dict | None = None) -> dict:
-    """A copy of ``env`` (``os.environ`` by default) that any of the venvs can start a Python from."""
+    """A copy of ``env`` (``os.environ`` by default) that any of the venvs can start a Python from: without the
+    wheel bootstrap's guard and library path, and without an ``AMENT_PREFIX_PATH`` that names one of the venvs
+    (each venv's ``.pth`` sets its own; an inherited one would make ament look up the other distro's share/)."""
     out = dict(os.environ if env is None else env)
     out.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
     out.pop("LD_LIBRARY_PATH", None)
+    if out.get("AMENT_PREFIX_PATH") in {str(v) for v in VENVS.values()}:
+        del out["AMENT_PREFIX_PATH"]
     return out
 
 
