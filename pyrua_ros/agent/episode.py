@@ -141,6 +141,8 @@ class Episode:
 
             vla = connect(self.cfg.vla_endpoint)
         self.host = RobotHost.for_libero(backend, primitives=self.cfg.primitives, segmenter=segmenter, vla=vla)
+        if self.cfg.record:
+            self._start_recorder(backend)
         try:
             status = backend.reset(self.cfg.suite, self.cfg.task, self.cfg.seed, self.cfg.max_episode_steps)
         except Exception as exc:
@@ -148,13 +150,9 @@ class Episode:
                 self.driver.check()
             raise BootError(f"episode reset failed: {type(exc).__name__}: {exc}") from exc
         self.task_language = status.task_language
-        if self.cfg.record:
-            from pyrua_ros.agent.recorder import record_episode
-
-            self.recorder = record_episode(backend.node, self.out / "episode.mcap")
         from pyrua_ros.agent.publisher import AgentPublisher
 
-        self.publisher = AgentPublisher(backend.node, self.host.ledger)
+        self.publisher = AgentPublisher(backend.node, self.host.ledger, clock=backend.followed_clock)
         if self.cfg.video:
             from pyrua_ros.agent.video import EpisodeVideo
 
@@ -163,6 +161,17 @@ class Episode:
         self.host.capture_boot_images("high")
         self.card = self._write_card(state)
         self.startup_s = round(time.monotonic() - self.t0, 3)
+
+    def _start_recorder(self, backend) -> None:
+        """Record before the reset, matched with the driver's state publishers, so the bag holds the step-0 state
+        the reset publishes (a driver still booting gets the reset's deadline to appear)."""
+        from pyrua_ros.agent.recorder import record_episode, state_topics
+
+        self.recorder = record_episode(backend.node, self.out / "episode.mcap")
+        unmatched = self.recorder.wait_for_publishers(state_topics(), backend.names.timeouts.reset_s)
+        if unmatched:
+            self.notes.append(f"recording started before {', '.join(unmatched)} had a publisher: the bag may "
+                              "lack the step-0 state")
 
     def _write_card(self, state) -> CardRecord:
         card_dir = self.out / "card"
