@@ -267,19 +267,17 @@ class Episode:
         if self.host is None:
             self.host = EpisodeHost(e, on_phase=self.phase)
             self.host.open(self.out / "host.log")
+        node = self.host.backend.node
+        if self.output.record:
+            self._start_recorder(self.host.backend)
         self.phase("reset", f"{e.suite} task {e.task} seed {e.seed} (the first reset waits for the driver to "
                             "build its scene)")
         status = self.host.reset(e)
         self.task_language = status.task_language
         self.robot = self.host.robot(e)
-        node = self.host.backend.node
-        if self.output.record:
-            from pyrua_ros.agent.recorder import record_episode
-
-            self.recorder = record_episode(node, self.out / "episode.mcap")
         from pyrua_ros.agent.publisher import AgentPublisher
 
-        self.publisher = AgentPublisher(node, self.robot.ledger)
+        self.publisher = AgentPublisher(node, self.robot.ledger, clock=self.host.backend.followed_clock)
         if self.output.video:
             from pyrua_ros.agent.video import EpisodeVideo
 
@@ -295,6 +293,17 @@ class Episode:
                 self.video.add_frame(camera, status.sim_time, decode_png(self.robot.artifact(f"{camera}_high.png",
                                                                                              step=0)))
         self.startup_s = round(time.monotonic() - self.t0, 3)
+
+    def _start_recorder(self, backend) -> None:
+        """Record before the reset, matched with the driver's state publishers, so the bag holds the step-0 state
+        the reset publishes (a driver still booting gets the reset's deadline to appear)."""
+        from pyrua_ros.agent.recorder import record_episode, state_topics
+
+        self.recorder = record_episode(backend.node, self.out / "episode.mcap")
+        unmatched = self.recorder.wait_for_publishers(state_topics(), backend.names.timeouts.reset_s)
+        if unmatched:
+            self.notes.append(f"recording started before {', '.join(unmatched)} had a publisher: the bag may "
+                              "lack the step-0 state")
 
     def _write_card(self, state) -> CardRecord:
         card_dir = self.out / "card"

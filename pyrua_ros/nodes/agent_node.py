@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from pyrua_ros.driver.rosenv import node_preamble
+from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
 
 NODE_SCOPES = ("episode", "agent")
 
@@ -90,7 +90,7 @@ def main(args: list[str] | None = None) -> int:
     from pyrua_ros.cli import exit_codes
 
     try:
-        with rclpy.init(args=sys.argv if args is None else args):
+        with rclpy_session(sys.argv if args is None else args):
             node = rclpy.create_node("agent")
             progress = PlainProgress(sys.stdout)
             try:

@@ -100,6 +100,11 @@ class RosBackend:
         name = node_name or f"pyrua_robo_{next(_instance_counter)}"
         self.node = rclpy.create_node(name, context=self._context)
         group = ReentrantCallbackGroup()
+        from pyrua_ros.driver.followed_clock import FollowedClock
+
+        # The driver's /clock from the start (the reset publishes one): what the agent side stamps (markers,
+        # goal events) shares the driver's time line.
+        self.followed_clock = FollowedClock(self.node, names=self.names, callback_group=group)
         d, s = self.names.driver, self.names.sim
 
         self._pose = _Latest()
@@ -129,6 +134,7 @@ class RosBackend:
         self._twist_pub = self.node.create_publisher(TwistStamped, d.servo_twist, qos.LOCKSTEP)
         self._twist_type = TwistStamped
         self._gripper = ActionClient(self.node, GripperCommand, d.gripper_command, callback_group=group)
+        self._introspect(self._gripper)
         self._gripper_type = GripperCommand
         self._reset = self.node.create_client(Trigger, s.reset, callback_group=group)
         self._set_params = self.node.create_client(SetParametersAtomically, f"{s.node}/set_parameters_atomically",
@@ -149,6 +155,19 @@ class RosBackend:
         self._thread.start()
 
     # ------------------------------------------------------------------ plumbing
+    def _introspect(self, action_client) -> None:
+        """Publish the client's goal, result and cancel requests and answers on the action's service-event topics
+        (stamped on the driver's /clock), so an episode bag records the gripper commands themselves. Action
+        introspection exists from Kilted on; on Jazzy the bag keeps the action's feedback and status only."""
+        if not hasattr(action_client, "configure_introspection"):
+            return
+        from rclpy.service_introspection import ServiceIntrospectionState
+
+        from pyrua_ros.driver import qos
+
+        action_client.configure_introspection(self.followed_clock.clock, qos.EVENTS,
+                                              ServiceIntrospectionState.CONTENTS)
+
     def _spin(self) -> None:
         from rclpy.executors import ExternalShutdownException
 

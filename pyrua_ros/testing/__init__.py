@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from pyrua_ros.driver.rosenv import claim_domain_id
+from pyrua_ros.driver.rosenv import claim_domain_id, default_fastdds_profile
 
 
 def apply_loopback_environment(env: dict | None = None) -> dict:
@@ -36,6 +36,7 @@ def apply_loopback_environment(env: dict | None = None) -> dict:
     env["ROS_HOME"] = home
     env["ROS_LOG_DIR"] = os.path.join(home, "log")
     env["PYRUA_REQUIRE_LOOPBACK"] = "1"
+    default_fastdds_profile(env)
     env.setdefault("MUJOCO_GL", "egl")
     env.setdefault("PYOPENGL_PLATFORM", "egl")
     env.setdefault("PYTHONUNBUFFERED", "1")
