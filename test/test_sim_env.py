@@ -163,6 +163,61 @@ def test_success_latches_and_ends_the_episode(bowl_episode):
     assert not ep.last_step().success
 
 
+def test_lean_step_is_bit_identical_to_stock_env_step(ep):
+    """200 control steps (random OSC actions, gripper toggling, a joint-control stretch, the bowl dropped onto the
+    plate halfway so the official check turns true) give the same state to the last bit with the lean step as
+    with LIBERO's own env.step, and the same success check after every step."""
+    from pyrua_ros.sim.stepper import LeanStep
+
+    rng = np.random.default_rng(11)
+    actions = [np.concatenate([rng.uniform(-1, 1, 6), [1.0 if (k // 40) % 2 else OPEN]]) for k in range(200)]
+    joint = f"{BOWL}_joint0"
+
+    def run(lean: bool):
+        ep.reset(GOAL, BOWL_TASK, 2)
+        env = ep._env
+        sim = env.env.sim
+        stepper = LeanStep(env.env)
+        checks = []
+        for k, a in enumerate(actions):
+            if k == 100:                     # test only: put the bowl on the plate through the sim state
+                qpos = sim.data.get_joint_qpos(joint).copy()
+                qpos[:3] = ep.object_poses()[PLATE][0] + np.array([0.0, 0.0, 0.03])
+                sim.data.set_joint_qpos(joint, qpos)
+                sim.data.set_joint_qvel(joint, np.zeros(6))
+                sim.forward()
+            checks.append(stepper.step(a) if lean else bool(env.step(a)[2]))
+        sim.forward()
+        return checks, sim.data.qpos.copy(), sim.data.qvel.copy(), np.concatenate(ep.eef_pose())
+
+    stock, lean = run(False), run(True)
+    assert stock[0] == lean[0] and any(stock[0]) and not all(stock[0])
+    for a, b in zip(stock[1:], lean[1:]):
+        assert np.max(np.abs(a - b)) == 0.0
+
+
+def test_episode_steps_lean_by_default_and_stock_on_request(ep):
+    """LiberoEpisode's own steps (lean by default, stock env.step with lean_step=False) give identical poses."""
+    actions = _hold(2) + [np.array([0.4, 0.2, -0.1, 0, 0, 0.2, 1.0])] * 5
+
+    def poses():
+        ep.reset(GOAL, BOWL_TASK, 0)
+        out = []
+        for a in actions:
+            ep.step(a)
+            out.append(np.concatenate(ep.eef_pose()))
+        return np.array(out)
+
+    assert ep.lean_step
+    lean = poses()
+    ep.lean_step = False
+    try:
+        stock = poses()
+    finally:
+        ep.lean_step = True
+    np.testing.assert_array_equal(lean, stock)
+
+
 def test_bad_choices_give_value_errors_listing_valid_values(bowl_episode):
     ep = bowl_episode
     with pytest.raises(ValueError, match=r"unknown suite 'libero_nope'; valid suites: libero_spatial, .*goal_swap"):

@@ -8,7 +8,11 @@ Design points:
 
 - The env is built once per (suite, task) with ``hard_reset=False`` (0.2 s resets instead of 2 s) and with
   ``use_camera_obs=False``: ``step()`` never renders. Rendering (about 100 ms on llvmpipe) happens only in
-  :meth:`LiberoEpisode.capture` and :meth:`LiberoEpisode.segmentation`.
+  :meth:`LiberoEpisode.capture` and :meth:`LiberoEpisode.segmentation` (and in a stream renderer that works on
+  copies of the state, :mod:`pyrua_ros.sim.stream`).
+- A control step is the lean step of :mod:`pyrua_ros.sim.stepper` (the same controller and physics without the
+  observation dict, bit-identical to ``env.step``); ``LiberoEpisode(lean_step=False)`` runs the stock
+  ``env.step`` instead (benchmarks compare the two).
 - A reset is the benchmark's: ``env.seed(seed)`` (LIBERO re-samples fixture positions from numpy's global RNG),
   ``env.reset()``, ``set_init_state(init_states[seed % n])``, then :data:`SETTLE_STEPS` zero-motion steps with the
   gripper opening, as LIBERO's evaluation scripts do. The settle steps are not counted in ``step``.
@@ -39,6 +43,7 @@ from pyrua_ros.driver import interfaces
 from pyrua_ros.driver.convert import matrix_to_quat
 from pyrua_ros.sim import cameras, suites, urdf
 from pyrua_ros.sim.joint_control import JointPositionMode
+from pyrua_ros.sim.stepper import LeanStep
 
 SETTLE_STEPS = 10            # zero-motion steps after set_init_state, like LIBERO's evaluation scripts
 SETTLE_ACTION = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0])   # hold pose, open the gripper
@@ -100,19 +105,42 @@ class Capture:
     T_world_optical: np.ndarray
 
 
+@dataclasses.dataclass(frozen=True)
+class _ModelIds:
+    """Indices into MjData that every step reads, looked up once per built model (name lookups cost ~10 us)."""
+
+    grip_site: int
+    hand_body: int
+    qpos: np.ndarray      # qpos address of each published joint
+    qvel: np.ndarray      # dof address of each published joint
+    frames: tuple[int, ...]   # urdf.source_ids of the published frames
+
+    @classmethod
+    def of(cls, model, joint_names: list[str], frames: tuple[urdf.FrameSpec, ...]) -> _ModelIds:
+        joints = [model.joint(n).id for n in joint_names]
+        return cls(model.site("gripper0_grip_site").id, model.body("robot0_right_hand").id,
+                   np.asarray(model.jnt_qposadr[joints]), np.asarray(model.jnt_dofadr[joints]),
+                   urdf.source_ids(model, frames))
+
+
 class LiberoEpisode:
     """A LIBERO-PRO episode: build/reset, step, state, frames, captures. Not thread-safe: call from one thread."""
 
     CAMERAS: ClassVar[dict[str, str]] = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
 
-    def __init__(self, *, stream_resolution: int = 256):
-        """Nothing is built until :meth:`reset`. ``stream_resolution`` [px] is the nominal size of streamed images."""
+    def __init__(self, *, stream_resolution: int = 256, lean_step: bool = True):
+        """Nothing is built until :meth:`reset`. ``stream_resolution`` [px] is the nominal size of streamed images;
+        ``lean_step`` False steps with the stock ``env.step`` (same trajectory, about twice the time)."""
         self.stream_resolution = self._check_resolution(stream_resolution)
+        self.lean_step = bool(lean_step)
+        self._lean: LeanStep | None = None
+        self._ids: _ModelIds | None = None
         self._names = interfaces.load()
         frames, robot = self._names.frames, self._names.robot
         self._frames = urdf.robot_frames(frames.world, frames.base, frames.end_effector,
                                          {frames.optical(cam): mj for cam, mj in self.CAMERAS.items()})
         self._joint_names = list(robot.arm_joints) + list(robot.finger_joints)
+        self._static = frozenset(f.name for f in self._frames if f.joint is None)
         self._env = None
         self._key: tuple[str, int] | None = None
         self._info: EpisodeInfo | None = None
@@ -141,8 +169,9 @@ class LiberoEpisode:
         gripper = env.env.robots[0].gripper
         gripper.current_action = np.zeros_like(gripper.current_action)
         env.set_init_state(self._init_states[seed % len(self._init_states)])
+        self._lean = LeanStep(env.env) if self.lean_step else None   # the controller is new after env.reset()
         for _ in range(SETTLE_STEPS):
-            env.step(SETTLE_ACTION)
+            self._physics_step(SETTLE_ACTION)
         env.env.sim.forward()
         self._info = EpisodeInfo(suite, int(task), int(seed), str(env.language_instruction), self.object_names(),
                                  int(max_episode_steps))
@@ -165,6 +194,7 @@ class LiberoEpisode:
                 camera_heights=self.stream_resolution, camera_widths=self.stream_resolution, ignore_done=True)
         self._key = (suite, task)
         self._urdf = None
+        self._ids = _ModelIds.of(self._model, self._joint_names, self._frames)
         self._build_labels()
 
     def _build_labels(self) -> None:
@@ -230,8 +260,14 @@ class LiberoEpisode:
             why = "succeeded" if self._last.terminated else f"was truncated at {self._last.step} steps"
             raise EpisodeOver(f"the episode {why}; reset before moving again")
 
+    def _physics_step(self, action: np.ndarray) -> bool:
+        """One control step of the env (lean or stock); LIBERO's success check after it."""
+        if self._lean is not None:
+            return self._lean.step(action)
+        return bool(self._env.step(action)[2])   # done is LIBERO's check_success()
+
     def _advance(self, action: np.ndarray) -> StepInfo:
-        _, _, done, _ = self._env.step(action)   # done is LIBERO's check_success()
+        done = self._physics_step(action)
         # mj_step leaves body/site poses one physics substep behind qpos; recompute them so that eef_pose, TF and
         # joint_state describe the same instant (the next step starts with the same forward pass anyway)
         self._env.env.sim.forward()
@@ -275,35 +311,39 @@ class LiberoEpisode:
         Equals LIBERO's ``robot0_eef_pos`` / ``robot0_eef_quat`` observations and the TF of the end-effector frame.
         """
         self._require()
-        m, d = self._model, self._data
-        pos = d.site_xpos[m.site("gripper0_grip_site").id].copy()
-        return pos, cameras.wxyz_to_xyzw(d.xquat[m.body("robot0_right_hand").id])
+        d, ids = self._data, self._ids
+        return d.site_xpos[ids.grip_site].copy(), cameras.wxyz_to_xyzw(d.xquat[ids.hand_body])
 
     def joint_state(self) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Names (7 arm joints then 2 finger joints), positions [rad | m] and velocities [rad/s | m/s]."""
         self._require()
-        m, d = self._model, self._data
-        ids = [m.joint(n).id for n in self._joint_names]
-        return list(self._joint_names), d.qpos[m.jnt_qposadr[ids]].copy(), d.qvel[m.jnt_dofadr[ids]].copy()
+        d, ids = self._data, self._ids
+        return list(self._joint_names), d.qpos[ids.qpos].copy(), d.qvel[ids.qvel].copy()
 
     def gripper_opening(self) -> float:
         """Finger gap [m]: |q_finger1| + |q_finger2| (about 0.08 fully open, near 0 closed on nothing)."""
         q = self.joint_state()[1]
         return float(abs(q[7]) + abs(q[8]))
 
-    def link_transforms(self) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
-        """(parent_frame, child_frame, translation [m], quat xyzw) of every robot and camera frame, for TF."""
+    def link_transforms(self, *, moving_only: bool = False) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
+        """(parent_frame, child_frame, translation [m], quat xyzw) of every robot and camera frame, for TF;
+        ``moving_only`` leaves out the static ones (:meth:`static_frames`), as /tf after each step needs."""
         self._require()
-        poses = urdf.world_poses(self._model, self._data, self._frames, self._names.frames.world)
+        poses = urdf.world_poses(self._model, self._data, self._frames, self._names.frames.world, self._ids.frames)
+        static = self._static if moving_only else frozenset()
         out = []
         for f in self._frames:
-            T = urdf.relative(poses, f.parent, f.name)
-            out.append((f.parent, f.name, T[:3, 3].copy(), matrix_to_quat(T[:3, :3])))
+            if f.name in static:
+                continue
+            parent, child = poses[f.parent], poses[f.name]
+            R_parent = parent[:3, :3]                   # rigid inverse: T_parent^-1 T_child
+            out.append((f.parent, f.name, R_parent.T @ (child[:3, 3] - parent[:3, 3]),
+                        matrix_to_quat(R_parent.T @ child[:3, :3])))
         return out
 
     def static_frames(self) -> set[str]:
         """Child frames whose transform to their parent never changes (publish on /tf_static)."""
-        return {f.name for f in self._frames if f.joint is None}
+        return set(self._static)
 
     def object_names(self) -> tuple[str, ...]:
         """The episode's movable objects (LIBERO ``objects_dict`` names, e.g. ``akita_black_bowl_1``)."""
@@ -381,3 +421,4 @@ class LiberoEpisode:
             with contextlib.suppress(Exception):
                 self._env.close()
         self._env, self._key, self._info, self._last, self._urdf = None, None, None, None, None
+        self._lean, self._ids = None, None

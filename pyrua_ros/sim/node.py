@@ -365,9 +365,8 @@ class SimNode(Node):
         js = JointState(name=list(names), position=[float(x) for x in q], velocity=[float(x) for x in dq])
         js.header.stamp = stamp
         self.pub_joints.publish(js)
-        static = self.ep.static_frames()
         self.pub_tf.publish(TFMessage(transforms=[transform_stamped_msg(p, c, t, r, stamp)
-                                                  for p, c, t, r in self.ep.link_transforms() if c not in static]))
+                                                  for p, c, t, r in self.ep.link_transforms(moving_only=True)]))
         self.pub_clock.publish(ClockMsg(clock=stamp))
         self.pub_status.publish(String(data=self.status().to_json()))
         now = self.clock.camera_time(self.ep.last_step().sim_time, time.monotonic())
