@@ -48,7 +48,7 @@ class LeanStep:
             raise ValueError("the lean step needs an integrator mj_step2 supports; this model uses RK4")
         if getattr(inner, "viewer", None) is not None:
             raise ValueError("the lean step does not update a viewer; build the env without one")
-        self._substeps = int(round(inner.control_timestep / inner.model_timestep))
+        self._substeps = int(inner.control_timestep / inner.model_timestep)   # as robosuite counts them
 
     def step(self, action: np.ndarray) -> bool:
         """Apply ``action`` (the env's action vector) for one control step; True when the task succeeded."""
