@@ -252,6 +252,93 @@ def test_available_suites_are_the_21():
 
 # ---------------------------------------------------------------- cameras
 
+def test_renderer_pixels_equal_robosuites_own_renderer(bowl_episode):
+    """The render thread draws exactly what robosuite's offscreen renderer (LIBERO's OffScreenRenderEnv) draws for
+    the same state: color, depth and segmentation, bit for bit, at both capture sizes."""
+    import mujoco
+    from robosuite.utils.binding_utils import MjRenderContextOffscreen
+
+    ep = bowl_episode
+    for a in [np.array([0.6, -0.3, 0.2, 0, 0, 0.3, 1.0])] * 4:
+        ep.step(a)
+    sim = ep._env.env.sim
+    reference = MjRenderContextOffscreen(sim, device_id=-1)      # as robosuite's env sets it up
+    reference.vopt.geomgroup[0] = int(ep._env.env.render_collision_mesh)
+    reference.vopt.geomgroup[1] = int(ep._env.env.render_visual_mesh)
+    m = sim.model
+    extent = float(m.stat.extent)
+    try:
+        for camera, mj_camera in LiberoEpisode.CAMERAS.items():
+            for res in (256, 1024):
+                rgb, zbuf = sim.render(width=res, height=res, camera_name=mj_camera, depth=True)
+                seg = sim.render(width=res, height=res, camera_name=mj_camera, segmentation=True)
+                cap = ep.capture(camera, res)
+                ids, _ = ep.segmentation(camera, res)
+                np.testing.assert_array_equal(cap.color, rgb[::-1])
+                np.testing.assert_array_equal(cap.depth, cameras.linear_depth(
+                    zbuf, float(m.vis.map.znear) * extent, float(m.vis.map.zfar) * extent)[::-1])
+                index = np.where(seg[..., 0] == mujoco.mjtObj.mjOBJ_GEOM, seg[..., 1] + 1, 0)
+                np.testing.assert_array_equal(ids, ep._geom_label[index][::-1])
+    finally:
+        sim._render_context_offscreen = None
+        reference.gl_ctx.free()
+
+
+def test_stream_frames_show_the_state_they_were_queued_at(bowl_episode):
+    """A stream frame is rendered from a copy of the state when it was queued: stepping on does not change it,
+    and it equals a capture of that state."""
+    ep = bowl_episode
+    ep.step(np.array([0.5, 0.4, 0.0, 0, 0, 0, OPEN]))
+    before = ep.capture("agentview", ep.stream_resolution)
+    got = []
+    ep.stream({"agentview": {"color"}, "wrist": {"color", "depth"}}, got.append)
+    for a in [np.array([-0.8, -0.6, 0.4, 0, 0, 0, 1.0])] * 6:     # the arm moves on while the frame renders
+        ep.step(a)
+    assert ep.renderer.wait_idle(120.0)
+    (agent, wrist), = got
+    np.testing.assert_array_equal(agent.color, before.color)
+    assert agent.depth is None and agent.camera == "agentview"
+    assert wrist.camera == "wrist" and wrist.color.shape == (256, 256, 3) and wrist.depth.shape == (256, 256)
+    assert not np.array_equal(ep.capture("agentview", ep.stream_resolution).color, before.color)
+
+
+def test_capture_and_segmentation_of_one_state_render_once(bowl_episode):
+    """Per-state cache: asking again for the same view of the same state renders nothing; a step invalidates it."""
+    ep = bowl_episode
+    first = ep.capture("agentview", 256)
+    assert ep.capture("agentview", 256).color is first.color      # served from the cache
+    ids = ep.segmentation("agentview", 256)[0]
+    assert ep.capture("agentview", 256).color is first.color      # segmentation added its pass, kept the color
+    np.testing.assert_array_equal(ep.segmentation("agentview", 256)[0], ids)
+    ep.step(_hold()[0])
+    assert ep.capture("agentview", 256).color is not first.color
+
+
+def test_renderer_drops_the_oldest_stream_frames_never_a_request(bowl_episode):
+    """A full stream backlog drops its oldest frames; synchronous requests are served ahead of streams."""
+    from pyrua_ros.sim.render import Renderer, StateCopy, ViewRequest
+
+    ep = bowl_episode
+    renderer = Renderer(ep._model, max_resolution=64, stream_backlog=2, nice=0)
+    try:
+        cam = ep._camera_ids["agentview"]
+        delivered = []
+        state = StateCopy.of(ep._data)
+        for k in range(6):
+            renderer.stream(state, [ViewRequest(cam, 16 + k, frozenset({"color"}))],
+                            lambda views: delivered.append(views[0].resolution))
+        (view,) = renderer.render(state, [ViewRequest(cam, 32, frozenset({"color", "depth", "segmentation"}))],
+                                  timeout=120.0)
+        assert view.color.shape == (32, 32, 3) and view.depth.shape == (32, 32) and view.geom.shape == (32, 32)
+        assert renderer.wait_idle(120.0)
+        assert renderer.dropped >= 3 and renderer.rendered == len(delivered)
+        assert delivered[-1] == 21 and delivered == sorted(delivered)   # the newest survive, in order
+    finally:
+        renderer.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        renderer.render(state, [ViewRequest(cam, 16, frozenset({"color"}))])
+
+
 @pytest.mark.parametrize("resolution", [256, 1024])
 def test_capture_shapes_intrinsics_and_depth(bowl_episode, resolution):
     ep = bowl_episode
