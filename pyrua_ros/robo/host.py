@@ -158,7 +158,7 @@ class ArtifactStore:
         self.names = names
         self.current_step = 0
         self._captures: dict[tuple[int, str, str], _Stored] = {}
-        self._extra: dict[tuple[int, str], bytes] = {}
+        self._extra: dict[tuple[int, str], bytes | _Encoded] = {}
         self._segs: dict[tuple[int, str, str], tuple[_Encoded, dict[int, str], float]] = {}
         self._encoder = _Encoder()
         self._decoded: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
@@ -272,6 +272,11 @@ class ArtifactStore:
         with self._lock:
             self._extra[(step, name)] = bytes(data)
 
+    def put_image(self, step: int, name: str, rgb: np.ndarray) -> None:
+        """Store an image artifact at ``step``; it is PNG-encoded in the background (see module doc)."""
+        with self._lock:
+            self._extra[(step, name)] = self._keep(np.asarray(rgb), encode_png)
+
     def get(self, tool: str, name: str, step: int = -1) -> bytes:
         """Raw bytes of a named artifact at ``step`` (capture artifacts are rendered lazily as above)."""
         parsed = self.names.parse(name)
@@ -279,7 +284,8 @@ class ArtifactStore:
             resolved = self.resolve_step(step)
             if parsed is None:
                 if (resolved, name) in self._extra:
-                    return self._extra[(resolved, name)]
+                    item = self._extra[(resolved, name)]
+                    return item if isinstance(item, bytes) else item.data()
                 known = sorted({*self.names.images.values(), *self.names.world_maps.values(),
                                 *self.names.depths.values()})
                 extra = sorted(n for s, n in self._extra if s == resolved)
