@@ -3,18 +3,25 @@
 Run: ``.venv/bin/python benchmarks/sim_bridge.py [--steps 300]`` from the repository root. It sets the loopback
 DDS environment itself (own domain id) before anything imports rclpy.
 
-In one run, with both sides built once:
-- in-process: ``LiberoEpisode`` (libero_goal task 8, seed 0), reset, then a closed-loop P-servo for ``--steps``
-  control steps, the target moving every 50 steps (the ROS-BRIDGE-MEASURED.md workload), no rendering;
+In one run, with every side built once:
+- in-process: ``LiberoEpisode`` (libero_goal task 8, seed 0) stepping with LIBERO's stock ``env.step``, reset,
+  then a closed-loop P-servo for ``--steps`` control steps, the target moving every 50 steps (the
+  ROS-BRIDGE-MEASURED.md workload), no rendering; the same with the lean step the sim node uses
+  (``inprocess_lean_steps_per_s``, for reference);
 - over ROS: the real sim node (``python -m pyrua_ros.nodes.sim_node``, lockstep) as a child process, reset over
   ``/sim/reset``, then driven by this process: each /ee_pose callback computes the next twist and publishes it
   (EventsExecutor, one thread). Both compute the same actions from the same poses; the spread of the final
   poses over all runs is reported (0 = the lockstep is exact);
-- ``--rounds`` rounds alternate the two (A B, B A, ...) because the machine is shared and its load drifts; the
-  rates are total steps over total wall time;
+- through robo: ``LiberoRobot`` over ``RosBackend`` on the same node, with the episode recorder and video
+  subscribed as ``pyrualean play`` has them (so stream frames render, off the control path), moving through the
+  same targets with ``move_to`` until ``--steps`` steps: the path users pay (``robo_steps_per_s``);
+- ``--rounds`` rounds alternate the sides (A B C, C B A, ...) because the machine is shared and its load drifts;
+  the rates are total steps over total wall time;
 - one capture of ``agentview`` at ``high`` (1024 px) through the capture service (time until the response; the
   images are published before it), and the same render in-process.
-The last line is JSON: ros_steps_per_s, inprocess_steps_per_s, ratio, capture_s, and the details.
+The last line is JSON: ros_steps_per_s, inprocess_steps_per_s, ratio (goal >= 1.0), robo_steps_per_s,
+robo_ratio (through robo / stock in-process), capture_s, and the details; final_pose_max_diff_m is the spread of
+the P-servo's final poses over every in-process (stock and lean) and ROS run: 0.0 = bit-identical trajectories.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import json
 import os
 import pathlib
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -59,10 +67,10 @@ def osc_action(v: np.ndarray, gripper: float = -1.0) -> np.ndarray:
 class InProcess:
     """The episode in this process (built once); :meth:`run` resets and runs the workload."""
 
-    def __init__(self):
+    def __init__(self, lean_step: bool = False):
         from pyrua_ros.sim.env import LiberoEpisode
 
-        self.ep = LiberoEpisode(stream_resolution=256)
+        self.ep = LiberoEpisode(stream_resolution=256, lean_step=lean_step)
 
     def run(self, steps: int) -> dict:
         ep = self.ep
@@ -187,40 +195,104 @@ class OverRos:
             print(f"warning: sim node exit code {rc}", file=sys.stderr)
 
 
+class ThroughRobo:
+    """``LiberoRobot`` over ``RosBackend`` on the running sim node, recording as an episode does (the recorder and
+    the video subscribe only during this side's runs, so the other sides render nothing)."""
+
+    def __init__(self, out_dir: pathlib.Path):
+        from pyrua_ros.robo.host import RobotHost
+        from pyrua_ros.robo.ros_backend import RosBackend
+
+        self.out_dir = out_dir
+        self.backend = RosBackend()
+        self.host = RobotHost.for_libero(self.backend, primitives="no-vla")
+        self.recorded = {"messages": 0, "color_frames": 0, "video_frames": 0}
+        self.runs = 0
+
+    def _record(self, k: int):
+        from pyrua_ros.agent.recorder import record_episode
+        from pyrua_ros.agent.video import EpisodeVideo
+
+        recorder = record_episode(self.backend.node, self.out_dir / f"robo_{k}.mcap")
+        video = EpisodeVideo(self.backend.node)
+        deadline = time.monotonic() + 10.0
+        while video._sub.get_publisher_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return recorder, video
+
+    def run(self, steps: int) -> dict:
+        b, robo = self.backend, self.host.robo
+        b.reset("libero_goal", 8, 0, 10000)
+        self.runs += 1
+        recorder, video = self._record(self.runs)
+        home = b.ee_pose().pos
+        step0 = b.status().step
+        t0 = time.perf_counter()
+        k = 0
+        while b.status().step - step0 < steps:
+            left = steps - (b.status().step - step0)
+            robo.move_to((home + OFFSETS[k % len(OFFSETS)]).tolist(), robo.OPEN, tol=1e-4, step_clip=0.0225,
+                         max_steps=min(50, left))
+            k += 1
+        wall = time.perf_counter() - t0
+        counts = recorder.close()
+        self.recorded["messages"] += sum(counts.values())
+        self.recorded["color_frames"] += sum(n for topic, n in counts.items() if "color" in topic)
+        self.recorded["video_frames"] += len(video.frames)
+        video.close()
+        return {"wall_s": wall, "steps": b.status().step - step0}
+
+    def close(self) -> dict:
+        self.host.close()
+        return dict(self.recorded)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200, help="control steps per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating in-process / ROS rounds")
     args = parser.parse_args()
     os.chdir(ROOT)
-    a, b = InProcess(), None
+    sides: dict = {"inprocess": InProcess(lean_step=False), "inprocess_lean": InProcess(lean_step=True)}
+    recording = {}
     try:
-        b = OverRos()
-        runs = {"inprocess": [], "ros": []}
-        for r in range(args.rounds):       # alternate the order (AB, BA, ...) so drift in machine load cancels
-            order = (("inprocess", a), ("ros", b)) if r % 2 == 0 else (("ros", b), ("inprocess", a))
-            for name, side in order:
-                runs[name].append(side.run(args.steps))
-                print(f"round {r} {name:9s}: {args.steps / runs[name][-1]['wall_s']:.1f} steps/s", flush=True)
-        capture_ros, capture_local = b.capture_s(), a.capture_s()
+        sides["ros"] = OverRos()
+        sides["robo"] = ThroughRobo(pathlib.Path(tempfile.mkdtemp(prefix="sim_bridge_")))
+        runs: dict[str, list[dict]] = {name: [] for name in sides}
+        for r in range(args.rounds):       # alternate the order (ABCD, DCBA, ...) so drift in machine load cancels
+            order = list(sides) if r % 2 == 0 else list(reversed(sides))
+            for name in order:
+                runs[name].append(sides[name].run(args.steps))
+                print(f"round {r} {name:14s}: {runs[name][-1].get('steps', args.steps) / runs[name][-1]['wall_s']:.1f}"
+                      " steps/s", flush=True)
+        capture_ros, capture_local = sides["ros"].capture_s(), sides["inprocess"].capture_s()
     finally:
-        if b is not None:
-            b.close()
-        a.close()
+        for name, side in sides.items():
+            closed = side.close()
+            if name == "robo":
+                recording = closed
+
+    def rate(name: str) -> float:
+        return sum(x.get("steps", args.steps) for x in runs[name]) / sum(x["wall_s"] for x in runs[name])
+
     total = args.steps * args.rounds
-    ros = total / sum(x["wall_s"] for x in runs["ros"])
-    inproc = total / sum(x["wall_s"] for x in runs["inprocess"])
-    finals = [x["final"] for x in runs["ros"] + runs["inprocess"]]
+    ros, inproc, robo = rate("ros"), rate("inprocess"), rate("robo")
+    finals = [x["final"] for x in runs["ros"] + runs["inprocess"] + runs["inprocess_lean"]]
     result = {
         "ros_steps_per_s": round(ros, 2),
         "inprocess_steps_per_s": round(inproc, 2),
         "ratio": round(ros / inproc, 3),
+        "robo_steps_per_s": round(robo, 2),
+        "robo_ratio": round(robo / inproc, 3),
+        "inprocess_lean_steps_per_s": round(rate("inprocess_lean"), 2),
         "capture_s": round(capture_ros, 3),
         "capture_inprocess_s": round(capture_local, 3),
-        "ros_rounds_steps_per_s": [round(args.steps / x["wall_s"], 2) for x in runs["ros"]],
-        "inprocess_rounds_steps_per_s": [round(args.steps / x["wall_s"], 2) for x in runs["inprocess"]],
+        **{f"{name}_rounds_steps_per_s": [round(x.get("steps", args.steps) / x["wall_s"], 2) for x in runs[name]]
+           for name in runs},
         "env_step_ms": round(1e3 * sum(x["env_step_s"] for x in runs["inprocess"]) / total, 2),
-        "steps": args.steps, "rounds": args.rounds,
+        "lean_step_ms": round(1e3 * sum(x["env_step_s"] for x in runs["inprocess_lean"]) / total, 2),
+        "robo_recording": recording,
+        "steps": args.steps, "rounds": args.rounds, "load_avg_1m": round(os.getloadavg()[0], 2),
         "final_pose_max_diff_m": float(np.max(np.ptp(np.array(finals), axis=0))),
     }
     print(json.dumps(result))
