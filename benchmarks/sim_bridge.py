@@ -18,7 +18,9 @@ In one run, with every side built once:
 - ``--rounds`` rounds alternate the sides (A B C, C B A, ...) because the machine is shared and its load drifts;
   the rates are total steps over total wall time;
 - one capture of ``agentview`` at ``high`` (1024 px) through the capture service (time until the response; the
-  images are published before it), and the same render in-process.
+  images are published before it), and the same render in-process;
+- both cameras at ``high`` through ``RosBackend.capture`` (service, images over DDS, TF: what robo waits for)
+  against one raw render + read-back of the pair in-process (``capture_pair_ratio``, twice each).
 The last line is JSON: ros_steps_per_s, inprocess_steps_per_s, ratio (goal >= 1.0), robo_steps_per_s,
 robo_ratio (through robo / stock in-process), capture_s, and the details; final_pose_max_diff_m is the spread of
 the P-servo's final poses over every in-process (stock and lean) and ROS run: 0.0 = bit-identical trajectories.
@@ -89,6 +91,16 @@ class InProcess:
     def capture_s(self) -> float:
         t0 = time.perf_counter()
         self.ep.capture("agentview", 1024)
+        return time.perf_counter() - t0
+
+    def raw_pair_s(self, resolution: int = 1024) -> float:
+        """One raw render + read-back (color and depth) of both cameras at ``resolution``, nothing else."""
+        from pyrua_ros.sim.render import StateCopy, ViewRequest
+
+        self.ep.step(osc_action(np.zeros(3)))          # a new state: nothing cached
+        requests = [ViewRequest(cid, resolution, frozenset({"color", "depth"})) for cid in self.ep._camera_ids.values()]
+        t0 = time.perf_counter()
+        self.ep.renderer.render(StateCopy.of(self.ep._data), requests, timeout=120.0)
         return time.perf_counter() - t0
 
     def close(self) -> None:
@@ -242,6 +254,15 @@ class ThroughRobo:
         video.close()
         return {"wall_s": wall, "steps": b.status().step - step0}
 
+    def capture_pair_s(self) -> float:
+        """Both cameras at high resolution through RosBackend.capture (service, images over DDS, TF), as robo
+        captures the card images."""
+        self.backend.servo(np.zeros(3), np.zeros(3))          # a new state: nothing cached
+        t0 = time.perf_counter()
+        for camera in self.backend.cameras:
+            self.backend.capture(camera, "high")
+        return time.perf_counter() - t0
+
     def close(self) -> dict:
         self.host.close()
         return dict(self.recorded)
@@ -266,6 +287,7 @@ def main() -> int:
                 print(f"round {r} {name:14s}: {runs[name][-1].get('steps', args.steps) / runs[name][-1]['wall_s']:.1f}"
                       " steps/s", flush=True)
         capture_ros, capture_local = sides["ros"].capture_s(), sides["inprocess"].capture_s()
+        pairs = [(sides["robo"].capture_pair_s(), sides["inprocess"].raw_pair_s()) for _ in range(2)]
     finally:
         for name, side in sides.items():
             closed = side.close()
@@ -287,6 +309,9 @@ def main() -> int:
         "inprocess_lean_steps_per_s": round(rate("inprocess_lean"), 2),
         "capture_s": round(capture_ros, 3),
         "capture_inprocess_s": round(capture_local, 3),
+        "capture_pair_s": round(sum(p[0] for p in pairs), 3),
+        "raw_render_pair_s": round(sum(p[1] for p in pairs), 3),
+        "capture_pair_ratio": round(sum(p[0] for p in pairs) / sum(p[1] for p in pairs), 3),
         **{f"{name}_rounds_steps_per_s": [round(x.get("steps", args.steps) / x["wall_s"], 2) for x in runs[name]]
            for name in runs},
         "env_step_ms": round(1e3 * sum(x["env_step_s"] for x in runs["inprocess"]) / total, 2),

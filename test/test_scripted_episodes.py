@@ -17,6 +17,7 @@ One episode takes ~60 s on a loaded 2-core machine (about 20 s of it the node st
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import os
 import pathlib
@@ -150,7 +151,7 @@ def test_example_program_solves_its_task(task, tmp_path, sim_driver, renders, re
     final_t = saved["env_steps_total"] * NAMES.robot.control_period_s
     for camera, stamps in streams.items():
         assert stamps, f"no {camera} stream frame recorded"
-        assert all(b - a >= 0.5 - 1e-6 for a, b in zip(stamps, stamps[1:])), stamps
+        assert all(b - a >= 0.5 - 1e-6 for a, b in itertools.pairwise(stamps)), stamps
         assert 0.0 <= stamps[0] and stamps[-1] <= final_t + 1e-6, stamps
     video_frames, _ = imageio_ffmpeg.count_frames_and_secs(str(tmp_path / f"run_{task}" / "episode.mp4"))
     assert video_frames == len(streams["agentview"])
