@@ -20,7 +20,9 @@ call's ``elapsed_s`` in the ledger. ``startup_s``: a sim node started on its own
 (median over the ROS runs' own nodes is in ``episode_startup_s``: the run's boot, card images included).
 
 The last line is JSON: ``inprocess_policy_s``, ``ros_policy_s``, ``ratio`` (ros / in-process, goal <= 1.3),
-``ms_per_step_ros``, ``ms_per_step_inprocess``, ``first_segment_s``, ``startup_s``, and the details.
+``ms_per_step_ros``, ``ms_per_step_inprocess``, ``first_segment_s``, ``startup_s``, and the details. With
+``--baseline-rev REV`` the ROS side also runs with that revision of the package (``baseline_*`` keys; the same
+in-process baseline), for before/after figures from one run.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pyrua_ros.testing import apply_loopback_environment  # noqa: E402
+from pyrua_ros.testing import apply_loopback_environment, checkout_revision, env_with_code  # noqa: E402
 
 apply_loopback_environment()
 
@@ -89,11 +91,12 @@ class InProcess:
         self.backend.close()
 
 
-def run_over_ros(suite: str, task: int, out: pathlib.Path) -> dict:
-    """``pyrualean run`` of the example program, default recording, as a user runs it."""
+def run_over_ros(suite: str, task: int, out: pathlib.Path, code: pathlib.Path | None = None) -> dict:
+    """``pyrualean run`` of the example program, default recording, as a user runs it (with the package of
+    ``code``, another checkout, when given)."""
     cmd = [sys.executable, "-m", "pyrua_ros.cli.main", "run", "--policy", str(EXAMPLES[(suite, task)]),
            "--suite", suite, "--task", str(task), "--out", str(out)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, cwd=code or ROOT, capture_output=True, text=True, check=False, env=env_with_code(code))
     result_path = out / "result.json"
     if not result_path.exists():
         raise RuntimeError(f"{' '.join(cmd)} wrote no result.json (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -108,13 +111,14 @@ def run_over_ros(suite: str, task: int, out: pathlib.Path) -> dict:
             "mp4_bytes": (out / "episode.mp4").stat().st_size if (out / "episode.mp4").exists() else 0}
 
 
-def sim_node_startup_s() -> float:
+def sim_node_startup_s(code: pathlib.Path | None = None) -> float:
     """Seconds from starting a sim node process until it logs that it is ready (env built, episode reset)."""
     from pyrua_ros.testing import NodeProcess
 
     t0 = time.perf_counter()
+    where = code or ROOT
     node = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file",
-                              str(ROOT / "config" / "sim.yaml"), cwd=str(ROOT))
+                              str(where / "config" / "sim.yaml"), cwd=str(where), env=env_with_code(code))
     try:
         if not node.wait_for_output("sim node ready", 300.0):
             raise RuntimeError("sim node did not start:\n" + node.output()[-3000:])
@@ -186,27 +190,36 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="also profile one episode over ROS")
     parser.add_argument("--out", default=None, help="folder for the ROS run directories (default: a temp dir)")
+    parser.add_argument("--baseline-rev", default=None,
+                        help="also run the ROS side with this git revision of the package (before/after in one run)")
     args = parser.parse_args()
     programs = [(p.split(":")[0], int(p.split(":")[1])) for p in args.programs]
     out = pathlib.Path(args.out or tempfile.mkdtemp(prefix="episode_overhead_"))
     out.mkdir(parents=True, exist_ok=True)
     os.chdir(ROOT)
 
+    baseline = checkout_revision(args.baseline_rev, ROOT) if args.baseline_rev else None
     startup = sim_node_startup_s()
     print(f"sim node ready after {startup:.2f} s", flush=True)
+    baseline_startup = sim_node_startup_s(baseline) if baseline else None
+    if baseline:
+        print(f"baseline {args.baseline_rev}: sim node ready after {baseline_startup:.2f} s", flush=True)
     sides = {"inprocess": InProcess(lean_step=False), "inprocess_lean": InProcess(lean_step=True)}
-    runs: dict[str, list[dict]] = {"inprocess": [], "inprocess_lean": [], "ros": []}
+    runs: dict[str, list[dict]] = {"inprocess": [], "inprocess_lean": [], "ros": [],
+                                   **({"baseline_ros": []} if baseline else {})}
     try:
         k = 0
         for r in range(args.rounds):
             for suite, task in programs:
-                order = ["inprocess", "inprocess_lean", "ros"]
+                order = list(runs)
                 if k % 2:
                     order.reverse()
                 k += 1
                 for side in order:
                     if side == "ros":
                         run = run_over_ros(suite, task, out / f"ros_{suite}_{task}_{r}")
+                    elif side == "baseline_ros":
+                        run = run_over_ros(suite, task, out / f"baseline_{suite}_{task}_{r}", baseline)
                     else:
                         run = sides[side].run(suite, task)
                     run["program"] = f"{suite}:{task}"
@@ -244,6 +257,18 @@ def main() -> int:
         "programs": [f"{s}:{t}" for s, t in programs], "rounds": args.rounds,
         "load_avg_1m": round(os.getloadavg()[0], 2), "runs_dir": str(out),
     }
+    if baseline:
+        result.update({
+            "baseline_rev": args.baseline_rev,
+            "baseline_ros_policy_s": round(total("baseline_ros", "policy_s"), 3),
+            "baseline_ratio": round(total("baseline_ros", "policy_s") / total("inprocess", "policy_s"), 3),
+            "baseline_ms_per_step_ros": round(per_step("baseline_ros"), 2),
+            "baseline_first_segment_s": round(statistics.median(x["first_segment_s"] for x in runs["baseline_ros"]),
+                                              3),
+            "baseline_startup_s": round(baseline_startup, 2),
+            "baseline_episode_startup_s": round(statistics.median(x["episode_startup_s"]
+                                                                  for x in runs["baseline_ros"]), 2),
+        })
     if profile:
         for who, lines in profile.items():
             print(f"--- profile of one episode over ROS, {who}: top {len(lines)} by cumulative time")

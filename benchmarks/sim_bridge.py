@@ -110,7 +110,8 @@ class InProcess:
 class OverRos:
     """The sim node as a child process and this process as its lockstep client (one executor, this thread)."""
 
-    def __init__(self):
+    def __init__(self, code: pathlib.Path | None = None):
+        """``code``: another checkout's root whose package runs the sim node (on a ROS domain of its own)."""
         import rclpy
         from geometry_msgs.msg import PoseStamped, TwistStamped
         from rclpy.experimental import EventsExecutor
@@ -118,13 +119,17 @@ class OverRos:
 
         from pyrua_ros.driver import qos
         from pyrua_ros.driver.interfaces import load
-        from pyrua_ros.testing import NodeProcess
+        from pyrua_ros.driver.rosenv import claim_domain_id
+        from pyrua_ros.testing import NodeProcess, env_with_code
 
         self.names = names = load()
+        env = env_with_code(code)
+        if code is not None:
+            env["ROS_DOMAIN_ID"] = str(claim_domain_id())
         self.proc = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file",
-                                       str(ROOT / "config" / "sim.yaml"), cwd=str(ROOT))
+                                       str((code or ROOT) / "config" / "sim.yaml"), cwd=str(code or ROOT), env=env)
         self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx)
+        rclpy.init(context=self.ctx, domain_id=int(env["ROS_DOMAIN_ID"]))
         self.node = rclpy.create_node("sim_bridge_bench", context=self.ctx)
         self.ex = EventsExecutor(context=self.ctx)   # the cheapest executor (ROS-BRIDGE-MEASURED.md)
         self.ex.add_node(self.node)
@@ -272,12 +277,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200, help="control steps per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating in-process / ROS rounds")
+    parser.add_argument("--baseline-rev", default=None,
+                        help="also drive a sim node running this git revision of the package (before/after)")
     args = parser.parse_args()
     os.chdir(ROOT)
     sides: dict = {"inprocess": InProcess(lean_step=False), "inprocess_lean": InProcess(lean_step=True)}
     recording = {}
     try:
         sides["ros"] = OverRos()
+        if args.baseline_rev:
+            from pyrua_ros.testing import checkout_revision
+
+            sides["baseline_ros"] = OverRos(checkout_revision(args.baseline_rev, ROOT))
         sides["robo"] = ThroughRobo(pathlib.Path(tempfile.mkdtemp(prefix="sim_bridge_")))
         runs: dict[str, list[dict]] = {name: [] for name in sides}
         for r in range(args.rounds):       # alternate the order (ABCD, DCBA, ...) so drift in machine load cancels
@@ -299,7 +310,7 @@ def main() -> int:
 
     total = args.steps * args.rounds
     ros, inproc, robo = rate("ros"), rate("inprocess"), rate("robo")
-    finals = [x["final"] for x in runs["ros"] + runs["inprocess"] + runs["inprocess_lean"]]
+    finals = [x["final"] for name in runs if name != "robo" for x in runs[name]]
     result = {
         "ros_steps_per_s": round(ros, 2),
         "inprocess_steps_per_s": round(inproc, 2),
@@ -317,6 +328,8 @@ def main() -> int:
         "env_step_ms": round(1e3 * sum(x["env_step_s"] for x in runs["inprocess"]) / total, 2),
         "lean_step_ms": round(1e3 * sum(x["env_step_s"] for x in runs["inprocess_lean"]) / total, 2),
         "robo_recording": recording,
+        **({"baseline_rev": args.baseline_rev, "baseline_ros_steps_per_s": round(rate("baseline_ros"), 2),
+            "baseline_ratio": round(rate("baseline_ros") / inproc, 3)} if args.baseline_rev else {}),
         "steps": args.steps, "rounds": args.rounds, "load_avg_1m": round(os.getloadavg()[0], 2),
         "final_pose_max_diff_m": float(np.max(np.ptp(np.array(finals), axis=0))),
     }
