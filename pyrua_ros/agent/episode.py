@@ -37,6 +37,8 @@ from typing import Any, Protocol
 from pyrua_ros.agent.records import CardRecord, ErrorInfo
 from pyrua_ros.driver.rosenv import PARENT_PID_VAR
 
+STREAM_QUIET_S = 1.0        # [s] no new camera frame for this long: the driver's stream backlog is done
+STREAM_FLUSH_MAX_S = 15.0   # [s] longest wait for it at the end of an episode
 SANDBOX_DESCRIPTION = ("cells run in a separate process that holds no ROS handle; robo is a proxy over a pipe "
                        "(JSON + raw buffers); per-cell wall-clock timeout with interrupt, then kill and restart; "
                        "address-space, CPU, file-size and process limits; import allow-list; open() confined to "
@@ -399,6 +401,7 @@ class Episode:
         self.phase("shutdown", "writing the records")
         steps = [
             ("agent", lambda: self.strategy.close(self)),
+            ("streams", self._let_streams_finish),
             ("calls", lambda: self.robot and self.robot.ledger.write_jsonl(self.out / "calls.jsonl")),
             ("video", self._write_video),
             ("recorder", lambda: self.recorder and self.recorder.close()),
@@ -410,6 +413,19 @@ class Episode:
                 step()
             except Exception as exc:
                 self.notes.append(f"shutdown of {name} failed: {type(exc).__name__}: {exc}")
+
+    def _let_streams_finish(self) -> None:
+        """The driver renders stream frames off its control path, so when the policy ends the last ones may still
+        be on their way: before the video and the recording are closed, wait until no new frame arrived for
+        STREAM_QUIET_S (at most STREAM_FLUSH_MAX_S)."""
+        if self.video is None:
+            return
+        deadline = time.monotonic() + STREAM_FLUSH_MAX_S
+        seen, quiet_since = len(self.video.frames), time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - quiet_since < STREAM_QUIET_S:
+            time.sleep(0.05)
+            if len(self.video.frames) != seen:
+                seen, quiet_since = len(self.video.frames), time.monotonic()
 
     def _write_video(self) -> None:
         if self.video is None:
