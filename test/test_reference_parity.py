@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from test_robo_api import HOME, KinematicBackend
 
-from pyrua_ros.agent.config import PlayConfig
+from pyrua_ros.agent.config import AgentSettings
 from pyrua_ros.agent.kernel import Kernel, KernelLimits
 from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES
 from pyrua_ros.agent.records import CardRecord, TurnRecord
@@ -169,7 +169,7 @@ def test_past_steps_are_available_for_every_recorded_step(robo, host):
 @pytest.fixture
 def toolkit(tmp_path, host):
     kernel = Kernel(host.robo, tmp_path / "ws", limits=KernelLimits())
-    yield ArmToolkit(PlayConfig(out=tmp_path, task=0, feedback="pure", images="none"), host, kernel, tmp_path / "ws")
+    yield ArmToolkit(AgentSettings(feedback="pure", images="none"), host, kernel, tmp_path / "ws")
     kernel.close()
 
 

@@ -18,7 +18,7 @@ from pyrua_ros.testing.policy_server import PolicyServer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--arm", "cells", "--suite", "fake_table", "--task", "0",
-       "--driver", "fake", "--no-video", "--no-record", "--quiet"]
+       "--driver", "fake", "--no-video", "--no-record", "--progress", "off"]
 PROGRAM = """
 def run(robo):
     contact = robo.pi0_doubled("push the red cube", max_chunks=2)
@@ -80,7 +80,7 @@ def test_an_unreachable_policy_server_is_a_boot_error_naming_it(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([*CLI, "--out", str(out), "--vla-endpoint", "127.0.0.1:9", "--primitives", "full"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 2
+    assert proc.returncode == 3   # boot error (pyrua_ros.cli.exit_codes)
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "boot_error" and "VLA policy server 127.0.0.1:9" in result["reason"]
 
@@ -121,7 +121,7 @@ def test_a_vla_server_cmd_that_dies_is_a_boot_error_with_its_last_line(tmp_path)
                            "--vla-server-cmd", f"{shlex.quote(sys.executable)} -c "
                            "\"import sys; sys.exit('no checkpoint at /models/pi05')\""],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 2
+    assert proc.returncode == 3   # boot error
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "boot_error"
     assert "exited with status 1" in result["reason"] and "no checkpoint at /models/pi05" in result["reason"]
