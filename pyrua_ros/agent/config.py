@@ -95,6 +95,9 @@ class EpisodeSettings:
         _at_least("--seed", self.seed, 0)
         _at_least("--max-episode-steps", self.max_episode_steps, 1)
         _at_least("--vla-server-timeout-s", self.vla_server_timeout_s, 0, strict=True)
+        if self.vla_server_cmd and self.primitives == "no-vla":
+            raise SettingError("--vla-server-cmd starts a VLA policy server for the full primitive set; "
+                               "--primitives no-vla would never use it")
 
     @property
     def primitive_set(self) -> str:

@@ -57,8 +57,24 @@ def _add_reference_root(parser: argparse.ArgumentParser) -> None:
                              "$PYRUALEAN_REFERENCE_ROOT; ours when unset)")
 
 
+def _refused_reference_root(command: str, root: str | None) -> int | None:
+    """Exit code 2 with one line when ``--reference-root`` (or its variable) holds no PyRUA-Lean sources."""
+    from pyrua_ros.agent.schema import SettingError
+    from pyrua_ros.agent.validate import check_reference_root
+
+    try:
+        check_reference_root(root)
+    except SettingError as exc:
+        print(f"pyrualean {command}: error: {exc}", file=sys.stderr)
+        return 2
+    return None
+
+
 def cmd_api(args: argparse.Namespace) -> int:
     """Print the API reference of the ``robo`` class."""
+    refused = _refused_reference_root("api", args.reference_root)
+    if refused is not None:
+        return refused
     root = reference_root_from_env(args.reference_root)
     docs = ReferenceDocs(ReferenceSource.locate(root)) if root else None
     print(render_reference(robot_class(args.robot, args.primitives), primitives=args.primitives, docs=docs))
@@ -67,6 +83,9 @@ def cmd_api(args: argparse.Namespace) -> int:
 
 def cmd_prompt(args: argparse.Namespace) -> int:
     """Print the prompt an arm would get: system part, then (with ``--card``) the task card."""
+    refused = _refused_reference_root("prompt", args.reference_root)
+    if refused is not None:
+        return refused
     options = PromptOptions(arm=args.arm, robot=args.robot, primitives=args.primitives, feedback=args.feedback,
                             images=args.images, budget_s=args.budget_s, max_turns=args.max_turns,
                             max_programs=args.max_programs, guides=args.guides, transfer=args.transfer,
