@@ -418,7 +418,9 @@ def test_capture_publishes_images_with_the_stamp_of_the_response(sim):
     resp = sim.c.wait_future(cli.call_async(Trigger.Request()), NAMES.timeouts.capture_s)
     assert resp.success, resp.message
     meta = json.loads(resp.message)
+    near, far = meta.pop("depth_near"), meta.pop("depth_far")   # the depth camera's range (camera_meta reports it)
     assert meta == {"stamp": [0, 50_000_000], "step": 1, "camera": "agentview", "resolution": "low"}
+    assert 0 < near < 0.05 and far > 10
     topics = S.capture_topics("agentview", "low")
     color = sim.c.latest(Image, topics["color"], WAIT, qos.LATCHED)
     depth = sim.c.latest(Image, topics["depth"], WAIT, qos.LATCHED)
