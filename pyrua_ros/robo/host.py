@@ -325,6 +325,14 @@ class RobotHost:
     def stop_reason(self) -> str | None:
         return self.stop_switch.reason
 
+    def set_deadline(self, deadline: float | None) -> None:
+        """Bound the robot's next calls by ``deadline`` (``time.monotonic()`` seconds; None lifts it): the cell
+        kernel sets the running cell's deadline before it serves a robo call, so no call outlives its cell or the
+        episode's budget (motion stops at the deadline, the call raises ``ToolError``)."""
+        setter = getattr(self.backend, "set_deadline", None)
+        if setter is not None:
+            setter(deadline)
+
     def take_show_requests(self) -> list[str]:
         """Cameras requested by ``robo.show`` this turn (emptied)."""
         return self.show_queue.take()

@@ -27,6 +27,7 @@ import numpy as np
 
 from pyrua_ros.driver.interfaces import Interfaces, load
 from pyrua_ros.robo.backend import (
+    BackendDeadline,
     BackendRefused,
     BackendTimeout,
     CaptureFrame,
@@ -94,6 +95,7 @@ class RosBackend:
         self._timeouts = self.names.timeouts
         self._closed = False
         self._cancelled = threading.Event()
+        self._deadline: float | None = None   # set by the host around each robo call (set_deadline)
 
         self._context = rclpy.Context()
         rclpy.init(args=context_args, context=self._context)
@@ -148,6 +150,32 @@ class RosBackend:
         self._thread = threading.Thread(target=self._spin, name=f"{name}-executor", daemon=True)
         self._thread.start()
 
+    # ------------------------------------------------------------------ deadline
+    def set_deadline(self, deadline: float | None) -> None:
+        """Every wait of the calls that follow ends by ``deadline`` (``time.monotonic()`` s; None: no bound)."""
+        self._deadline = deadline
+
+    def _within_deadline(self, timeout: float) -> float:
+        """``timeout`` shortened to the host's deadline, if one is set (never below 0)."""
+        if self._deadline is None:
+            return timeout
+        return max(0.0, min(timeout, self._deadline - time.monotonic()))
+
+    def _check_deadline(self, what: str) -> None:
+        """At or past the host's deadline: stop the arm (goals cancelled, a zero twist in realtime) and raise."""
+        if self._deadline is None or time.monotonic() < self._deadline:
+            return
+        for handle in list(self._goal_handles):
+            with contextlib.suppress(Exception):
+                handle.cancel_goal_async()
+        with contextlib.suppress(Exception):
+            if self._status.value is not None and self._status.value.clock_mode == "realtime":
+                stop = self._twist_type()
+                stop.header.frame_id = self.names.frames.world
+                self._twist_pub.publish(stop)
+        raise BackendDeadline(f"{what}: the time limit of this call was reached (cell timeout or episode budget); "
+                              f"motion was stopped")
+
     # ------------------------------------------------------------------ plumbing
     def _spin(self) -> None:
         from rclpy.executors import ExternalShutdownException
@@ -193,7 +221,8 @@ class RosBackend:
     def _call(self, client, request, what: str, timeout: float, *, server_wait: float | None = None):
         self._wait_service(client, what, server_wait)
         future = client.call_async(request)
-        if not self._done_within(future, timeout):
+        if not self._done_within(future, self._within_deadline(timeout)):
+            self._check_deadline(what)
             raise BackendTimeout(f"{what}: no answer after {timeout} s")
         return future.result()
 
@@ -273,6 +302,7 @@ class RosBackend:
 
         if self._cancelled.is_set():
             raise BackendRefused("servo: cancelled", reason="cancelled")
+        self._check_deadline("servo")
         before = self.ee_pose()
         status = self.status()
         if status.over:
@@ -306,6 +336,7 @@ class RosBackend:
                                      reason=self._refusal_reason())
             if self._cancelled.is_set():
                 raise BackendRefused("servo: cancelled", reason="cancelled")
+            self._check_deadline("servo")
             if time.monotonic() > deadline:
                 raise BackendTimeout(f"{self.names.driver.ee_pose}: no pose after a servo command within "
                                      f"{self._timeouts.step_reply_s} s")
@@ -313,6 +344,7 @@ class RosBackend:
     def gripper(self, position_m: float, max_effort: float = 0.0) -> GripperOutcome:
         if self._cancelled.is_set():
             raise BackendRefused("gripper: cancelled", reason="cancelled")
+        self._check_deadline("gripper")
         what = self.names.driver.gripper_command
         if not self._gripper.wait_for_server(timeout_sec=self._timeouts.server_wait_s):
             raise BackendTimeout(f"{what}: no action server after {self._timeouts.server_wait_s} s")
@@ -329,8 +361,9 @@ class RosBackend:
         self._goal_handles.append(handle)
         result_future = handle.get_result_async()
         limit = max(self._timeouts.step_reply_s * 10, 30.0)
-        if not self._done_within(result_future, limit):
+        if not self._done_within(result_future, self._within_deadline(limit)):
             handle.cancel_goal_async()
+            self._check_deadline(what)
             raise BackendTimeout(f"{what}: no result within {limit} s")
         self._goal_handles.remove(handle)
         wrapped = result_future.result()
