@@ -50,6 +50,14 @@ class Case:
     needs_landlock: bool = False
 
 
+# Policy code that reaches the real ``os`` and ``socket`` past the Python-level guards (a function's globals through
+# a descriptor, names split so the static check does not see them): the OS boundary must hold without that layer.
+ESCAPE = ("_f = type(robo).move_to\n"
+          "_g = vars(type(_f))['__glo' + 'bals__'].__get__(_f)\n"
+          "_imp = vars(_g['builtins'])['__imp' + 'ort__']\n"
+          "os, socket = _imp('os'), _imp('socket')\n")
+
+
 def imp(name: str) -> str:
     return f"ImportError: {import_refusal(name)}"
 
@@ -133,7 +141,7 @@ CASES = [
         f"PermissionError: policy code may only open files inside its workspace ({{ws}}); got '{OUTSIDE}'")),
     Case("write-parent", "open('../escaped.txt', 'w').write('x')", last=(
         "PermissionError: policy code may only open files inside its workspace ({ws}); got '../escaped.txt'")),
-    Case("symlink-out", "open('link/x.txt', 'w').write('x')", last=(
+    Case("symlink-out", ESCAPE + f"os.symlink('{TARGET_DIR}', 'link')\nopen('link/x.txt', 'w').write('x')", last=(
         "PermissionError: policy code may only open files inside its workspace ({ws}); got 'link/x.txt'")),
     Case("io-open", f"import io\nio.open('{OUTSIDE}', 'w')", last=(
         f"PermissionError: policy code may only open files inside its workspace ({{ws}}); got '{OUTSIDE}'")),
@@ -156,7 +164,6 @@ CASES = [
 def kernel(tmp_path_factory):
     workspace = tmp_path_factory.mktemp("hostile_ws")
     TARGET_DIR.mkdir(exist_ok=True)
-    (workspace / "link").symlink_to(TARGET_DIR)
     limits = KernelLimits(memory_bytes=1536 * 2**20, file_size_bytes=2**20, interrupt_grace_s=1.0)
     with Kernel(Robo(), workspace, limits=limits) as k:
         yield k

@@ -133,8 +133,8 @@ def test_stdout_and_stderr_are_trimmed_to_head_and_tail(kernel):
 
 
 def test_cwd_is_the_workspace_and_workspace_modules_import(kernel):
-    (kernel.workspace / "helper.py").write_text("import math\n\ndef area(r):\n    return math.pi * r * r\n")
-    (kernel.workspace / "sneaky.py").write_text("import os\n")
+    kernel.put_file("helper.py", b"import math\n\ndef area(r):\n    return math.pi * r * r\n")
+    kernel.put_file("sneaky.py", b"import os\n")
     out = run(kernel, "with open('note.txt', 'w') as f:\n    f.write('hi')\nimport helper\nround(helper.area(1.0), 4)")
     assert out.exception is None and out.value == "3.1416"
     assert (kernel.workspace / "note.txt").read_text() == "hi"
@@ -300,7 +300,7 @@ def test_program_outcomes(kernel, robo):
 
 
 def test_program_paths(kernel):
-    (kernel.workspace / "mine.py").write_text("def run(robo):\n    print(robo.OPEN)\n")
+    kernel.put_file("mine.py", b"def run(robo):\n    print(robo.OPEN)\n")
     assert kernel.run_program(path="mine.py", timeout_s=10).stdout == "-1.0\n"
     with pytest.raises(ValueError, match="path must be inside the workspace"):
         kernel.run_program(path="../outside.py", timeout_s=10)

@@ -79,6 +79,7 @@ class PlayConfig:
     cuda_device: str | None = None
     rpent_root: str | None = None
     libero_type: str = "pro"
+    unsafe_sandbox: bool = False
 
     def __post_init__(self):
         _choice("arm", self.arm, ARMS)

@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -42,6 +43,28 @@ SANDBOX_DESCRIPTION = ("cells run in a separate process that holds no ROS handle
                        "(JSON + raw buffers); per-cell wall-clock timeout with interrupt, then kill and restart; "
                        "address-space, CPU, file-size and process limits; import allow-list; open() confined to "
                        "the workspace")
+
+
+def start_kernel(episode) -> None:
+    """Start the cell kernel of ``episode`` (play or single shot) on its robo: the bubblewrap boundary unless
+    ``--unsafe-sandbox`` (then noted), robo calls bounded by the running cell's deadline."""
+    from pyrua_ros.agent.kernel import Kernel, KernelLimits
+
+    cfg = episode.cfg
+    episode.kernel = Kernel(episode.host.robo, episode.workspace, limits=KernelLimits(),
+                            dynamic_methods=tuple(episode.host.robo.VLA_PRIMITIVES),
+                            sandbox="unsafe" if cfg.unsafe_sandbox else "bwrap",
+                            deadline_hook=episode.host.set_deadline)
+    if cfg.unsafe_sandbox:
+        episode.notes.append(episode.kernel.description)
+
+
+def sandbox_description(episode) -> str:
+    """``host.sandbox`` of result.json: the kernel's own description when it started."""
+    kernel = episode.kernel
+    if kernel is not None and kernel.description:
+        return f"{SANDBOX_DESCRIPTION}; {kernel.description}"
+    return SANDBOX_DESCRIPTION
 
 
 class BootError(RuntimeError):
@@ -195,13 +218,11 @@ class Episode:
         (self.out / "prompt.txt").write_text(self.prompt.text)
 
     def start_agent(self) -> None:
-        from pyrua_ros.agent.kernel import Kernel, KernelLimits
         from pyrua_ros.agent.runtimes import make_runtime
         from pyrua_ros.agent.runtimes.base import JsonlEventSink
         from pyrua_ros.agent.toolkit import ArmToolkit
 
-        self.kernel = Kernel(self.host.robo, self.workspace, limits=KernelLimits(),
-                             dynamic_methods=tuple(self.host.robo.VLA_PRIMITIVES))
+        start_kernel(self)
         self.events = JsonlEventSink(self.out / f"{self.cfg.runtime}_events.jsonl")
         self.runtime = make_runtime(self.cfg, events=self.events)
         self.toolkit = ArmToolkit(self.cfg, self.host, self.kernel, self.workspace, on_turn=self._on_turn)
@@ -241,10 +262,16 @@ class Episode:
         deadline = started + self.cfg.budget_s
         images = [self.host.artifact(f"{c}_high.png", step=0) for c in self.host.backend.cameras]
         tool = "python" if self.cfg.arm == "cells" else "run_program"
+        self.toolkit.deadline = deadline
+        # at the budget the episode ends even inside a robo call: motion raises EpisodeFinished("timeout")
+        watchdog = threading.Timer(self.cfg.budget_s, self.host.stop, args=("timeout",))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             self.outcome = run_loop(self.runtime, self.toolkit, deadline=deadline, first_prompt=self.prompt.text,
                                     first_images=images, tool_name=tool)
         finally:
+            watchdog.cancel()
             self.policy_wall_s = round(time.monotonic() - started, 3)
         self.notes.extend(self.outcome.notes)
         if self.outcome.status == "timeout":
@@ -383,7 +410,7 @@ class Episode:
             if self.prompt else None,
             generation=generation,
             host=HostInfo(python=sys.version.split()[0], cuda_device=cfg.cuda_device, primitive_set=cfg.primitives,
-                          runtime=cfg.runtime, boot_options=cfg.boot_options(), sandbox=SANDBOX_DESCRIPTION,
+                          runtime=cfg.runtime, boot_options=cfg.boot_options(), sandbox=sandbox_description(self),
                           rpent_root=cfg.rpent_root),
             created_at=now_iso(), notes=tuple(notes), runtime_returncode=None if placeholder else 0,
             planner_attempts=1, env_steps_total=self.env_steps_total)

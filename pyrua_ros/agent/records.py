@@ -33,6 +33,27 @@ def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
         raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}")
 
 
+def safe_text(text: str) -> str:
+    """``text`` with every code point UTF-8 cannot carry (a lone surrogate such as ``chr(0xD800)``) written as its
+    escape (``\\ud800``), so model or kernel output can always reach a file, JSON or rclpy."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def safe_data(value: Any) -> Any:
+    """``value`` with :func:`safe_text` applied to every string in it (dict keys included)."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_data(k) if isinstance(k, str) else k: safe_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [safe_data(v) for v in value]
+    return value
+
+
 def now_iso() -> str:
     """Local time now as ISO 8601 with the UTC offset, seconds precision (``created_at``)."""
     return _dt.datetime.now().astimezone().isoformat(timespec="seconds")

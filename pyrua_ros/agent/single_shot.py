@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from pyrua_ros.agent.config import PlayConfig
-from pyrua_ros.agent.episode import SANDBOX_DESCRIPTION, Episode
+from pyrua_ros.agent.episode import Episode, sandbox_description, start_kernel
 from pyrua_ros.agent.records import (
     SCHEMA,
     SYSTEM,
@@ -346,10 +346,7 @@ class SingleShotRun(Episode):
                                    tuple(bundle.images))
 
     def start_agent(self) -> None:
-        from pyrua_ros.agent.kernel import Kernel, KernelLimits
-
-        self.kernel = Kernel(self.host.robo, self.workspace, limits=KernelLimits(),
-                             dynamic_methods=tuple(self.host.robo.VLA_PRIMITIVES))
+        start_kernel(self)
 
     def run_loop(self) -> None:
         """Run ``run(robo)`` once under the watchdog; map the program outcome to status and reason."""
@@ -396,7 +393,7 @@ class SingleShotRun(Episode):
             status, reason = "error", ("killed: the single-shot host started but did not finish (this placeholder "
                                        "is replaced when the run ends)")
         host = {"python": sys.version.split()[0], "cuda_device": cfg.cuda_device, "libero_type": cfg.libero_type,
-                "boot_options": cfg.boot_options(), "rpent_root": cfg.rpent_root, "sandbox": SANDBOX_DESCRIPTION}
+                "boot_options": cfg.boot_options(), "rpent_root": cfg.rpent_root, "sandbox": sandbox_description(self)}
         policy = self.policy_record or PolicyRecord(str(self.run_cfg.policy), "", 0)
         result = RunResult(
             backend="ros2", robot=cfg.robot, suite=cfg.suite, task=cfg.task, seed=cfg.seed,

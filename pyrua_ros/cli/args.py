@@ -33,6 +33,8 @@ def add_cell_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clock", default="lockstep", choices=["lockstep", "realtime"], help="sim clock mode")
     p.add_argument("--no-video", dest="video", action="store_false", help="do not write episode.mp4")
     p.add_argument("--no-record", dest="record", action="store_false", help="do not write episode.mcap")
+    p.add_argument("--unsafe-sandbox", action="store_true",
+                   help="run cells without the bubblewrap boundary (only where it cannot be set up; recorded)")
     # Accepted for command-line compatibility with PyRUA-Lean; recorded, meaningless for a ROS backend.
     p.add_argument("--cuda-device", default=None, help="accepted and recorded (no meaning for a ROS backend)")
     p.add_argument("--rpent-root", default=os.environ.get("RPENT_ROOT") or os.environ.get("RPENT_REPO_ROOT"),

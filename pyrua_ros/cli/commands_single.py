@@ -64,7 +64,8 @@ def run_config_from_args(args: argparse.Namespace):
                       robot=args.robot, budget_s=args.timeout_s, max_episode_steps=args.max_episode_steps,
                       primitives=args.primitives, vla_endpoint=args.vla_endpoint, sam3_endpoint=args.sam3_endpoint,
                       driver=args.driver, clock=args.clock, video=args.video, record=args.record,
-                      cuda_device=args.cuda_device, rpent_root=args.rpent_root, libero_type=args.libero_type)
+                      cuda_device=args.cuda_device, rpent_root=args.rpent_root, libero_type=args.libero_type,
+                      unsafe_sandbox=args.unsafe_sandbox)
     return RunConfig(policy=args.policy, play=play, generation=args.generation)
 
 

@@ -70,7 +70,8 @@ def config_from_args(args: argparse.Namespace):
         budget_s=args.budget_s, max_episode_steps=args.max_episode_steps, primitives=args.primitives,
         vla_endpoint=args.vla_endpoint, sam3_endpoint=args.sam3_endpoint, cell_timeout_s=args.cell_timeout_s,
         driver=args.driver, clock=args.clock, video=args.video, record=args.record,
-        cuda_device=args.cuda_device, rpent_root=args.rpent_root, libero_type=args.libero_type)
+        cuda_device=args.cuda_device, rpent_root=args.rpent_root, libero_type=args.libero_type,
+        unsafe_sandbox=args.unsafe_sandbox)
 
 
 def prepare_ros_environment() -> None:
