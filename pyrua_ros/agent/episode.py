@@ -33,9 +33,8 @@ from pyrua_ros.agent.records import (
     Generation,
     HostInfo,
     PromptRecord,
+    RunRecords,
     now_iso,
-    write_result,
-    write_turns,
 )
 from pyrua_ros.driver.rosenv import PARENT_PID_VAR
 
@@ -128,6 +127,9 @@ class Episode:
         self.env_steps_total = None
         self.task_language = None
         self.events = None
+        self.records = RunRecords(self.out)
+        self.turns_written = None   # the tool turns and ledger records the side records were written from:
+        self.calls_written = None   # result.json counts the same snapshot, so the records agree
 
     # ------------------------------------------------------------------ steps
     def prepare_run_directory(self) -> None:
@@ -356,38 +358,77 @@ class Episode:
     def _write_robot_records(self) -> None:
         """calls.jsonl and episode.mp4: what any episode of the robot leaves (play and single shot)."""
         if self.host is not None:
-            self.host.ledger.write_jsonl(self.out / "calls.jsonl")
+            self.calls_written = self.host.ledger.records
+            self.records.write_jsonl("calls.jsonl", (r.to_json() for r in self.calls_written))
         if self.video is not None:
             if self.video.write(self.out / "episode.mp4") == 0:
                 self.notes.append("episode.mp4 not written: no camera frames arrived")
             self.video.close()
 
     def _write_side_records(self) -> None:
-        import json
-
         self._write_robot_records()
         if self.toolkit is not None:
-            write_turns(self.out / "tool_turns.json", self.toolkit.turns)
+            self.turns_written = list(self.toolkit.turns)
+            self.records.write_json("tool_turns.json", [turn.to_json() for turn in self.turns_written])
         if self.runtime is not None:
-            (self.out / "transcript.json").write_text(json.dumps(self.runtime.transcript(), indent=1, default=str))
-        (self.out / "last_message.md").write_text((self.outcome.last_message if self.outcome else "") or "")
+            try:
+                transcript = self.runtime.transcript()
+            except Exception as exc:
+                self.records.failures.append(f"transcript.json could not be made: {type(exc).__name__}: {exc}")
+            else:
+                self.records.write_json("transcript.json", transcript)
+        self.records.write_text("last_message.md", (self.outcome.last_message if self.outcome else "") or "")
+
+    def boundary_notes(self) -> list[str]:
+        """What the sandbox and the driver identity check refused during the episode (for result.json notes)."""
+        notes = []
+        events = self.kernel.events if self.kernel is not None else []
+        if events:
+            notes.append(f"kernel boundary: {len(events)} event(s), e.g. {events[0]}")
+        backend = self.host.backend if self.host is not None else None
+        for info in (getattr(backend, "foreign_status", None) or {}).values():
+            who = info["node"] or "an unknown node"
+            notes.append(f"safety: ignored {info['samples']} episode status sample(s) from {who} "
+                         f"(publisher gid {info['gid']}): {info['why']}")
+        return notes
+
+    def record_failures(self) -> None:
+        """A record that could not be written makes the episode an ``error`` whose reason says which."""
+        failures = self.records.failures
+        if failures and self.status not in ("error", "boot_error"):
+            self.status, self.reason = "error", f"records: {failures[0]}"
 
     # ------------------------------------------------------------------ result.json
-    def write_result(self, placeholder: bool = False) -> EpisodeResult:
+    def write_result(self, placeholder: bool = False):
+        """Write ``result.json`` through the one records writer: the placeholder (which reserves its space on
+        disk) or the final record, whose counts come from the snapshot the side records were written from."""
+        if not placeholder:
+            self.record_failures()
+        result = self.build_result(placeholder)
+        if placeholder:
+            self.records.reserve_result(result.to_json())
+        else:
+            self.records.write_result(result.to_json())
+        return result
+
+    def build_result(self, placeholder: bool = False) -> EpisodeResult:
         cfg = self.cfg
-        ledger = self.host.ledger if self.host is not None else None
+        calls = self.calls_written if self.calls_written is not None else (
+            self.host.ledger.records if self.host is not None else ())
+        turns = self.turns_written if self.turns_written is not None else (
+            list(self.toolkit.turns) if self.toolkit else [])
         usage = self._usage() if self.runtime is not None else {}
         generation = Generation(
             runtime=cfg.runtime, model=cfg.model if cfg.runtime == "openai" else None,
             input_tokens=usage.get("input_tokens"), cached_input_tokens=usage.get("cached_input_tokens"),
             output_tokens=usage.get("output_tokens"), reasoning_output_tokens=usage.get("reasoning_output_tokens"),
             total_tokens=usage.get("total_tokens"), requests=int(usage.get("requests") or 0),
-            turns=len(self.toolkit.turns) if self.toolkit else 0,
+            turns=len(turns),
             usage_source="server usage" if cfg.runtime == "openai" else "none",
             sandbox_flags=tuple(self.toolkit.sandbox_flags) if self.toolkit else (),
             extra={"kernel_restarts": self.toolkit.kernel_restarts if self.toolkit else 0},
         )
-        notes = list(self.notes)
+        notes = list(self.notes) + ([] if placeholder else [*self.boundary_notes(), *self.records.failures])
         status, reason = self.status, self.reason
         if placeholder:
             status, reason = "error", "killed: the episode host started but did not finish (this placeholder " \
@@ -399,10 +440,8 @@ class Episode:
             feedback=cfg.feedback, guides=self.guides, max_turns=cfg.max_turns, budget_mode=cfg.budget_mode,
             environment_success=bool(self.environment_success), status=status, reason=reason, error=self.error,
             finish=self.toolkit.finish if self.toolkit else None,
-            calls=len(ledger.records) if ledger is not None else 0,
-            stateful_calls=int(ledger.stateful_calls()) if ledger is not None else 0,
-            env_steps=int(ledger.env_steps()) if ledger is not None else 0,
-            tool_turns=len(self.toolkit.turns) if self.toolkit else 0,
+            calls=len(calls), stateful_calls=sum(1 for r in calls if r.stateful),
+            env_steps=sum(r.env_steps for r in calls), tool_turns=len(turns),
             policy_wall_s=self.policy_wall_s, startup_s=self.startup_s,
             total_wall_s=round(time.monotonic() - self.t0, 3), timeout_s=cfg.budget_s,
             max_episode_steps=cfg.max_episode_steps,
@@ -414,7 +453,6 @@ class Episode:
                           rpent_root=cfg.rpent_root),
             created_at=now_iso(), notes=tuple(notes), runtime_returncode=None if placeholder else 0,
             planner_attempts=1, env_steps_total=self.env_steps_total)
-        write_result(self.out / "result.json", result)
         return result
 
 

@@ -363,7 +363,7 @@ class SingleShotRun(Episode):
         outcome = self.program
         self.policy_record = dataclasses.replace(self.policy_record, sandbox_flags=tuple(outcome.sandbox_flags))
         output = outcome.stdout + (("\n--- stderr ---\n" + outcome.stderr) if outcome.stderr else "")
-        (self.out / "policy_output.txt").write_text(output, encoding="utf-8")
+        self.records.write_text("policy_output.txt", output)
         timed_out = outcome.status == "timeout" or self.host.stop_reason == "timeout"
         if timed_out:
             self.status, self.reason = "timeout", "timeout"
@@ -385,9 +385,10 @@ class SingleShotRun(Episode):
     def _write_side_records(self) -> None:
         self._write_robot_records()   # no tool turns, transcript or last message in a single shot
 
-    def write_result(self, placeholder: bool = False) -> RunResult:
+    def build_result(self, placeholder: bool = False) -> RunResult:
         cfg = self.cfg
-        ledger = self.host.ledger if self.host is not None else None
+        calls = self.calls_written if self.calls_written is not None else (
+            self.host.ledger.records if self.host is not None else ())
         status, reason = self.status, self.reason
         if placeholder:
             status, reason = "error", ("killed: the single-shot host started but did not finish (this placeholder "
@@ -399,14 +400,13 @@ class SingleShotRun(Episode):
             backend="ros2", robot=cfg.robot, suite=cfg.suite, task=cfg.task, seed=cfg.seed,
             task_language=self.task_language, policy=policy, environment_success=bool(self.environment_success),
             status=status, reason=reason, error=self.error,
-            calls=len(ledger.records) if ledger else 0,
-            stateful_calls=int(ledger.stateful_calls()) if ledger else 0,
-            env_steps=int(ledger.env_steps()) if ledger else 0, env_steps_total=self.env_steps_total,
+            calls=len(calls), stateful_calls=sum(1 for r in calls if r.stateful),
+            env_steps=sum(r.env_steps for r in calls), env_steps_total=self.env_steps_total,
             policy_wall_s=self.policy_wall_s, startup_s=self.startup_s,
             total_wall_s=round(time.monotonic() - self.t0, 3), timeout_s=cfg.budget_s,
             max_episode_steps=cfg.max_episode_steps, prompt=self.prompt, host=host, created_at=now_iso(),
-            notes=tuple(self.notes), generation=self.generation)
-        write_json(self.out / "result.json", result.to_json())
+            notes=tuple(self.notes) + (() if placeholder else (*self.boundary_notes(), *self.records.failures)),
+            generation=self.generation)
         return result
 
 

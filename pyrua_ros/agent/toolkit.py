@@ -19,6 +19,7 @@ from typing import Any
 from pyrua_ros.agent.config import PlayConfig
 from pyrua_ros.agent.modes import FINISH_STATUSES
 from pyrua_ros.agent.records import FinishRecord, TurnRecord
+from pyrua_ros.agent.text import safe_text
 
 RESULT_TEXT_LIMIT = 20_000
 RICH_CALL_LIMIT = 40
@@ -34,7 +35,7 @@ class ToolReply:
 
     @property
     def text(self) -> str:
-        text = json.dumps(self.payload, indent=2, ensure_ascii=False, default=str)
+        text = safe_text(json.dumps(self.payload, indent=2, ensure_ascii=False, default=str))
         if len(text) > RESULT_TEXT_LIMIT:
             text = text[:RESULT_TEXT_LIMIT] + "\n[truncated]"
         return text
