@@ -96,6 +96,8 @@ class RosBackend:
         self._closed = False
         self._cancelled = threading.Event()
         self._deadline: float | None = None   # set by the host around each robo call (set_deadline)
+        self._status_source: bytes | None = None   # GID of the driver's episode-status publisher, once known
+        self.foreign_status: dict[str, dict] = {}  # other publishers of the episode status: {gid hex: info}
 
         self._context = rclpy.Context()
         rclpy.init(args=context_args, context=self._context)
@@ -129,6 +131,7 @@ class RosBackend:
             callback_group=group)
 
         self._twist_pub = self.node.create_publisher(TwistStamped, d.servo_twist, qos.LOCKSTEP)
+        self._safety_pub = self.node.create_publisher(String, d.safety_events, qos.EVENTS)
         self._twist_type = TwistStamped
         self._gripper = ActionClient(self.node, GripperCommand, d.gripper_command, callback_group=group)
         self._gripper_type = GripperCommand
@@ -189,10 +192,41 @@ class RosBackend:
         pos, quat = pose_to_numpy(msg.pose)
         self._pose.put(EePose(pos=pos, quat_xyzw=quat, stamp=stamp_to_seconds(msg.header.stamp)))
 
-    def _on_status(self, msg) -> None:
+    def _on_status(self, msg, info) -> None:
+        from pyrua_ros.driver.publishers import sample_gid
         from pyrua_ros.sim_interfaces.status import EpisodeStatus
 
+        gid = sample_gid(info)
+        if gid is not None and not self._from_driver(gid):
+            return
         self._status.put(EpisodeStatus.from_json(msg.data))
+
+    def _from_driver(self, gid: bytes) -> bool:
+        """True when ``gid`` is the episode-status publisher of the driver node (``sim.node`` of the interfaces):
+        success, steps and the e-stop are believed only from there. Any other publisher is ignored and reported
+        once as a safety event (``foreign_status`` and the safety-events topic)."""
+        if self._status_source is not None and gid == self._status_source:
+            return True
+        key = gid.hex()
+        if key in self.foreign_status:
+            self.foreign_status[key]["samples"] += 1
+            return False
+        from pyrua_ros.driver.publishers import publisher_node
+
+        node = publisher_node(self.node, self.names.sim.episode_status, gid, wait_s=2.0)
+        if node == self.names.sim.node and self._status_source is None:
+            self._status_source = gid
+            return True
+        why = ("a second publisher names itself the driver node" if node == self.names.sim.node
+               else "not the driver node")
+        self.foreign_status[key] = {"gid": key, "node": node, "samples": 1, "why": why}
+        with contextlib.suppress(Exception):
+            from std_msgs.msg import String
+
+            event = {"kind": "foreign_publisher", "topic": self.names.sim.episode_status, "node": node,
+                     "gid": key, "reason": f"episode status ignored: {why}"}
+            self._safety_pub.publish(String(data=json.dumps(event)))
+        return False
 
     def _on_safety_event(self, msg) -> None:
         with contextlib.suppress(ValueError):
