@@ -4,7 +4,7 @@ The child (``worker.py``) runs under the OS boundary of ``sandbox.py`` (bubblewr
 namespaces, an unprivileged user, a read-only view, the workspace tmpfs as its only writable place) and gets a
 manifest of the real robo's public members and nothing else. Every byte it sends is treated as hostile:
 
-- **frames**: every job carries a request id; a frame with another id (stale, or forged by a cell that wrote to
+- **frames**: every job carries a random request id; a frame with another id (stale, or forged by a cell that wrote to
   the pipe itself) is discarded and logged in ``events``; each op has a strict schema (keys, types, sizes), the
   reader refuses frames over ``KernelLimits.max_frame_bytes`` or nested deeper than ``protocol.MAX_DEPTH``, and
   every string is made safe (``records.safe_text``) before anything else sees it;
@@ -30,6 +30,7 @@ import dataclasses
 import inspect
 import json
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -41,7 +42,7 @@ from typing import Any
 
 from pyrua_ros.agent.kernel import policy, protocol, sandbox
 from pyrua_ros.agent.kernel import workspace as wsfiles
-from pyrua_ros.agent.records import safe_text
+from pyrua_ros.agent.text import safe_text
 
 RESTART_NOTICE = "the kernel was restarted; the namespace (variables, functions, imports) was lost"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -672,8 +673,7 @@ class Kernel:
         Restarts a dead child. The workspace is copied back afterwards."""
         if self._proc is None:
             raise RuntimeError("the kernel is closed")
-        self._job += 1
-        job = self._job
+        job = self._job = secrets.randbits(48)   # unpredictable: a frame cannot be forged for a job not yet sent
         self._finished = None
         images: list[bytes] = []
         refused_images: list[str] = []

@@ -33,7 +33,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-
 _HEADER = struct.Struct(">II")
 _BUFLEN = struct.Struct(">Q")
 MAX_FRAME_BYTES = 512 * 2**20  # one frame (JSON + buffers) may be at most 512 MiB

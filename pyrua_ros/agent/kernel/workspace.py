@@ -166,116 +166,114 @@ def copy_tree(src_fd: int, dst_fd: int, *, protect: Iterable[str] = (), delete_e
     ``delete_extra``: remove what ``dst`` has and ``src`` does not. ``owner``: uid/gid for what is created.
     ``seen``: a cache {relative path: file identity} kept between calls, so unchanged files are not copied
     again."""
-    report = CopyReport()
-    budget = limits or CopyLimits()
-    protected = frozenset(protect)
-    state = {"entries": 0, "bytes": 0}
-    cache = seen if seen is not None else {}
-    _copy_dir(src_fd, dst_fd, "", 0, protected, delete_extra, owner, budget, state, cache, report)
-    return report
+    copier = _Copier(frozenset(protect), delete_extra, owner, limits or CopyLimits(),
+                     seen if seen is not None else {})
+    copier.copy_dir(src_fd, dst_fd, "", 0)
+    return copier.report
 
 
-def _copy_dir(src_fd, dst_fd, prefix, depth, protected, delete_extra, owner, budget, state, cache, report) -> None:
-    present: set[str] = set()
-    with os.scandir(src_fd) as entries:
-        listing = list(entries)
-    for entry in listing:
-        name, rel = entry.name, f"{prefix}{entry.name}"
-        if not prefix and name in protected:
-            continue
-        if name.endswith(".pyrua-tmp"):
-            continue
-        try:
-            info = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        state["entries"] += 1
-        if state["entries"] > budget.entries:
-            report.skip(rel, f"over {budget.entries} entries")
-            present.add(name)
-            continue
-        if stat.S_ISDIR(info.st_mode):
-            present.add(name)
-            if depth + 1 > budget.depth:
-                report.skip(rel, f"deeper than {budget.depth} folders")
+class _Copier:
+    """One :func:`copy_tree` run: its options, its running totals and its report."""
+
+    def __init__(self, protected: frozenset[str], delete_extra: bool, owner: int | None, limits: CopyLimits,
+                 cache: dict[str, tuple]) -> None:
+        self.protected, self.delete_extra, self.owner, self.limits = protected, delete_extra, owner, limits
+        self.cache = cache
+        self.report = CopyReport()
+        self.entries = 0
+        self.bytes = 0
+
+    def copy_dir(self, src_fd: int, dst_fd: int, prefix: str, depth: int) -> None:
+        present: set[str] = set()
+        with os.scandir(src_fd) as entries:
+            listing = list(entries)
+        for entry in listing:
+            name, rel = entry.name, f"{prefix}{entry.name}"
+            if (not prefix and name in self.protected) or name.endswith(".pyrua-tmp"):
                 continue
-            _copy_subdir(src_fd, dst_fd, name, rel, depth, protected, delete_extra, owner, budget, state, cache,
-                         report)
-        elif stat.S_ISREG(info.st_mode):
-            present.add(name)
-            _copy_file(src_fd, dst_fd, name, rel, owner, budget, state, cache, report)
-        else:
-            report.skip(rel, "a link" if stat.S_ISLNK(info.st_mode) else "not a regular file")
-    if delete_extra:
-        for entry in list(os.scandir(dst_fd)):
-            if entry.name in present or (not prefix and entry.name in protected):
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
                 continue
-            _remove(dst_fd, entry.name)
-            cache.pop(f"{prefix}{entry.name}", None)
-            report.removed += 1
+            self.entries += 1
+            if self.entries > self.limits.entries:
+                self.report.skip(rel, f"over {self.limits.entries} entries")
+                present.add(name)
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                present.add(name)
+                if depth + 1 > self.limits.depth:
+                    self.report.skip(rel, f"deeper than {self.limits.depth} folders")
+                    continue
+                self.copy_subdir(src_fd, dst_fd, name, rel, depth)
+            elif stat.S_ISREG(info.st_mode):
+                present.add(name)
+                self.copy_file(src_fd, dst_fd, name, rel)
+            else:
+                self.report.skip(rel, "a link" if stat.S_ISLNK(info.st_mode) else "not a regular file")
+        if self.delete_extra:
+            for entry in list(os.scandir(dst_fd)):
+                if entry.name in present or (not prefix and entry.name in self.protected):
+                    continue
+                _remove(dst_fd, entry.name)
+                self.cache.pop(f"{prefix}{entry.name}", None)
+                self.report.removed += 1
 
-
-def _copy_subdir(src_fd, dst_fd, name, rel, depth, protected, delete_extra, owner, budget, state, cache,
-                 report) -> None:
-    try:
-        sub_src = os.open(name, _DIR_FLAGS, dir_fd=src_fd)
-    except OSError as exc:
-        report.skip(rel, exc.strerror or "cannot open")
-        return
-    try:
+    def copy_subdir(self, src_fd: int, dst_fd: int, name: str, rel: str, depth: int) -> None:
         try:
-            info = os.stat(name, dir_fd=dst_fd, follow_symlinks=False)
-            if not stat.S_ISDIR(info.st_mode):
+            sub_src = os.open(name, _DIR_FLAGS, dir_fd=src_fd)
+        except OSError as exc:
+            self.report.skip(rel, exc.strerror or "cannot open")
+            return
+        try:
+            if not _is_dir(dst_fd, name):
                 _remove(dst_fd, name)
-                raise FileNotFoundError
-        except FileNotFoundError:
-            os.mkdir(name, 0o755, dir_fd=dst_fd)
-            if owner is not None:
-                os.chown(name, owner, owner, dir_fd=dst_fd, follow_symlinks=False)
-        sub_dst = os.open(name, _DIR_FLAGS, dir_fd=dst_fd)
-        try:
-            _copy_dir(sub_src, sub_dst, f"{rel}/", depth + 1, protected, delete_extra, owner, budget, state, cache,
-                      report)
+                os.mkdir(name, 0o755, dir_fd=dst_fd)
+                if self.owner is not None:
+                    os.chown(name, self.owner, self.owner, dir_fd=dst_fd, follow_symlinks=False)
+            sub_dst = os.open(name, _DIR_FLAGS, dir_fd=dst_fd)
+            try:
+                self.copy_dir(sub_src, sub_dst, f"{rel}/", depth + 1)
+            finally:
+                os.close(sub_dst)
         finally:
-            os.close(sub_dst)
-    finally:
-        os.close(sub_src)
+            os.close(sub_src)
 
-
-def _copy_file(src_fd, dst_fd, name, rel, owner, budget, state, cache, report) -> None:
-    try:
-        fd = os.open(name, _READ_FLAGS, dir_fd=src_fd)
-    except OSError as exc:
-        report.skip(rel, exc.strerror or "cannot open")
-        return
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            report.skip(rel, "not a regular file")
+    def copy_file(self, src_fd: int, dst_fd: int, name: str, rel: str) -> None:
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=src_fd)
+        except OSError as exc:
+            self.report.skip(rel, exc.strerror or "cannot open")
             return
-        identity = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-        if cache.get(rel) == identity and _is_regular(dst_fd, name):
-            report.unchanged += 1
-            return
-        if state["bytes"] + info.st_size > budget.bytes:
-            report.skip(rel, f"over the {budget.bytes} byte copy limit")
-            return
-        data = bytearray()
-        while True:
-            chunk = os.read(fd, _CHUNK)
-            if not chunk:
-                break
-            data += chunk
-            if state["bytes"] + len(data) > budget.bytes:
-                report.skip(rel, f"over the {budget.bytes} byte copy limit")
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                self.report.skip(rel, "not a regular file")
                 return
-    finally:
-        os.close(fd)
-    write_file(dst_fd, name, bytes(data), owner=owner)
-    state["bytes"] += len(data)
-    report.bytes += len(data)
-    report.copied += 1
-    cache[rel] = identity
+            identity = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+            if self.cache.get(rel) == identity and _is_regular(dst_fd, name):
+                self.report.unchanged += 1
+                return
+            data = bytearray()
+            while chunk := os.read(fd, _CHUNK):
+                data += chunk
+                if self.bytes + len(data) > self.limits.bytes:
+                    self.report.skip(rel, f"over the {self.limits.bytes} byte copy limit")
+                    return
+        finally:
+            os.close(fd)
+        write_file(dst_fd, name, bytes(data), owner=self.owner)
+        self.bytes += len(data)
+        self.report.bytes += len(data)
+        self.report.copied += 1
+        self.cache[rel] = identity
+
+
+def _is_dir(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _is_regular(dir_fd: int, name: str) -> bool:
