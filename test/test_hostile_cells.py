@@ -662,3 +662,57 @@ def test_a_hostile_episode_cannot_forge_success_release_the_estop_or_leak_the_ke
         c["name"] for m in transcript if m.get("tool_calls") for c in [m["tool_calls"][0]["function"]]]
     assert result["tool_turns"] == len(turns) and result["calls"] == len(calls)
     assert result["status"] == "completed" and "\\ud800" in result["finish"]["summary"]
+
+
+def test_a_robo_call_cannot_outlive_its_cell_or_the_episode_budget(tmp_path):
+    """``set_gripper(1, steps=10**9)`` once ran 33 s in a 5 s cell and past the budget: now motion stops at the
+    cell's deadline (the call raises, the cell is interrupted, the namespace kept), and at the wall budget the
+    episode ends with ``timeout`` even though the model keeps asking for more."""
+    import subprocess
+    import sys
+
+    from pyrua_ros.testing.chat_server import ChatServer, Reply
+
+    endless = "kept = 1\nrobo.set_gripper(1, steps=10**9)"
+    script = [Reply(tool_calls=(("python", {"code": endless}),))] + [
+        Reply(tool_calls=(("python", {"code": "print(kept)\nrobo.set_gripper(-1, steps=10**9)"}),))] * 6
+    out = tmp_path / "run"
+    with ChatServer(script) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells", "--suite",
+             "fake_table", "--task", "0", "--driver", "fake", "--runtime", "openai", "--base-url", server.base_url,
+             "--images", "none", "--feedback", "pure", "--no-video", "--no-record", "--quiet",
+             "--cell-timeout-s", "3", "--budget-s", "8"],
+            capture_output=True, text=True, timeout=240, cwd=sandbox.PACKAGE_ROOT)
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "timeout", (result["status"], result["reason"], proc.stderr[-2000:])
+    assert result["policy_wall_s"] < 8 + 5
+    turns = json.loads((out / "tool_turns.json").read_text())
+    assert turns and all(t["elapsed_s"] < 3 + 3 for t in turns)
+    transcript = json.loads((out / "transcript.json").read_text())
+    results = [json.loads(m["content"]) for m in transcript if m["role"] == "tool"]
+    first = results[0]
+    assert first["exception"].startswith("TimeoutError: the cell ran past its 3 s limit and was interrupted")
+    assert len(results) < 2 or results[1]["stdout"].startswith("1")   # the namespace was kept
+    calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+    grips = [c for c in calls if c["tool"] == "set_gripper"]
+    assert grips and "time limit of this call was reached" in grips[0]["error"]
+    assert all(not c["ok"] and c["elapsed_s"] < 3.5 for c in grips)   # at the budget: EpisodeFinished(timeout)
+
+
+def test_the_ledger_keeps_a_bounded_summary_of_huge_arguments():
+    """A 2M-element argument (a list or an array) was kept whole in the ledger and calls.jsonl."""
+    import numpy as np
+
+    from pyrua_ros.robo.ledger import Ledger
+
+    ledger = Ledger()
+    record = ledger.append(tool="move_to", kwargs={"xyz": [0.1, 0.2, 0.3], "junk": list(range(2_000_000)),
+                                                   "mask": np.zeros((1024, 1024), bool), "text": "x" * 10**6,
+                                                   "deep": [[[[[[[[[[1]]]]]]]]]]},
+                           started_at=0.0, elapsed_s=0.0, ok=False, stateful=False)
+    line = json.dumps(record.to_json())
+    assert len(line) < 5000
+    assert record.kwargs["xyz"] == [0.1, 0.2, 0.3]
+    assert record.kwargs["junk"] == {"summary": "list of 2000000 items", "len": 2000000, "head": list(range(8))}
+    assert record.kwargs["mask"]["summary"] == "array bool shape [1024, 1024]"
