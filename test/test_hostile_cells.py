@@ -692,7 +692,9 @@ def test_a_robo_call_cannot_outlive_its_cell_or_the_episode_budget(tmp_path):
     transcript = json.loads((out / "transcript.json").read_text())
     results = [json.loads(m["content"]) for m in transcript if m["role"] == "tool"]
     first = results[0]
-    assert first["exception"].startswith("TimeoutError: the cell ran past its 3 s limit and was interrupted")
+    # at the deadline the call raises ToolError; the cell ends with it, or with the interrupt right after it
+    assert first["exception"].startswith("TimeoutError: the cell ran past its 3 s limit and was interrupted") or (
+        "ToolError: set_gripper: servo: the time limit of this call was reached" in first["exception"])
     assert len(results) < 2 or results[1]["stdout"].startswith("1")   # the namespace was kept
     calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
     grips = [c for c in calls if c["tool"] == "set_gripper"]
