@@ -219,11 +219,17 @@ class _Copier:
                 self.cache.pop(f"{prefix}{entry.name}", None)
                 self.report.removed += 1
 
-    def copy_subdir(self, src_fd: int, dst_fd: int, name: str, rel: str, depth: int) -> None:
+    def open_source(self, src_fd: int, name: str, rel: str, flags: int) -> int | None:
+        """An fd for the entry ``name`` of the source (never through a link), or None (skipped, reported)."""
         try:
-            sub_src = os.open(name, _DIR_FLAGS, dir_fd=src_fd)
+            return os.open(name, flags, dir_fd=src_fd)
         except OSError as exc:
             self.report.skip(rel, exc.strerror or "cannot open")
+            return None
+
+    def copy_subdir(self, src_fd: int, dst_fd: int, name: str, rel: str, depth: int) -> None:
+        sub_src = self.open_source(src_fd, name, rel, _DIR_FLAGS)
+        if sub_src is None:
             return
         try:
             if not _is_dir(dst_fd, name):
@@ -240,10 +246,8 @@ class _Copier:
             os.close(sub_src)
 
     def copy_file(self, src_fd: int, dst_fd: int, name: str, rel: str) -> None:
-        try:
-            fd = os.open(name, _READ_FLAGS, dir_fd=src_fd)
-        except OSError as exc:
-            self.report.skip(rel, exc.strerror or "cannot open")
+        fd = self.open_source(src_fd, name, rel, _READ_FLAGS)
+        if fd is None:
             return
         try:
             info = os.fstat(fd)
