@@ -336,3 +336,28 @@ def test_codec_round_trips_and_refuses_unknown_types():
 def test_limits_are_validated():
     with pytest.raises(ValueError, match=r"KernelLimits\.memory_bytes must be positive"):
         KernelLimits(memory_bytes=0)
+
+
+# ------------------------------------------------------------------------------------------ sandbox modes
+
+
+def test_without_bubblewrap_the_kernel_refuses_to_start_with_one_clear_line(monkeypatch, tmp_path):
+    from pyrua_ros.agent.kernel import SandboxUnavailable, sandbox
+
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)   # a machine where bubblewrap is not installed
+    with pytest.raises(SandboxUnavailable) as refused:
+        Kernel(FakeRobo(), tmp_path / "ws")
+    assert "\n" not in str(refused.value) and "--unsafe-sandbox" in str(refused.value)
+    with Kernel(FakeRobo(), tmp_path / "ws", sandbox="unsafe") as unsafe:   # the explicit way round it
+        assert unsafe.description == sandbox.UNSAFE_NOTE and not unsafe.mirrored
+        assert unsafe.run_cell("robo.OPEN", 10).value == "-1.0"
+
+
+def test_the_kernel_view_holds_only_its_own_sources(kernel):
+    """The kernel imports nothing of pyrua_ros beyond sandbox.KERNEL_SOURCES, and sees no other file of it."""
+    from pyrua_ros.agent.kernel import sandbox
+
+    assert kernel.mirrored and kernel.description.startswith("bubblewrap: ")
+    listing = Path(f"/proc/{kernel.pid}/root{sandbox.INSIDE_SRC}/pyrua_ros")
+    found = sorted(str(p.relative_to(listing.parent)) for p in listing.rglob("*.py"))
+    assert found == sorted(sandbox.KERNEL_SOURCES)
