@@ -620,7 +620,8 @@ def test_a_hostile_episode_cannot_forge_success_release_the_estop_or_leak_the_ke
         proc = subprocess.Popen(
             [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells", "--suite",
              "fake_table", "--task", "0", "--driver", "fake", "--runtime", "openai", "--base-url", server.base_url,
-             "--api-key-env", "OPENAI_API_KEY", "--images", "none", "--feedback", "rich", "--no-video", "--quiet"],
+             "--api-key-env", "OPENAI_API_KEY", "--images", "none", "--feedback", "rich", "--no-video", "--progress",
+             "off", "--no-preflight"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=sandbox.PACKAGE_ROOT)
         forger = None
         try:
@@ -681,8 +682,8 @@ def test_a_robo_call_cannot_outlive_its_cell_or_the_episode_budget(tmp_path):
         proc = subprocess.run(
             [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells", "--suite",
              "fake_table", "--task", "0", "--driver", "fake", "--runtime", "openai", "--base-url", server.base_url,
-             "--images", "none", "--feedback", "pure", "--no-video", "--no-record", "--quiet",
-             "--cell-timeout-s", "3", "--budget-s", "8"],
+             "--images", "none", "--feedback", "pure", "--no-video", "--no-record", "--progress", "off",
+             "--no-preflight", "--cell-timeout-s", "3", "--budget-s", "8"],
             capture_output=True, text=True, timeout=240, cwd=sandbox.PACKAGE_ROOT)
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "timeout", (result["status"], result["reason"], proc.stderr[-2000:])
