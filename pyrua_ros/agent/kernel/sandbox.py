@@ -213,6 +213,35 @@ class _Args:
         self._dirs.add(dest)
 
 
+def problem() -> str | None:
+    """Why the bubblewrap boundary cannot be set up on this machine (one line), or None when it can: bubblewrap
+    is installed, ``setpriv`` too when running as root, and a minimal sandbox with the kernel's namespaces starts
+    and exits. The front ends ask this before anything boots (``validate.check_sandbox``)."""
+    import subprocess
+
+    bwrap = bwrap_path()
+    if bwrap is None:
+        return "the cell sandbox needs bubblewrap (`apt-get install bubblewrap`, which scripts/setup.sh does)"
+    root = os.geteuid() == 0
+    if root and shutil.which("setpriv", path="/usr/bin:/bin") is None:
+        return "the cell sandbox needs setpriv (util-linux) to drop root"
+    argv = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session"]
+    if not root:
+        argv += ["--unshare-user", "--disable-userns"]
+    argv += ["--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+             "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--", "/usr/bin/true"]
+    try:
+        done = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, capture_output=True, timeout=10.0)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap could not be run ({type(exc).__name__}: {exc})"
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        return (f"bubblewrap cannot create the sandbox's namespaces here "
+                f"({lines[-1] if lines else f'exit status {done.returncode}'})")
+    return None
+
+
 def plan(workspace: Path, *, workspace_bytes: int, isolation: str = "bwrap", uid: int = SANDBOX_UID,
          info_fd: int | None = None) -> Launch:
     """The command that starts the kernel for ``workspace`` (the host path; inside, a tmpfs of
