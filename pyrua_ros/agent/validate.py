@@ -5,6 +5,7 @@ valid, and each is meant to finish well under a second (the endpoint check is on
 ``generate``, the agent node and ``eval`` call the same functions:
 
 - :func:`check_episode` — suite, task range and seed against what the driver serves;
+- :func:`check_sandbox` — the cell kernel's bubblewrap boundary can be set up (unless ``--unsafe-sandbox``);
 - :func:`check_input_path` — a file or folder a run reads (replay source, guides, policy, card, instance files);
 - :func:`replay_source` — the replay runtime's source (the packaged example program when none is given);
 - :func:`claim_run_directory` — the run-directory rules: a non-empty ``--out`` is refused unless ``--overwrite``
@@ -71,10 +72,23 @@ def replay_source(agent, episode) -> pathlib.Path:
                            "openai") from None
 
 
+def check_sandbox(sandbox) -> None:
+    """The cell kernel's bubblewrap boundary can be set up here (a :class:`~pyrua_ros.agent.config.SandboxSettings`;
+    nothing to check with ``--unsafe-sandbox``): a run that would fail at its first cell is refused before boot."""
+    if sandbox.unsafe_sandbox:
+        return
+    from pyrua_ros.agent.kernel import sandbox as boundary
+
+    why = boundary.problem()
+    if why:
+        raise SettingError(f"{why}; pass --unsafe-sandbox to run cells without it (recorded in result.json)")
+
+
 def check_play(cfg) -> None:
     """Every local check of a :class:`~pyrua_ros.agent.config.PlayConfig` (no network, no run directory)."""
     e, agent = cfg.episode, cfg.agent
     check_episode(e.suite, e.task, e.seed, e.driver)
+    check_sandbox(cfg.sandbox)
     if agent.runtime == "replay":
         source = replay_source(agent, e)
         check_input_path("--replay", source, kind="any")

@@ -18,6 +18,7 @@ SECTION_TITLES = {
     "agent": "agent loop",
     "model": "model server (--runtime openai)",
     "output": "run directory and display",
+    "sandbox": "cell sandbox",
     "compat": "accepted for PyRUA-Lean compatibility (recorded, unused on ROS)",
     "single": "single shot",
     "generate": "single-shot generation",
