@@ -48,8 +48,10 @@ class BootError(RuntimeError):
     """The robot could not be brought up (driver, reset, card); the agent never started."""
 
 
-class _Driver:
-    """The driver node (sim or fake arm) started for this episode, ended by its PID."""
+class DriverProcess:
+    """The driver node (sim or fake arm) of ``cfg.driver``, started with ``cfg``'s episode as its first one and
+    ended by its PID; output appended to ``log_path``. An episode starts its own, or is handed one that outlives
+    it (an evaluation worker resets one driver between its episodes)."""
 
     def __init__(self, cfg: PlayConfig, log_path: pathlib.Path):
         from pyrua_ros.bringup import graph, runner
@@ -86,8 +88,9 @@ def _raise_interrupt(signum, _frame):
 class Episode:
     """One play episode; ``run()`` returns the EpisodeResult that was written to ``<out>/result.json``."""
 
-    def __init__(self, cfg: PlayConfig, *, progress=None):
+    def __init__(self, cfg: PlayConfig, *, progress=None, driver: DriverProcess | None = None):
         self.cfg = cfg
+        self.shared_driver = driver   # kept alive by the caller across episodes; never stopped here
         self.out = pathlib.Path(cfg.out).resolve()
         self.workspace = self.out / "workspace"
         self.progress = progress
@@ -125,8 +128,10 @@ class Episode:
         from pyrua_ros.robo.host import RobotHost
         from pyrua_ros.robo.ros_backend import RosBackend
 
-        if self.cfg.driver != "external":
-            self.driver = _Driver(self.cfg, self.out / "host.log")
+        if self.shared_driver is not None:
+            self.shared_driver.check()
+        elif self.cfg.driver != "external":
+            self.driver = DriverProcess(self.cfg, self.out / "host.log")
         backend = RosBackend()
         segmenter = None
         if self.cfg.sam3_endpoint:
@@ -144,8 +149,9 @@ class Episode:
         try:
             status = backend.reset(self.cfg.suite, self.cfg.task, self.cfg.seed, self.cfg.max_episode_steps)
         except Exception as exc:
-            if self.driver:
-                self.driver.check()
+            for driver in (self.driver, self.shared_driver):
+                if driver:
+                    driver.check()
             raise BootError(f"episode reset failed: {type(exc).__name__}: {exc}") from exc
         self.task_language = status.task_language
         if self.cfg.record:
@@ -391,6 +397,7 @@ class Episode:
         return result
 
 
-def play(cfg: PlayConfig, *, progress=None) -> EpisodeResult:
-    """Run one episode and return its result (also written to ``<cfg.out>/result.json``)."""
-    return Episode(cfg, progress=progress).run()
+def play(cfg: PlayConfig, *, progress=None, driver: DriverProcess | None = None) -> EpisodeResult:
+    """Run one episode and return its result (also written to ``<cfg.out>/result.json``); ``driver``: a running
+    driver process to reset instead of starting one (it is left running)."""
+    return Episode(cfg, progress=progress, driver=driver).run()
