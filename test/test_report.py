@@ -207,7 +207,7 @@ def test_html_report_renders_in_headless_chromium(crafted, tmp_path):
                              text=True, timeout=120, start_new_session=True)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "<h1>crafted eval</h1>" in dom.stdout and "libero_spatial" in dom.stdout
-    assert "77.8% (7/9)" in dom.stdout and "72.7% (8/11)" in dom.stdout
+    assert "77.8% (7/9, 1 infra)" in dom.stdout and "72.7% (8/11, 2 infra)" in dom.stdout
     width, height, colours = _png_size_and_colours(png)
     assert (width, height) == (1280, 1600)
     assert colours > 4   # text, bars and whiskers drawn: not a blank page

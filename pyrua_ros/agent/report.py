@@ -240,7 +240,8 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, left: i
 
 
 def _rate_note(g: dict[str, Any]) -> str:
-    return f"{_pct(g['success_rate'])} ({g['successes']}/{g['denominator']})"
+    infra = f", {g['infra_failures']} infra" if g.get("infra_failures") else ""
+    return f"{_pct(g['success_rate'])} ({g['successes']}/{g['denominator']}{infra})"
 
 
 def html_report(report: dict[str, Any], metrics: Sequence[EpisodeMetrics], title: str, *,
@@ -256,14 +257,13 @@ def html_report(report: dict[str, Any], metrics: Sequence[EpisodeMetrics], title
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="meta">{html.escape(generated)} {len(metrics)} episode(s). Success rate with a Wilson 95% '
-        f"interval. {html.escape(_infra_note(report))}.</p>",
+        f"interval. {html.escape(_infra_note(report).capitalize())}.</p>",
         '<h2 id="overview">Success rate per suite</h2>', bar_chart(overview),
         _html_table(header, rows, total_last=True),
         f"<p class=\"meta\">Statuses: {html.escape(_statuses_text(report['overall']['statuses']))}</p>",
     ]
     for suite, g in report["suites"].items():
-        tasks = [(f"task {task.rpartition(':')[2]}", t["success_rate"],
-                  _task_interval(t), f"{_pct(t['success_rate'])} ({t['successes']}/{t['denominator']})")
+        tasks = [(f"task {task.rpartition(':')[2]}", t["success_rate"], _task_interval(t), _rate_note(t))
                  for task, t in g["tasks"].items()]
         parts += [f'<h2 id="suite-{html.escape(suite)}">{html.escape(suite)}: {_rate_note(g)}</h2>',
                   bar_chart(tasks, label_width=110)]
