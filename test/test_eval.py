@@ -371,3 +371,40 @@ def test_gathered_run_directories_land_in_out_with_their_paths_moved(tmp_path):
     (tmp_path / "out" / ".eval").mkdir()
     (tmp_path / "out" / ".eval" / E.TOKEN_FILE).write_text("abc")
     assert E._token_matches(str(tmp_path / "out"), "abc") and not E._token_matches(str(tmp_path / "elsewhere"), "abc")
+
+
+# ---------------------------------------------------------------------------------------------------- progress
+def test_progress_plain_lines_and_live_view():
+    import io
+
+    from rich.console import Console
+
+    from pyrua_ros.evaluation.progress import EvalProgress
+
+    stream = io.StringIO()
+    progress = EvalProgress(5, 2, finished_before=2, successes_before=1, stream=stream, tty=False)
+    progress.start()
+    progress.episode_started(0, "libero_goal:1:0")
+    progress.episode_started(1, "libero_goal:8:0", attempt=2)
+    progress.episode_status(0, {"turn": 3, "steps": 120, "tokens": 15400, "last": "python: moved"})
+    progress.episode_done(1, "libero_goal:8:0", {"status": "boot_error", "worker_wall_s": 12.0}, final=False)
+    progress.episode_done(0, "libero_goal:1:0", {"status": "completed", "environment_success": True,
+                                                 "worker_wall_s": 75.0})
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "[eval] starting: 3 episode(s) to run on 2 worker(s), 2 already finished"
+    assert lines[2] == "[eval] w1 start libero_goal:8:0 (attempt 2)"
+    assert lines[3].startswith("[eval] w1 done libero_goal:8:0: boot_error no success in 12s -> retrying | 2/5 done")
+    assert lines[4].startswith("[eval] w0 done libero_goal:1:0: completed success in 1m15s | 3/5 done | "
+                               "success 2/3 (66.7%)")
+    assert "ETA" in lines[4] and "ETA -" not in lines[4]   # one episode ended in this run: a pace exists
+
+    live = EvalProgress(4, 2, stream=io.StringIO(), tty=True)
+    live.episode_started(1, "libero_goal_swap:3:0")
+    live.episode_status(1, {"turn": 7, "steps": 410, "tokens": 52000, "last": "python: grasped the bowl"})
+    console = Console(record=True, width=140, file=io.StringIO())
+    console.print(live)
+    screen = console.export_text()
+    assert "0/4 done | success 0/0 (-)" in screen and "ETA -" in screen
+    row = next(line for line in screen.splitlines() if "libero_goal_swap:3:0" in line)
+    assert row.split()[:5] == ["w1", "libero_goal_swap:3:0", "7", "410", "52.0k"] and "grasped the bowl" in row
+    assert any(line.split()[:2] == ["w0", "idle"] for line in screen.splitlines())

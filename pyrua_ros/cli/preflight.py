@@ -112,6 +112,15 @@ def check_episode(driver: str, suite: str, task, seed) -> None:
     check_seed(seed)
 
 
+def _connect(host: str, port: int, timeout_s: float) -> str | None:
+    """None when something accepts a TCP connection at host:port within ``timeout_s``, else why not."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc) or type(exc).__name__
+
+
 def check_model_endpoint(base_url: str, timeout_s: float = 0.5) -> None:
     """Raise PreflightError unless something accepts a TCP connection at ``base_url``'s host and port."""
     parsed = urllib.parse.urlparse(base_url or "")
@@ -121,12 +130,24 @@ def check_model_endpoint(base_url: str, timeout_s: float = 0.5) -> None:
         port = parsed.port or (443 if parsed.scheme == "https" else 80)
     except ValueError as exc:
         raise PreflightError(f"--base-url {base_url!r}: {exc}") from None
-    try:
-        with socket.create_connection((parsed.hostname, port), timeout=timeout_s):
-            pass
-    except OSError as exc:
-        raise PreflightError(f"cannot reach the model server at {base_url} ({parsed.hostname}:{port}: "
-                             f"{exc.strerror or exc}); start it or fix --base-url") from None
+    why = _connect(parsed.hostname, port, timeout_s)
+    if why is not None:
+        raise PreflightError(f"cannot reach the model server at {base_url} ({parsed.hostname}:{port}: {why}); "
+                             "start it or fix --base-url")
+
+
+def check_ray_address(address: str, timeout_s: float = 0.5) -> None:
+    """``--address HOST:PORT`` of a Ray head must accept a connection (``auto`` is left to Ray)."""
+    if address == "auto":
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise PreflightError(f"--address {address!r} is not HOST:PORT (the Ray head's GCS port, e.g. 10.0.0.5:6379) "
+                             "or auto")
+    why = _connect(host.strip("[]"), int(port), timeout_s)
+    if why is not None:
+        raise PreflightError(f"cannot reach the Ray head at {address} ({why}); start it with ray start --head "
+                             "or fix --address")
 
 
 def check_replay_source(suite: str, task: int, replay) -> None:

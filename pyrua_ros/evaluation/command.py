@@ -24,7 +24,7 @@ import sys
 from typing import Any
 
 from pyrua_ros.cli.main import add_play_args, config_from_args
-from pyrua_ros.cli.preflight import PreflightError, check_model_endpoint, check_replay_source
+from pyrua_ros.cli.preflight import PreflightError, check_model_endpoint, check_ray_address, check_replay_source
 from pyrua_ros.evaluation.instances import NAMED_SETS, Instance, build_instances, load_instance_file
 
 EXIT_OK, EXIT_INFRA, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -143,6 +143,8 @@ def _check_engine_flags(args: argparse.Namespace) -> None:
             raise PreflightError("--backend ray needs Ray (pip install 'ray==2.60.0'; scripts/setup.sh installs it)")
         if args.driver == "external":
             raise PreflightError("--backend ray starts its drivers on the cluster: use --driver sim or fake")
+        if args.address:
+            check_ray_address(args.address)
     elif args.address:
         raise PreflightError("--address is for --backend ray")
 
@@ -187,7 +189,7 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
                              skipped=len(finished))
     prepare_ros_environment()   # loopback discovery for every worker and driver this process starts
     engine = _engine(args, workers, out, max(1, len(todo)))
-    stream = open(os.devnull, "w") if args.quiet else sys.stderr
+    stream = open(os.devnull, "w") if args.quiet else sys.stderr   # closed below
     progress = EvalProgress(len(instances), workers or 1, finished_before=len(finished),
                             successes_before=sum(bool(s.get("environment_success")) for s in finished.values()),
                             stream=stream)
@@ -199,9 +201,13 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
         progress.close()
         for s, handler in old.items():
             signal.signal(s, handler)
+        if stream is not sys.stderr:
+            stream.close()
     run["workers_info"] = list(engine.worker_info)
-    manifest.end_run(run, outcome="interrupted" if outcome.interrupted else "finished",
-                     episodes_run=outcome.episodes_run)
+    ended = "interrupted" if outcome.interrupted else (f"failed: {outcome.error}" if outcome.error else "finished")
+    manifest.end_run(run, outcome=ended, episodes_run=outcome.episodes_run)
+    if outcome.error:
+        print(f"pyrualean eval: error: {outcome.error}", file=sys.stderr)
     return _report(args, out, instances, outcome)
 
 
@@ -229,11 +235,14 @@ def _report(args: argparse.Namespace, out: pathlib.Path, instances: list[Instanc
             missing.append(instance.key)
     summary = summary_json(metrics, count_errors_as_failures=args.count_errors_as_failures)
     summary["evaluation"] = {"out": str(out), "requested": len(instances), "missing": missing,
-                             "episodes_run_now": outcome.episodes_run, "interrupted": outcome.interrupted}
+                             "episodes_run_now": outcome.episodes_run, "interrupted": outcome.interrupted,
+                             "error": outcome.error}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print(format_report(summary))
+        if outcome.interrupted:
+            print("interrupted: finished episodes are kept; run the same command again to resume")
         if missing:
             print(f"not run yet: {len(missing)} episode(s) ({', '.join(missing[:5])}"
                   f"{', ...' if len(missing) > 5 else ''}); run the same command again to resume")

@@ -23,8 +23,10 @@ from typing import Any
 
 from pyrua_ros.bringup.process import stop_process_groups
 from pyrua_ros.driver.rosenv import PARENT_PID_VAR
+from pyrua_ros.evaluation.runner import EngineError
 
 STOP_GRACE_S = 60.0   # a worker ends its episode's records and its driver (SIGINT grace 15 s) before this
+MAX_STRIKES = 3       # a slot whose worker dies this often in a row without finishing an episode is given up
 
 
 class _WorkerProcess:
@@ -93,6 +95,7 @@ class LocalEngine:
         self.events: queue.Queue = queue.Queue()
         self.workers: dict[int, _WorkerProcess] = {}
         self.worker_info: list[dict[str, Any]] = []   # one entry per worker process started: slot, pid, ROS domain
+        self.strikes: dict[int, int] = {}
         self.closing = False
 
     def start(self) -> None:
@@ -113,19 +116,29 @@ class LocalEngine:
             except queue.Empty:
                 break
             if event.get("event") == "exit":
-                worker = self.workers.get(event["worker"])
+                slot = event["worker"]
+                worker = self.workers.get(slot)
                 if worker is not None and worker.job is not None:
-                    out.append({"event": "crash", "worker": event["worker"], "instance": worker.job["instance"],
+                    out.append({"event": "crash", "worker": slot, "instance": worker.job["instance"],
                                 "detail": f"worker process exited with status {event.get('returncode')} (see "
                                           f"{worker.log_path})"})
-                if not self.closing:
-                    self.workers[event["worker"]] = _WorkerProcess(event["worker"], self.log_dir, self.events)
+                self.strikes[slot] = self.strikes.get(slot, 0) + 1
+                if self.closing:
+                    pass
+                elif self.strikes[slot] < MAX_STRIKES:
+                    self.workers[slot] = _WorkerProcess(slot, self.log_dir, self.events)
+                else:
+                    self.workers.pop(slot, None)
+                    if not self.workers:
+                        raise EngineError(f"every worker process died {MAX_STRIKES} times in a row without finishing "
+                                          f"an episode; see {self.log_dir}/worker-*.log")
             else:
                 if event.get("event") == "ready":
                     self.worker_info.append({"slot": event["worker"], "pid": event.get("pid"),
                                              "ros_domain_id": event.get("ros_domain_id")})
                 if event.get("event") == "done" and event["worker"] in self.workers:
                     self.workers[event["worker"]].job = None
+                    self.strikes[event["worker"]] = 0
                 out.append(event)
             if time.monotonic() >= deadline:
                 break

@@ -26,6 +26,10 @@ from pyrua_ros.evaluation.jobs import episode_summary, make_job
 POLL_S = 0.5
 
 
+class EngineError(RuntimeError):
+    """The engine cannot run episodes (it did not start, or every worker keeps dying)."""
+
+
 def finished_summary(instance: Instance, out: pathlib.Path) -> dict[str, Any] | None:
     """The summary of a finished episode of ``instance`` under ``out``, or None when it has to run (again)."""
     try:
@@ -53,10 +57,11 @@ def write_killed_record(instance: Instance, cfg: PlayConfig, reason: str) -> dic
 
 @dataclasses.dataclass
 class RunOutcome:
-    """What one invocation did: episodes it ran to the end, whether it was interrupted."""
+    """What one invocation did: episodes it ran to the end, whether it was interrupted, why the engine failed."""
 
     episodes_run: int = 0
     interrupted: bool = False
+    error: str | None = None
 
 
 class Coordinator:
@@ -78,8 +83,13 @@ class Coordinator:
         self.todo.extend((instance, 1) for instance in instances)
         if not self.todo:
             return self.outcome
+        self._set_aside_earlier_attempts()
         try:
-            self.engine.start()
+            try:
+                self.engine.start()
+            except Exception as exc:   # Ray unreachable or refusing us, a worker that cannot be spawned, ...
+                raise EngineError(f"the {self.engine.name} engine did not start: {type(exc).__name__}: {exc}") \
+                    from exc
             self.progress.slots = self.engine.slots   # a Ray cluster's size is known once joined
             while self.todo or self.running:
                 self._fill_idle_slots()
@@ -87,6 +97,8 @@ class Coordinator:
                     self._handle(event)
         except KeyboardInterrupt:
             self.outcome.interrupted = True
+        except EngineError as exc:
+            self.outcome.error = str(exc)
         finally:
             try:
                 self.engine.close(interrupted=self.outcome.interrupted)
@@ -140,7 +152,14 @@ class Coordinator:
                 return episode_summary(write_killed_record(instance, self.configs[instance], reason))
         return {"status": "killed", "reason": reason}
 
-    def _keep_attempt(self, instance: Instance, attempt: int) -> None:
+    def _set_aside_earlier_attempts(self) -> None:
+        """Run directories of instances about to run again (crashed, interrupted, infrastructure failures of an
+        earlier invocation) move under ``.eval/attempts`` instead of being overwritten."""
+        for instance, _attempt in self.todo:
+            if instance.run_dir(self.out).exists():
+                self._keep_attempt(instance, f"earlier-{now_iso().replace(':', '')}")
+
+    def _keep_attempt(self, instance: Instance, attempt: int | str) -> None:
         source = instance.run_dir(self.out)
         target = self.out / ".eval" / "attempts" / instance.suite / str(instance.task) / str(instance.seed) / \
             str(attempt)
