@@ -408,3 +408,19 @@ def test_progress_plain_lines_and_live_view():
     row = next(line for line in screen.splitlines() if "libero_goal_swap:3:0" in line)
     assert row.split()[:5] == ["w1", "libero_goal_swap:3:0", "7", "410", "52.0k"] and "grasped the bowl" in row
     assert any(line.split()[:2] == ["w0", "idle"] for line in screen.splitlines())
+
+
+def test_workers_keep_their_task_when_they_can():
+    """A reset to the driver's current (suite, task) reuses the simulator's scene: the coordinator hands each
+    worker more of its own task, and a fresh worker a task nobody holds."""
+    from pyrua_ros.evaluation.runner import Coordinator
+
+    coordinator = Coordinator(pathlib.Path("/nonexistent"), {}, engine=None, progress=None)
+    coordinator.todo.extend((I.Instance("libero_goal", t, s), 1) for t in (1, 8) for s in (0, 1))
+    first = coordinator._next_for(0)[0]
+    coordinator.slot_task[0] = (first.suite, first.task)
+    second = coordinator._next_for(1)[0]
+    coordinator.slot_task[1] = (second.suite, second.task)
+    assert (first.task, second.task) == (1, 8)
+    assert coordinator._next_for(1)[0] == I.Instance("libero_goal", 8, 1)
+    assert coordinator._next_for(0)[0] == I.Instance("libero_goal", 1, 1)

@@ -76,6 +76,7 @@ class Coordinator:
         self.retries = retries
         self.todo: collections.deque[tuple[Instance, int]] = collections.deque()
         self.running: dict[int, tuple[Instance, int]] = {}
+        self.slot_task: dict[int, tuple[str, int]] = {}   # the (suite, task) whose scene each worker's driver holds
         self.outcome = RunOutcome()
 
     def run(self, instances: list[Instance]) -> RunOutcome:
@@ -107,14 +108,29 @@ class Coordinator:
                     self._ensure_record(instance, "killed: the evaluation stopped while this episode ran")
         return self.outcome
 
+    def _next_for(self, slot: int) -> tuple[Instance, int]:
+        """Take the next job for ``slot``, preferring its driver's current (suite, task): a reset to the same task
+        reuses the simulator's scene, a new task builds another (seconds); else a task no other worker holds."""
+        def pick(predicate) -> int | None:
+            return next((i for i, (inst, _a) in enumerate(self.todo) if predicate((inst.suite, inst.task))), None)
+
+        held = {task for other, task in self.slot_task.items() if other != slot}
+        index = pick(lambda task: task == self.slot_task.get(slot))
+        if index is None:
+            index = pick(lambda task: task not in held)
+        job = self.todo[index or 0]
+        del self.todo[index or 0]
+        return job
+
     def _fill_idle_slots(self) -> None:
         for slot in range(self.engine.slots):
             if slot in self.running or not self.todo:
                 continue
-            instance, attempt = self.todo.popleft()
+            instance, attempt = self._next_for(slot)
             job = make_job(instance.to_json(), self.configs[instance], attempt)
             if self.engine.submit(slot, job):
                 self.running[slot] = (instance, attempt)
+                self.slot_task[slot] = (instance.suite, instance.task)
                 self.progress.episode_started(slot, instance.key, attempt)
             else:
                 self.todo.appendleft((instance, attempt))
