@@ -109,19 +109,25 @@ class EpisodeActor:
 
         return {"pid": os.getpid(), "host": socket.gethostname(), "ros_domain_id": self.domain}
 
-    def run(self, job: dict[str, Any], out_root: str, token: str, mode: str) -> dict[str, Any]:
-        """One episode; the summary, plus ``archive`` (gzipped tar of the run directory) when gathering."""
+    def run(self, job: dict[str, Any], out_root: str, token: str, mode: str, statuses=None) -> dict[str, Any]:
+        """One episode; the summary, plus ``archive`` (gzipped tar of the run directory) when gathering.
+        ``statuses``: a Ray queue the per-turn agent status goes to (for the coordinator's live view)."""
         shared = mode == "shared" or (mode == "auto" and _token_matches(out_root, token))
         event: dict[str, Any] = {"event": "done", "worker": self.slot, "instance": job["instance"]}
+        on_status = None
+        if statuses is not None:
+            def on_status(status: dict[str, Any]) -> None:
+                with contextlib.suppress(Exception):
+                    statuses.put_nowait({"event": "status", "worker": self.slot, "status": status})
         if shared:
-            event["summary"] = self.worker.run(job)
+            event["summary"] = self.worker.run(job, on_status=on_status)
             return event
         local_out = self.scratch / "run"
         if local_out.exists():
             shutil.rmtree(local_out)
         job = {**job, "config": {**job["config"], "out": str(local_out)}}
         try:
-            event["summary"] = self.worker.run(job)
+            event["summary"] = self.worker.run(job, on_status=on_status)
         finally:
             if local_out.exists():
                 import socket
@@ -168,8 +174,8 @@ class RayEngine:
         self.actors: dict[int, Any] = {}
         self.worker_info: list[dict[str, Any]] = []   # one entry per actor: slot, host, pid, ROS domain
         self.running: dict[Any, int] = {}   # object ref -> slot
+        self.statuses = None
         self.closing = False
-        self._started_ray = False
 
     def start(self) -> None:
         if self.address:   # both are read when ray is imported: they must come first
@@ -187,10 +193,12 @@ class RayEngine:
             slots = self.slots or os.cpu_count() or 1
             ray.init(num_cpus=max(1, int(slots * self.cpus + 0.999)), include_dashboard=False,
                      logging_level="WARNING", log_to_driver=False, _node_ip_address="127.0.0.1")
-            self._started_ray = True
         if self.slots is None:
             fit = int(ray.cluster_resources().get("CPU", 1) / self.cpus)
             self.slots = max(1, min(fit, self.max_slots or fit))
+        from ray.util.queue import Queue
+
+        self.statuses = Queue(maxsize=1000, actor_options={"num_cpus": 0})
         self._actor_class = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=0)(EpisodeActor)
         self._new_actors(range(self.slots))
 
@@ -206,7 +214,7 @@ class RayEngine:
                 self.worker_info.append({"slot": slot, **ray.get(ref, timeout=300)})
 
     def submit(self, slot: int, job: dict[str, Any]) -> bool:
-        ref = self.actors[slot].run.remote(job, str(self.out), self.token, self.results)
+        ref = self.actors[slot].run.remote(job, str(self.out), self.token, self.results, self.statuses)
         self.running[ref] = slot
         return True
 
@@ -214,11 +222,13 @@ class RayEngine:
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
+        events = []
+        with contextlib.suppress(Exception):   # per-turn statuses, best effort
+            events += self.statuses.get_nowait_batch(self.statuses.qsize())
         if not self.running:
             time.sleep(min(timeout, 0.2))
-            return []
+            return events
         ready, _ = ray.wait(list(self.running), num_returns=len(self.running), timeout=timeout)
-        events = []
         for ref in ready:
             slot = self.running.pop(ref)
             try:
@@ -253,6 +263,8 @@ class RayEngine:
         for actor in self.actors.values():
             with contextlib.suppress(Exception):
                 ray.kill(actor)
+        with contextlib.suppress(Exception):
+            self.statuses.shutdown()
         if ray.is_initialized():
             ray.shutdown()
         with contextlib.suppress(OSError):
