@@ -77,7 +77,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``eval`` on the CLI's subparsers."""
     parser = subparsers.add_parser("eval", help="evaluate many episodes (parallel, resumable, local or Ray)",
-                                   description=__doc__.splitlines()[0], conflict_handler="resolve")
+                                   description=__doc__.splitlines()[0].replace("``", ""),
+                                   conflict_handler="resolve")
     add_eval_arguments(parser)
     parser.set_defaults(func=cmd_eval)
     return parser
