@@ -140,5 +140,7 @@ class EvalProgress:
                               str(st.get("steps") if st.get("steps") is not None else "-"),
                               _tokens(st.get("tokens")), _duration(time.monotonic() - w["t0"]),
                               " ".join(str(st.get("last", "")).split()))
-            return Group(Text(self.headline(), style="bold"),
-                         ProgressBar(total=max(1, self.total), completed=self.done, width=60), table)
+            bar = Table.grid(padding=(0, 1))
+            bar.add_row(ProgressBar(total=max(1, self.total), completed=self.done, width=60),
+                        Text(f"{self.done}/{self.total}"))
+            return Group(Text(self.headline(), style="bold"), bar, table)
