@@ -38,6 +38,7 @@ class EvalProgress:
         self.done, self.successes, self.infra = finished_before, successes_before, 0
         self.failures = finished_before - successes_before
         self.run_now = 0
+        self.durations: list[float] = []   # wall time of each episode that ended in this run [s]
         self.t0 = time.monotonic()
         self.workers: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -46,13 +47,18 @@ class EvalProgress:
     # ------------------------------------------------------------------ state
     @property
     def eta_s(self) -> float | None:
-        """Remaining episodes at this run's pace so far (None before the first one ends)."""
+        """Time left at this run's mean episode duration: what the running episodes still need plus the waiting
+        ones, spread over the workers (None before the first episode ends)."""
         remaining = self.total - self.done
         if remaining <= 0:
             return 0.0
-        if not self.run_now:
+        if not self.durations:
             return None
-        return (time.monotonic() - self.t0) / self.run_now * remaining
+        mean = sum(self.durations) / len(self.durations)
+        now = time.monotonic()
+        running = [max(0.0, mean - (now - w["t0"])) for w in self.workers.values()]
+        waiting = max(0, remaining - len(running))
+        return (sum(running) + waiting * mean) / max(1, self.slots)
 
     def headline(self) -> str:
         judged = self.successes + self.failures
@@ -91,7 +97,9 @@ class EvalProgress:
         status = (summary or {}).get("status") or "killed"
         success = bool((summary or {}).get("environment_success"))
         with self._lock:
-            self.workers.pop(slot, None)
+            started = self.workers.pop(slot, None)
+            if started is not None:
+                self.durations.append(time.monotonic() - started["t0"])
             if final:
                 self.done += 1
                 self.run_now += 1
