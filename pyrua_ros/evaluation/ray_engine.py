@@ -22,6 +22,7 @@ import os
 import pathlib
 import secrets
 import shutil
+import signal
 import tarfile
 import tempfile
 import time
@@ -218,6 +219,22 @@ class RayEngine:
         self.running[ref] = slot
         return True
 
+    def _interrupt_running(self) -> None:
+        import socket
+
+        import ray
+
+        here = socket.gethostname()
+        where = {info["slot"]: info for info in self.worker_info}   # the newest actor of each slot
+        for ref, slot in list(self.running.items()):
+            info = where.get(slot, {})
+            if info.get("host") == here and info.get("pid"):
+                with contextlib.suppress(OSError):
+                    os.kill(info["pid"], signal.SIGTERM)   # the episode's own handler: an "interrupted" record
+            else:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=False)
+
     def poll(self, timeout: float) -> list[dict[str, Any]]:
         import ray
         from ray.exceptions import RayActorError, RayTaskError
@@ -243,15 +260,14 @@ class RayEngine:
         return events
 
     def close(self, *, interrupted: bool) -> None:
-        """Cancel running episodes when ``interrupted`` (they end as ``interrupted``), stop every actor's driver,
-        end the actors, and shut down a Ray instance this engine started."""
+        """When ``interrupted``, end running episodes as ``interrupted`` (SIGTERM to actors on this machine, a
+        task cancel elsewhere) and give them a minute to write their records; then stop every actor's driver, end
+        the actors, and disconnect (a private Ray instance ends with it)."""
         import ray
 
         self.closing = True
-        if interrupted:
-            for ref in list(self.running):
-                with contextlib.suppress(Exception):
-                    ray.cancel(ref, force=False)
+        if interrupted and self.running:
+            self._interrupt_running()
             with contextlib.suppress(Exception):
                 ray.wait(list(self.running), num_returns=len(self.running), timeout=60.0)
         closing = []
