@@ -143,7 +143,7 @@ def test_manifest_refuses_other_options_and_other_code(tmp_path):
     assert Manifest.open(tmp_path / "e", options, allow_code_change=True).data["code_history"]
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
-    with pytest.raises(ManifestMismatch, match="non-empty directory without eval.json"):
+    with pytest.raises(ManifestMismatch, match=r"non-empty directory without eval\.json"):
         Manifest.open(tmp_path / "busy", options)
 
 
