@@ -109,20 +109,34 @@ def test_job_config_round_trip(tmp_path):
     (["--suite", "libero_goal", "--task", "0"], "--runtime replay has no program for libero_goal:0"),
     (["--suite", "libero_goal", "--task", "8", "--workers", "0"], "--workers must be at least 1"),
 ])
-def test_bad_input_is_refused_before_anything_boots(tmp_path, args, message, record_property):
+def test_bad_input_is_refused_before_anything_boots(tmp_path, args, message, capsys):
+    """Each refusal is one line naming the valid values, exit 2, and nothing written or started (the command runs
+    in this process: a worker would be a child of it)."""
+    from pyrua_ros.cli.main import main
+
     with socket.socket() as s:   # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     args = [a.replace("{port}", str(port)) for a in args]
     out = tmp_path / "out"
-    t0 = time.monotonic()
-    proc = run_eval("--arm", "cells", "--out", str(out), *args, timeout=120)
-    record_property("refusal_wall_s", round(time.monotonic() - t0, 3))
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pyrualean eval: error: "), proc.stderr
+    children = set(psutil.Process().children(recursive=True))
+    assert main(["eval", "--arm", "cells", "--out", str(out), *args]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pyrualean eval: error: "), lines
     assert message.replace("{port}", str(port)) in lines[0]
     assert not out.exists()   # nothing was written: no manifest, no worker, no node
+    assert set(psutil.Process().children(recursive=True)) <= children
+
+
+def test_the_command_line_refuses_in_about_a_second(tmp_path, record_property):
+    """The whole command, interpreter start included, for a task out of range (the check that needs the
+    simulator's task counts). The time is recorded, not asserted: these machines are shared."""
+    t0 = time.monotonic()
+    proc = run_eval("--arm", "cells", "--out", str(tmp_path / "out"), "--suite", "libero_goal", "--task", "10",
+                    timeout=120)
+    record_property("refusal_wall_s", round(time.monotonic() - t0, 3))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_manifest_refuses_other_options_and_other_code(tmp_path):
@@ -223,7 +237,7 @@ def test_libero_eval_on_two_workers(tmp_path):
     """Two LIBERO episodes at once, each on its own sim node and ROS domain, judged by the benchmark's check."""
     out = tmp_path / "libero"
     proc = run_eval("--arm", "cells", "--suite", "libero_goal", "--task", "1,8", "--seed", "0", "--workers", "2",
-                    "--out", str(out), "--no-video", timeout=900)
+                    "--out", str(out), "--no-video", "--no-record", timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     final = results(out)
     assert sorted(final) == ["libero_goal:1:0", "libero_goal:8:0"]
