@@ -1,7 +1,8 @@
 """What travels between the evaluation's coordinator and its workers (local processes or Ray actors), as JSON.
 
 - a **job**: ``{"instance": {suite, task, seed}, "attempt": n, "config": <PlayConfig as JSON>}``; the config is
-  ``play``'s own settings object for that episode, with ``out`` = the instance's run directory;
+  ``play``'s own settings tree for that episode in the schema's nested JSON form (``schema.to_json`` /
+  ``schema.from_json``), with ``output.out`` = the instance's run directory;
 - **events** back: ``{"event": "ready" | "start" | "status" | "done" | "crash", "worker": i, ...}``; ``done`` carries
   :func:`episode_summary` of the result the episode wrote.
 
@@ -11,37 +12,28 @@ Every episode's truth stays its ``result.json``; events only drive progress and 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import pathlib
-import typing
 from typing import Any
 
+from pyrua_ros.agent import schema
 from pyrua_ros.agent.config import PlayConfig
 
 SUMMARY_KEYS = ("status", "reason", "environment_success", "tool_turns", "env_steps", "policy_wall_s",
                 "total_wall_s")
 
 
-@functools.cache
-def _path_fields() -> frozenset[str]:
-    hints = typing.get_type_hints(PlayConfig)
-    return frozenset(name for name, hint in hints.items()
-                     if hint is pathlib.Path or pathlib.Path in typing.get_args(hint))
-
-
 def config_to_json(cfg: PlayConfig) -> dict[str, Any]:
-    """Every PlayConfig field as a JSON value (paths as strings)."""
-    return {f.name: (str(v) if isinstance(v := getattr(cfg, f.name), pathlib.PurePath) else v)
-            for f in dataclasses.fields(cfg)}
+    """The settings tree as nested JSON (the schema's own form)."""
+    return schema.to_json(cfg)
 
 
-def config_from_json(data: dict[str, Any], **changes: Any) -> PlayConfig:
-    """Inverse of :func:`config_to_json` (validated again by PlayConfig itself), with ``changes`` applied."""
-    values = {**data, **changes}
-    for name in _path_fields():
-        if isinstance(values.get(name), str):
-            values[name] = pathlib.Path(values[name])
-    return PlayConfig(**values)
+def config_from_json(data: dict[str, Any], *, out: str | pathlib.Path | None = None) -> PlayConfig:
+    """Inverse of :func:`config_to_json` (validated again by the settings classes); ``out`` replaces the run
+    directory (a Ray actor that writes to scratch space first)."""
+    cfg = schema.from_json(PlayConfig, data)
+    if out is not None:
+        cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, out=pathlib.Path(out)))
+    return cfg
 
 
 def make_job(instance_json: dict[str, Any], cfg: PlayConfig, attempt: int = 1) -> dict[str, Any]:

@@ -126,7 +126,7 @@ class EpisodeActor:
         local_out = self.scratch / "run"
         if local_out.exists():
             shutil.rmtree(local_out)
-        job = {**job, "config": {**job["config"], "out": str(local_out)}}
+        job = {**job, "out": str(local_out)}   # written here first, packed and returned below
         try:
             event["summary"] = self.worker.run(job, on_status=on_status)
         finally:

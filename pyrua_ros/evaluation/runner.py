@@ -46,7 +46,7 @@ def finished_summary(instance: Instance, out: pathlib.Path) -> dict[str, Any] | 
 
 def write_killed_record(instance: Instance, cfg: PlayConfig, reason: str) -> dict[str, Any]:
     """A minimal ``result.json`` (status ``killed``) for an episode whose host died before writing its own."""
-    record = {"schema": SCHEMA, "system": SYSTEM, "arm": cfg.arm, "backend": "ros2", "robot": cfg.robot,
+    record = {"schema": SCHEMA, "system": SYSTEM, "arm": cfg.agent.arm, "backend": "ros2", "robot": cfg.episode.robot,
               "suite": instance.suite, "task": instance.task, "seed": instance.seed, "environment_success": False,
               "status": "killed", "reason": reason, "error": None, "calls": None, "stateful_calls": None,
               "env_steps": None, "policy_wall_s": None, "created_at": now_iso(),

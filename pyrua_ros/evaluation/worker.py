@@ -1,11 +1,12 @@
-"""An evaluation worker: one driver node kept alive and reset between episodes, a fresh episode host per job.
+"""An evaluation worker: one episode host (driver node and ROS backend) kept open across episodes.
 
 :class:`EpisodeWorker` is the part shared by both engines: a local worker process (``python -m
 pyrua_ros.evaluation.worker``, driven over two pipes by :mod:`pyrua_ros.evaluation.local`) and a Ray actor
-(:mod:`pyrua_ros.evaluation.ray_engine`). Each job is one ``play`` episode on the worker's own driver: robo, the cell
-kernel and the runtime are new for every episode; the driver (sim node or fake arm) is started once, reset by the
-episode to its (suite, task, seed), restarted when it died or after an episode that could not boot. The slice of
-the driver's log written during an episode is appended to that episode's ``host.log``.
+(:mod:`pyrua_ros.evaluation.ray_engine`). Each job is one ``play`` episode to which the worker lends its open
+:class:`~pyrua_ros.agent.episode.EpisodeHost` (``play(cfg, host=...)``): the episode resets the driver to its
+(suite, task, seed) and gets a fresh robot host, cell kernel and runtime; the host stays open. It is opened again
+when its driver died, when an episode needs another driver or clock, and after an episode that could not boot.
+The slice of the driver's log written during an episode is appended to that episode's ``host.log``.
 
 Every worker process runs on loopback DDS and claims a ROS domain of its own *before* rclpy is imported
 (:func:`isolate_ros_domain`), so parallel workers never see each other's nodes.
@@ -41,68 +42,86 @@ def isolate_ros_domain() -> int:
 
 
 class _StatusRelay:
-    """The ``progress`` object ``play`` updates after every turn; forwards each status to a callback."""
+    """The ``progress`` object ``play`` reports to: forwards the agent status after every turn to a callback
+    (phases and the per-second ticks stay in the worker)."""
 
     def __init__(self, callback: Callable[[dict[str, Any]], None]):
         self.callback = callback
 
-    def update(self, status: dict[str, Any]) -> None:
+    def turn(self, status: dict[str, Any]) -> None:
         with contextlib.suppress(Exception):
-            self.callback(status)
+            self.callback(dict(status))
+
+    def phase(self, name: str, detail: str = "", *, elapsed_s: float | None = None) -> None:
+        pass
+
+    def tick(self, status: dict[str, Any]) -> None:
+        pass
+
+    def message(self, text: str, *, elapsed_s: float | None = None) -> None:
+        pass
 
 
 class EpisodeWorker:
-    """Runs episode jobs one after another on a driver of its own (see the module docstring)."""
+    """Runs episode jobs one after another on an episode host of its own (see the module docstring)."""
 
     def __init__(self, worker_id: int, log_dir: pathlib.Path):
         self.worker_id = worker_id
         self.log_dir = pathlib.Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.driver = None
-        self._driver_key: tuple | None = None
+        self.host = None
+        self._host_key: tuple | None = None
         self.driver_starts = 0
 
     @property
     def driver_log(self) -> pathlib.Path:
         return self.log_dir / f"worker-{self.worker_id}-driver.log"
 
-    def _stop_driver(self) -> None:
-        if self.driver is not None:
+    def _close_host(self) -> None:
+        if self.host is not None:
             with contextlib.suppress(Exception):
-                self.driver.stop()
-        self.driver, self._driver_key = None, None
+                self.host.close()
+        self.host, self._host_key = None, None
 
-    def _ensure_driver(self, cfg) -> None:
-        from pyrua_ros.agent.episode import DriverProcess
+    def _open_host(self, episode) -> None:
+        """An open host for ``episode`` (EpisodeSettings): the current one, or a new one when the driver or its
+        clock differ or the driver died."""
+        from pyrua_ros.agent.episode import EpisodeHost
 
-        key = (cfg.driver, cfg.clock, cfg.robot)
-        if self.driver is not None and (key != self._driver_key or self.driver.proc.poll() is not None):
-            self._stop_driver()
-        if self.driver is None:
-            self.driver = DriverProcess(cfg, self.driver_log)
-            self._driver_key = key
-            self.driver_starts += 1
+        key = (episode.driver, episode.clock)
+        driver = self.host.driver if self.host is not None else None
+        if self.host is not None and (key != self._host_key or (driver is not None and not driver.alive())):
+            self._close_host()
+        if self.host is None:
+            host = EpisodeHost(episode)
+            try:
+                host.open(self.driver_log)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    host.close()
+                raise
+            self.host, self._host_key = host, key
+            self.driver_starts += host.driver is not None
 
     def run(self, job: dict[str, Any], on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-        """Run one job's episode; returns :func:`episode_summary` of the result.json it wrote."""
+        """Run one job's episode (``job["out"]``, if given, replaces its run directory); returns
+        :func:`episode_summary` of the result.json it wrote."""
         from pyrua_ros.agent.episode import play
         from pyrua_ros.agent.records import read_result
 
-        cfg = config_from_json(job["config"])
+        cfg = config_from_json(job["config"], out=job.get("out"))
         progress = _StatusRelay(on_status) if on_status else None
         t0 = time.monotonic()
-        if cfg.driver == "external":
-            play(cfg, progress=progress)
-        else:
-            self._ensure_driver(cfg)
-            offset = self.driver_log.stat().st_size if self.driver_log.exists() else 0
-            try:
-                play(cfg, progress=progress, driver=self.driver)
-            finally:
+        offset = self.driver_log.stat().st_size if self.driver_log.exists() else 0
+        try:
+            self._open_host(cfg.episode)
+            play(cfg, progress=progress, host=self.host)
+        finally:
+            if self.host is not None and self.host.driver is not None:
                 self._copy_driver_log(offset, pathlib.Path(cfg.out) / "host.log")
         summary = episode_summary(read_result(cfg.out))
-        if summary["status"] == "boot_error" and self.driver is not None:
-            self._stop_driver()   # it may be wedged; the next episode starts a fresh one
+        if summary["status"] == "boot_error":
+            self._close_host()   # it may be wedged; the next episode opens a fresh one
         summary["worker_wall_s"] = round(time.monotonic() - t0, 3)
         summary["driver_starts"] = self.driver_starts
         return summary
@@ -118,8 +137,8 @@ class EpisodeWorker:
                     dst.write(chunk)
 
     def close(self) -> None:
-        """Stop the driver (a clean ROS shutdown first)."""
-        self._stop_driver()
+        """Close the host: the ROS backend, then the driver (a clean ROS shutdown first)."""
+        self._close_host()
 
 
 # ---------------------------------------------------------------------------------------------------- process
