@@ -43,7 +43,7 @@ CONFIGS = {
 
 def run_config(name: str, instance_args: list[str], out: pathlib.Path) -> dict:
     cmd = [sys.executable, "-m", "pyrua_ros.cli.main", "eval", "--arm", "cells", *instance_args, "--out", str(out),
-           "--quiet", "--json", *CONFIGS[name]]
+           "--progress", "off", "--json", *CONFIGS[name]]
     load_before = os.getloadavg()[0]
     usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()

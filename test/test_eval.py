@@ -22,7 +22,7 @@ import time
 import psutil
 import pytest
 
-from pyrua_ros.cli.preflight import PreflightError
+from pyrua_ros.agent.schema import SettingError
 from pyrua_ros.evaluation import instances as I
 from pyrua_ros.evaluation.jobs import config_from_json, config_to_json
 from pyrua_ros.evaluation.manifest import Manifest, ManifestMismatch
@@ -62,7 +62,7 @@ def test_index_lists_and_named_sets():
     assert I.parse_index_list([3, "1-2", 3], "seed") == [1, 2, 3]
     assert I.parse_index_list("all", "task", upper=3) == [0, 1, 2]
     for bad in ("3-1", "x", True):
-        with pytest.raises(PreflightError):
+        with pytest.raises(SettingError):
             I.parse_index_list(bad, "task")
     assert I.expand_suites(["libero", "libero_goal", "libero_pro_swap"]) == [
         "libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_spatial_swap", "libero_object_swap",
@@ -81,32 +81,40 @@ def test_instance_files(tmp_path):
     (tmp_path / "set.json").write_text(json.dumps([{"suite": "libero_goal", "task": 8}]))
     assert I.load_instance_file(tmp_path / "set.json", "sim") == [I.Instance("libero_goal", 8, 0)]
     (tmp_path / "bad.yaml").write_text("- {suite: fake_table, tasks: 0}\n")
-    with pytest.raises(PreflightError, match=r"unknown key\(s\) \['tasks'\]; valid keys: suite, task, seed"):
+    with pytest.raises(SettingError, match=r"unknown key\(s\) \['tasks'\]; valid keys: suite, task, seed"):
         I.load_instance_file(tmp_path / "bad.yaml", "fake")
     (tmp_path / "broken.yaml").write_text("- {suite: [\n")
-    with pytest.raises(PreflightError, match="is not valid YAML/JSON"):
+    with pytest.raises(SettingError, match="is not valid YAML/JSON"):
         I.load_instance_file(tmp_path / "broken.yaml", "fake")
 
 
 def test_job_config_round_trip(tmp_path):
-    from pyrua_ros.agent.config import PlayConfig
+    """A job carries play's settings tree in the schema's JSON form and comes back equal (paths, dicts)."""
+    from pyrua_ros.agent.config import AgentSettings, EpisodeSettings, ModelSettings, OutputSettings, PlayConfig
 
-    cfg = PlayConfig(out=tmp_path / "o", task=8, replay=tmp_path / "p.py", openai_extra_body={"top_k": 20})
+    cfg = PlayConfig(episode=EpisodeSettings(task=8, clock="realtime"), agent=AgentSettings(replay=tmp_path / "p.py"),
+                     model=ModelSettings(extra_body={"top_k": 20}), output=OutputSettings(out=tmp_path / "o"))
     data = json.loads(json.dumps(config_to_json(cfg)))
+    assert data["episode"]["task"] == 8 and data["output"]["out"] == str(tmp_path / "o")
     assert config_from_json(data) == cfg
     assert config_from_json(data, out=str(tmp_path / "x")).out == tmp_path / "x"
+    with pytest.raises(SettingError, match=r"episode\.nope is not a setting of PlayConfig"):
+        config_from_json({"episode": {"nope": 1}})
 
 
 # ---------------------------------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize(("args", "message"), [
     (["--suite", "libero_nope"], "unknown suite 'libero_nope' for --driver sim; valid suites: libero_spatial, "),
-    (["--suite", "libero_goal", "--task", "10"], "task 10 out of range for suite 'libero_goal': valid tasks are 0..9"),
-    (["--suite", "libero_goal", "--seed", "-1"], "seed -1 is invalid: seeds are integers >= 0"),
+    (["--suite", "libero_goal", "--task", "10"],
+     "--task 10 is out of range for suite 'libero_goal': valid tasks are 0..9"),
+    (["--suite", "libero_goal", "--seed", "-1"], "--seed -1 is invalid: the seed is an integer >= 0"),
     (["--suite", "fake_table", "--driver", "fake", "--task", "2"], "valid tasks are 0..1"),
-    (["--instances", "/nonexistent/set.yaml"], "cannot read the instance file /nonexistent/set.yaml"),
+    (["--instances", "/nonexistent/set.yaml"], "--instances /nonexistent/set.yaml: no such file"),
     (["--suite", "libero_goal", "--task", "8", "--runtime", "openai", "--base-url", "http://127.0.0.1:{port}/v1"],
-     "cannot reach the model server at http://127.0.0.1:{port}/v1"),
-    (["--suite", "libero_goal", "--task", "0"], "--runtime replay has no program for libero_goal:0"),
+     "--base-url http://127.0.0.1:{port}/v1: no model server answers at http://127.0.0.1:{port}/v1/models"),
+    (["--suite", "libero_goal", "--task", "0"], "no example program for libero_goal task 0; available: "),
+    (["--suite", "fake_table", "--driver", "fake", "--backend", "ray", "--address", "127.0.0.1:{port}"],
+     "--address 127.0.0.1:{port}: no Ray head answers"),
     (["--suite", "libero_goal", "--task", "8", "--workers", "0"], "--workers must be at least 1"),
 ])
 def test_bad_input_is_refused_before_anything_boots(tmp_path, args, message, capsys):
@@ -228,8 +236,10 @@ def test_fake_arm_eval_on_two_workers_interrupted_and_resumed(tmp_path):
     manifest = json.loads((out / "eval.json").read_text())
     assert [r["outcome"] for r in manifest["runs"]] == ["interrupted", "finished"]
     assert manifest["runs"][1]["skipped_finished"] == len(done)
-    domains = [w["ros_domain_id"] for w in manifest["runs"][1]["workers_info"]]
-    assert len(set(domains)) == len(domains) == 2 and str(domains[0]) != os.environ["ROS_DOMAIN_ID"]
+    for run in manifest["runs"]:   # the resumed run has as many workers as episodes left (1 or 2)
+        domains = [w["ros_domain_id"] for w in run["workers_info"]]
+        assert len(set(domains)) == len(domains) == run["workers"] and str(domains[0]) != os.environ["ROS_DOMAIN_ID"]
+    assert manifest["runs"][0]["workers"] == 2
 
 
 @pytest.mark.slow

@@ -1,21 +1,25 @@
 """``pyrualean eval``: many episodes, in parallel on this machine or on a Ray cluster, resumable, with a report.
 
-The agent options are exactly ``play``'s (the same parser function adds them); the instance flags ``--suite``,
-``--task``, ``--seed`` take lists here, and ``--out`` is the evaluation directory::
+The agent options are exactly ``play``'s: the same settings schema generates them (``cli.args.add_settings`` of
+:class:`~pyrua_ros.agent.config.PlayConfig`), except the per-episode ones that eval replaces (``manifest.PER_EPISODE``):
+``--suite``, ``--task``, ``--seed`` take lists here, ``--out`` is the evaluation directory, and run directories are
+kept or moved aside by the evaluation (no ``--overwrite`` / ``--resume``)::
 
     OUT/eval.json                      manifest: options, code version, instances, invocations
     OUT/<suite>/<task>/<seed>/         one play run directory per episode (result.json, prompt.txt, ...)
     OUT/.eval/logs/                    worker and driver logs; OUT/.eval/attempts/ earlier failed attempts
 
 Running the same command again skips finished episodes and runs the rest; other agent options are refused.
-Everything the input decides (episodes, files, the model endpoint, the replay programs, the manifest) is checked
-before any worker or node starts. Exit status: 0 all episodes have a result that is not an infrastructure failure,
-1 some ended in one (after retries), 2 bad input, 130 interrupted (finished episodes are kept).
+Everything the input decides (episodes, files, the replay programs, the model server, the Ray head, the manifest) is
+checked by ``agent.validate`` before any worker or node starts. Exit status: 0 all episodes have a result that is
+not an infrastructure failure, 1 some ended in one (after retries), 2 bad input, 130 interrupted (finished
+episodes are kept).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
@@ -23,62 +27,61 @@ import signal
 import sys
 from typing import Any
 
-from pyrua_ros.cli.main import add_play_args, config_from_args
-from pyrua_ros.cli.preflight import PreflightError, check_model_endpoint, check_ray_address, check_replay_source
+from pyrua_ros.agent import schema
+from pyrua_ros.agent.config import PlayConfig
+from pyrua_ros.agent.validate import check_play, check_play_model, check_ray_address
+from pyrua_ros.cli import exit_codes
+from pyrua_ros.cli.args import add_settings, settings_from_args
 from pyrua_ros.evaluation.instances import NAMED_SETS, Instance, build_instances, load_instance_file
+from pyrua_ros.evaluation.manifest import PER_EPISODE
 
-EXIT_OK, EXIT_INFRA, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+SettingError = schema.SettingError
+EXIT_OK, EXIT_INFRA, EXIT_BAD_INPUT = exit_codes.OK, exit_codes.ERROR, exit_codes.BAD_INPUT
+EXIT_INTERRUPTED = exit_codes.INTERRUPTED + signal.SIGINT
 BACKENDS = ("local", "ray")
 RESULT_MODES = ("auto", "shared", "gather")   # how Ray actors' run directories reach OUT (see ray_engine)
 MEMORY_PER_WORKER_GB = 2.0   # a sim node, the episode host and its kernel, with room (measured ~1.3 GB)
 
 
-def play_option_names() -> tuple[str, ...]:
-    """The destinations of every ``play`` flag (what the manifest records as the agent options)."""
-    scratch = argparse.ArgumentParser(add_help=False)
-    add_play_args(scratch)
-    return tuple(a.dest for a in scratch._actions if a.dest != argparse.SUPPRESS)
-
-
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
-    """``play``'s agent options, then the evaluation's own flags (which replace play's single-episode ones)."""
-    add_play_args(p)
+    """``play``'s settings from the schema (less the per-episode ones), then the evaluation's own flags."""
+    add_settings(p, PlayConfig, replaced=PER_EPISODE)
+    group = p.add_argument_group("evaluation")
     sets = ", ".join(NAMED_SETS)
-    p.add_argument("--suite", action="append", default=None, metavar="SUITE[,SUITE...]",
-                   help=f"suites or named sets to evaluate ({sets}; repeat or comma-separate)")
-    p.add_argument("--task", default="all", help="tasks of every suite: all (default) or a list like 0-4,7")
-    p.add_argument("--seed", default="0", help="seeds (official init state = seed mod 50): a list like 0-9 "
-                                               "(default 0: one episode per task instance)")
-    p.add_argument("--instances", type=pathlib.Path, default=None, metavar="FILE",
-                   help="YAML/JSON file listing {suite, task, seed} entries (instead of --suite/--task/--seed)")
-    p.add_argument("--out", type=pathlib.Path, required=True,
-                   help="evaluation directory: episode (s, t, n) writes OUT/s/t/n/; re-running resumes")
-    p.add_argument("--workers", type=int, default=None,
-                   help="episodes at once (default: what this machine holds, by cores and memory; with --backend ray "
-                        "the cluster's CPUs / --cpus-per-episode)")
-    p.add_argument("--backend", default="local", choices=BACKENDS,
-                   help="local worker processes (default) or Ray actors")
-    p.add_argument("--address", default=None,
-                   help="Ray cluster to join (e.g. 10.0.0.5:6379 or auto); default: a private Ray on this machine")
-    p.add_argument("--cpus-per-episode", type=float, default=1.0, help="Ray CPUs reserved per episode (default 1)")
-    p.add_argument("--gpus-per-episode", type=float, default=0.0,
-                   help="Ray GPUs reserved per episode, where a model or VLA server is co-located (default 0)")
-    p.add_argument("--ray-results", default="auto", choices=RESULT_MODES,
-                   help="Ray: write run directories in place (shared), return them to OUT (gather), or detect")
-    p.add_argument("--retries", type=int, default=1,
-                   help="re-run an episode that ended in an infrastructure failure up to N times (default 1)")
-    p.add_argument("--allow-code-change", action="store_true",
-                   help="resume an evaluation made by another code version")
-    p.add_argument("--count-errors-as-failures", action="store_true",
-                   help="final report: count infrastructure failures in the success rate")
-    p.add_argument("--json", action="store_true", help="print the final report as JSON on stdout")
+    group.add_argument("--suite", action="append", default=None, metavar="SUITE[,SUITE...]",
+                       help=f"suites or named sets to evaluate ({sets}; repeat or comma-separate)")
+    group.add_argument("--task", default="all", help="tasks of every suite: all (default) or a list like 0-4,7")
+    group.add_argument("--seed", default="0", help="seeds (official init state = seed mod 50): a list like 0-9 "
+                                                   "(default 0: one episode per task instance)")
+    group.add_argument("--instances", type=pathlib.Path, default=None, metavar="FILE",
+                       help="YAML/JSON file listing {suite, task, seed} entries (instead of --suite/--task/--seed)")
+    group.add_argument("--out", type=pathlib.Path, required=True,
+                       help="evaluation directory: episode (s, t, n) writes OUT/s/t/n/; re-running resumes")
+    group.add_argument("--workers", type=int, default=None,
+                       help="episodes at once (default: what this machine holds, by cores and memory; with --backend "
+                            "ray the cluster's CPUs / --cpus-per-episode)")
+    group.add_argument("--backend", default="local", choices=BACKENDS,
+                       help="local worker processes (default) or Ray actors")
+    group.add_argument("--address", default=None,
+                       help="Ray cluster to join (e.g. 10.0.0.5:6379 or auto); default: a private Ray on this machine")
+    group.add_argument("--cpus-per-episode", type=float, default=1.0, help="Ray CPUs reserved per episode (default 1)")
+    group.add_argument("--gpus-per-episode", type=float, default=0.0,
+                       help="Ray GPUs reserved per episode, where a model or VLA server is co-located (default 0)")
+    group.add_argument("--ray-results", default="auto", choices=RESULT_MODES,
+                       help="Ray: write run directories in place (shared), return them to OUT (gather), or detect")
+    group.add_argument("--retries", type=int, default=1,
+                       help="re-run an episode that ended in an infrastructure failure up to N times (default 1)")
+    group.add_argument("--allow-code-change", action="store_true",
+                       help="resume an evaluation made by another code version")
+    group.add_argument("--count-errors-as-failures", action="store_true",
+                       help="final report: count infrastructure failures in the success rate")
+    group.add_argument("--json", action="store_true", help="print the final report as JSON on stdout")
 
 
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``eval`` on the CLI's subparsers."""
     parser = subparsers.add_parser("eval", help="evaluate many episodes (parallel, resumable, local or Ray)",
-                                   description=__doc__.splitlines()[0].replace("``", ""),
-                                   conflict_handler="resolve")
+                                   description=__doc__.splitlines()[0].replace("``", ""))
     add_eval_arguments(parser)
     parser.set_defaults(func=cmd_eval)
     return parser
@@ -98,82 +101,90 @@ def default_workers(episodes: int, cpus_per_episode: float = 1.0) -> int:
     return max(1, min(episodes, by_cpu, by_memory))
 
 
-def _fail(message: str) -> int:
-    print(f"pyrualean eval: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
-def plan_instances(args: argparse.Namespace) -> list[Instance]:
-    """The requested instances from ``--instances`` or ``--suite/--task/--seed`` (PreflightError on bad input)."""
+def plan_instances(args: argparse.Namespace, driver: str) -> list[Instance]:
+    """The requested instances from ``--instances`` or ``--suite/--task/--seed`` (SettingError on bad input)."""
     if args.instances is not None:
         if args.suite:
-            raise PreflightError("give --instances FILE or --suite/--task/--seed, not both")
-        return load_instance_file(args.instances, args.driver)
+            raise SettingError("give --instances FILE or --suite/--task/--seed, not both")
+        return load_instance_file(args.instances, driver)
     if not args.suite:
-        raise PreflightError(f"choose episodes with --suite (a suite, or a named set: {', '.join(NAMED_SETS)}) "
-                             "or --instances FILE")
+        raise SettingError(f"choose episodes with --suite (a suite, or a named set: {', '.join(NAMED_SETS)}) "
+                           "or --instances FILE")
     suites = [name.strip() for value in args.suite for name in value.split(",") if name.strip()]
-    return build_instances(args.driver, suites, args.task, args.seed)
+    return build_instances(driver, suites, args.task, args.seed)
 
 
-def episode_configs(args: argparse.Namespace, instances: list[Instance]) -> dict:
-    """Each instance's PlayConfig, built by ``play``'s own function from these arguments."""
+def episode_config(base: PlayConfig, instance: Instance, out: pathlib.Path) -> PlayConfig:
+    """``base`` (the command's settings tree) for one instance, writing to its run directory under ``out``."""
+    episode = dataclasses.replace(base.episode, suite=instance.suite, task=instance.task, seed=instance.seed)
+    return dataclasses.replace(base, episode=episode, output=dataclasses.replace(base.output,
+                                                                                 out=instance.run_dir(out)))
+
+
+def episode_configs(base: PlayConfig, instances: list[Instance], out: pathlib.Path) -> dict[Instance, PlayConfig]:
+    """Each instance's PlayConfig, checked by ``play``'s own checks (episode, replay source, guides)."""
     configs = {}
     for instance in instances:
-        if args.runtime == "replay":
-            check_replay_source(instance.suite, instance.task, args.replay)
-        episode = argparse.Namespace(**{**vars(args), "suite": instance.suite, "task": instance.task,
-                                        "seed": instance.seed, "out": instance.run_dir(args.out.resolve())})
-        configs[instance] = config_from_args(episode)
+        configs[instance] = cfg = episode_config(base, instance, out)
+        check_play(cfg)
     return configs
 
 
-def _check_engine_flags(args: argparse.Namespace) -> None:
+def manifest_options(base: PlayConfig) -> dict[str, Any]:
+    """The agent options the manifest records: every setting by leaf name, less the per-episode ones."""
+    return {name: value for name, value in schema.flatten(base).items() if name not in PER_EPISODE}
+
+
+def _check_engine_flags(args: argparse.Namespace, driver: str) -> None:
     if args.workers is not None and args.workers < 1:
-        raise PreflightError(f"--workers must be at least 1; got {args.workers}")
+        raise SettingError(f"--workers must be at least 1; got {args.workers}")
     if args.retries < 0:
-        raise PreflightError(f"--retries must be 0 or more; got {args.retries}")
+        raise SettingError(f"--retries must be 0 or more; got {args.retries}")
     if args.cpus_per_episode <= 0 or args.gpus_per_episode < 0:
-        raise PreflightError("--cpus-per-episode must be > 0 and --gpus-per-episode >= 0")
-    if args.driver == "external" and (args.workers or 1) > 1:
-        raise PreflightError("--driver external (drivers you run) serves one episode at a time: use --workers 1")
+        raise SettingError("--cpus-per-episode must be > 0 and --gpus-per-episode >= 0")
+    if driver == "external" and (args.workers or 1) > 1:
+        raise SettingError("--driver external (drivers you run) serves one episode at a time: use --workers 1")
     if args.backend == "ray":
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
-            raise PreflightError("--backend ray needs Ray (pip install 'ray==2.60.0'; scripts/setup.sh installs it)")
-        if args.driver == "external":
-            raise PreflightError("--backend ray starts its drivers on the cluster: use --driver sim or fake")
+            raise SettingError("--backend ray needs Ray (pip install 'ray==2.60.0'; scripts/setup.sh installs it)")
+        if driver == "external":
+            raise SettingError("--backend ray starts its drivers on the cluster: use --driver sim or fake")
         if args.address:
             check_ray_address(args.address)
     elif args.address:
-        raise PreflightError("--address is for --backend ray")
+        raise SettingError("--address is for --backend ray")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Validate everything, then run the evaluation and print its report (see the module docstring)."""
-    from pyrua_ros.agent.config import ConfigError
-    from pyrua_ros.evaluation.manifest import Manifest, ManifestMismatch
+    from pyrua_ros.cli.main import refuse
+    from pyrua_ros.evaluation.manifest import Manifest
 
+    warnings: list[str] = []
     try:
-        _check_engine_flags(args)
-        instances = plan_instances(args)
-        if args.runtime == "openai":
-            check_model_endpoint(args.base_url)
-        configs = episode_configs(args, instances)
-        options = {name: getattr(args, name) for name in play_option_names()}
-        manifest = Manifest.open(args.out, options, allow_code_change=args.allow_code_change)
-    except (PreflightError, ConfigError, ManifestMismatch, ValueError) as exc:
-        return _fail(str(exc))
-    return run_evaluation(args, manifest, instances, configs)
+        base = settings_from_args(PlayConfig, args)
+        _check_engine_flags(args, base.episode.driver)
+        instances = plan_instances(args, base.episode.driver)
+        configs = episode_configs(base, instances, args.out.resolve())
+        check_play_model(base, warn=warnings.append)
+        manifest = Manifest.open(args.out, manifest_options(base), allow_code_change=args.allow_code_change)
+    except ValueError as exc:   # SettingError, ManifestMismatch
+        return refuse("eval", str(exc))
+    for line in warnings:
+        print(f"pyrualean eval: {line}", file=sys.stderr)
+    return run_evaluation(args, manifest, instances, configs, progress_mode=base.output.progress)
 
 
 def _raise_interrupt(signum, _frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance], configs: dict) -> int:
-    """Skip finished instances, run the rest on the chosen engine, record the invocation, print the report."""
+def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance], configs: dict, *,
+                   progress_mode: str = "auto") -> int:
+    """Skip finished instances, run the rest on the chosen engine, record the invocation, print the report.
+    ``progress_mode`` is play's ``--progress`` (auto: the live view on a terminal, plain lines otherwise)."""
     from pyrua_ros.cli.main import prepare_ros_environment
     from pyrua_ros.evaluation.progress import EvalProgress
     from pyrua_ros.evaluation.runner import Coordinator, finished_summary
@@ -190,10 +201,10 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
                              skipped=len(finished))
     prepare_ros_environment()   # loopback discovery for every worker and driver this process starts
     engine = _engine(args, workers, out, max(1, len(todo)))
-    stream = open(os.devnull, "w") if args.quiet else sys.stderr   # closed below
+    stream = open(os.devnull, "w") if progress_mode == "off" else sys.stderr   # closed below
     progress = EvalProgress(len(instances), workers or 1, finished_before=len(finished),
                             successes_before=sum(bool(s.get("environment_success")) for s in finished.values()),
-                            stream=stream)
+                            stream=stream, tty={"rich": True, "plain": False, "off": False}.get(progress_mode))
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     progress.start()
     try:

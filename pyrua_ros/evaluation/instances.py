@@ -23,7 +23,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.cli.preflight import PreflightError, check_episode, check_seed, check_suite
+from pyrua_ros.agent.schema import SettingError
+from pyrua_ros.agent.validate import check_episode, check_input_path
+from pyrua_ros.sim_interfaces.episodes import SERVED
 
 STANDARD = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
 PERTURBATIONS = ("lan", "object", "swap", "task")
@@ -61,9 +63,9 @@ class Instance:
 
 
 def parse_index_list(spec: Any, what: str, *, upper: int | None = None) -> list[int]:
-    """``"0-4,7"`` / ``[0, 3]`` / ``5`` / ``"all"`` (needs ``upper``) -> sorted unique ints; PreflightError else."""
+    """``"0-4,7"`` / ``[0, 3]`` / ``5`` / ``"all"`` (needs ``upper``) -> sorted unique ints; SettingError else."""
     if isinstance(spec, bool):
-        raise PreflightError(f"{what} {spec!r} is not an index list; write e.g. 0-4,7")
+        raise SettingError(f"{what} {spec!r} is not an index list; write e.g. 0-4,7")
     if isinstance(spec, int):
         return [spec]
     if isinstance(spec, list | tuple):
@@ -71,17 +73,17 @@ def parse_index_list(spec: Any, what: str, *, upper: int | None = None) -> list[
     text = str(spec).strip()
     if text == ALL:
         if upper is None:
-            raise PreflightError(f"{what} 'all' needs a suite with a known number of tasks; list them, e.g. 0-9")
+            raise SettingError(f"{what} 'all' needs a suite with a known number of tasks; list them, e.g. 0-9")
         return list(range(upper))
     values: set[int] = set()
     for part in text.split(","):
         match = re.fullmatch(r"\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?", part)
         if not match:
-            raise PreflightError(f"{what} {text!r} is not an index list; write e.g. 0-4,7 or {ALL}")
+            raise SettingError(f"{what} {text!r} is not an index list; write e.g. 0-4,7 or {ALL}")
         low = int(match.group(1))
         high = int(match.group(2)) if match.group(2) is not None else low
         if high < low:
-            raise PreflightError(f"{what} range {part.strip()!r} is empty; write low-high")
+            raise SettingError(f"{what} range {part.strip()!r} is empty; write low-high")
         values.update(range(low, high + 1))
     return sorted(values)
 
@@ -97,29 +99,29 @@ def expand_suites(names: Iterable[str]) -> list[str]:
 
 
 def build_instances(driver: str, suites: Sequence[str], tasks: Any = ALL, seeds: Any = "0") -> list[Instance]:
-    """suites x tasks x seeds, validated against what ``driver`` serves (PreflightError names valid values)."""
-    seed_list = parse_index_list(seeds, "seed")
-    for seed in seed_list:
-        check_seed(seed)   # before anything that needs the simulator's task counts
+    """suites x tasks x seeds, validated by ``play``'s own check against what ``driver`` serves (SettingError
+    naming the valid values)."""
+    seed_list = parse_index_list(seeds, "--seed")
     expanded = expand_suites(suites)
-    for suite in expanded:
-        check_suite(driver, suite, count=False)   # every name first: an unknown one is refused at once
+    for suite in expanded:   # every suite name and seed first: an unknown one is refused before any task list
+        for seed in seed_list:
+            check_episode(suite, 0, seed, driver)
     instances = []
     for suite in expanded:
-        n = check_suite(driver, suite)
-        task_list = parse_index_list(tasks, "task", upper=n)
+        task_list = parse_index_list(tasks, "--task", upper=SERVED.get(driver, {}).get(suite))
         for task in task_list:
             for seed in seed_list:
-                check_episode(driver, suite, task, seed)
+                check_episode(suite, task, seed, driver)
                 instances.append(Instance(suite, task, seed))
     return instances
 
 
 def _read_file(path: Path) -> Any:
+    check_input_path("--instances", path)
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PreflightError(f"cannot read the instance file {path}: {exc.strerror or exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingError(f"--instances {path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
     try:
         if Path(path).suffix.lower() == ".json":
             return json.loads(text)
@@ -128,7 +130,7 @@ def _read_file(path: Path) -> Any:
         return yaml.safe_load(text)
     except Exception as exc:   # json.JSONDecodeError (a ValueError) or yaml.YAMLError
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise PreflightError(f"the instance file {path} is not valid YAML/JSON: {first}") from None
+        raise SettingError(f"the instance file {path} is not valid YAML/JSON: {first}") from None
 
 
 def load_instance_file(path: Path, driver: str) -> list[Instance]:
@@ -137,16 +139,16 @@ def load_instance_file(path: Path, driver: str) -> list[Instance]:
     if isinstance(data, dict) and "instances" in data:
         data = data["instances"]
     if not isinstance(data, list) or not data:
-        raise PreflightError(f"the instance file {path} must hold a non-empty list of {{suite, task, seed}} entries "
+        raise SettingError(f"the instance file {path} must hold a non-empty list of {{suite, task, seed}} entries "
                              "(or one under 'instances')")
     out: list[Instance] = []
     for i, entry in enumerate(data):
         if not isinstance(entry, dict) or "suite" not in entry:
-            raise PreflightError(f"{path}: entry {i} must be a mapping with suite, task (default all) and seed "
+            raise SettingError(f"{path}: entry {i} must be a mapping with suite, task (default all) and seed "
                                  f"(default 0); got {entry!r}")
         unknown = sorted(set(entry) - {"suite", "task", "seed"})
         if unknown:
-            raise PreflightError(f"{path}: entry {i} has unknown key(s) {unknown}; valid keys: suite, task, seed")
+            raise SettingError(f"{path}: entry {i} has unknown key(s) {unknown}; valid keys: suite, task, seed")
         out += build_instances(driver, [str(entry["suite"])], entry.get("task", ALL), entry.get("seed", "0"))
     return dedupe(out)
 

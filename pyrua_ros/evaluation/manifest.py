@@ -1,14 +1,15 @@
 """``OUT/eval.json``: what an evaluation directory holds, so a re-run resumes it instead of mixing runs.
 
-The manifest records the agent options (``play``'s settings, every one except the per-episode ones), the code
-version (package version and git commit when run from a checkout), every instance ever requested, and one entry
-per invocation (start/end, command line, backend, workers, how many episodes were skipped, run or interrupted).
+The manifest records the agent options (``play``'s settings by schema leaf name, every one except the per-episode
+ones), the code version (package version and git commit when run from a checkout), every instance ever requested,
+and one entry per invocation (start/end, command line, backend, workers, how many episodes were skipped, run or
+interrupted).
 
 Resuming compares the **identity** options and the code version with the new command's: any difference is refused
 with the keys that differ (``--allow-code-change`` accepts a different commit). Options that say only where or how
 to reach a server, or are recorded without effect (``base_url``, ``api_key_env``, request timeouts and retries,
-``cuda_device``, ``rpent_root``, ``python``, ``libero_type``, ``quiet``), are recorded but not compared, so a
-restarted model server on another port does not orphan a half-done evaluation.
+``preflight``, ``cuda_device``, ``rpent_root``, ``python``, ``libero_type``, ``progress``), are recorded but not
+compared, so a restarted model server on another port does not orphan a half-done evaluation.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from pyrua_ros.agent.records import now_iso, write_json
 
 SCHEMA = "pyrua-ros-eval-v1"
 FILENAME = "eval.json"
-PER_EPISODE = ("out", "suite", "task", "seed")
-NOT_IDENTITY = ("base_url", "api_key_env", "openai_request_timeout_s", "openai_max_retries", "cuda_device",
-                "rpent_root", "python", "libero_type", "quiet")
+#: play settings (schema leaf names) an evaluation sets per episode (the instance and its run directory) or decides
+#: itself (a run directory is moved aside or kept by the evaluation, not by --overwrite / --resume): not flags of eval
+PER_EPISODE = ("out", "suite", "task", "seed", "overwrite", "resume")
+NOT_IDENTITY = ("base_url", "api_key_env", "openai_request_timeout_s", "openai_max_retries", "preflight",
+                "cuda_device", "rpent_root", "python", "libero_type", "progress")
 PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
