@@ -70,6 +70,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_episode,
         check_input_path,
         check_run_directory,
+        check_sandbox,
         check_vla_server_cmd,
         claim_run_directory,
     )
@@ -78,6 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         cfg = settings_from_args(RunConfig, args)
         e, o = cfg.episode, cfg.output
         check_episode(e.suite, e.task, e.seed, e.driver)
+        check_sandbox(cfg.sandbox)
         check_vla_server_cmd(e.vla_server_cmd)
         check_input_path("--policy", cfg.single.policy, suffixes=(".py",))
         check_input_path("--generation", cfg.single.generation)

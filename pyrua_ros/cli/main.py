@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     launch.set_defaults(func=cmd_launch)
     add_info_parsers(sub)
     add_single_parsers(sub)
+    from pyrua_ros.evaluation.command import add_eval_parser
+
+    add_eval_parser(sub)
     return parser
 
 
