@@ -5,11 +5,13 @@ The primitive sets belong to the robot (``pyrua_ros.robo.libero``) and are re-ex
 
 from pyrua_ros.robo.libero import PRIMITIVE_SETS
 
-ARMS = ("cells", "program")                      # play arms; the prompt also knows "single-shot"
+ARMS = ("cells", "program", "tools")             # play arms; the prompt also knows "single-shot"
+CODE_ARMS = ("cells", "program")                 # arms whose tool runs model-written code in the kernel
 PROMPT_ARMS = (*ARMS, "single-shot")
 IMAGE_POLICIES = ("on-motion", "on-demand", "none")
 FEEDBACK_MODES = ("pure", "rich")
-RUNTIMES = ("openai", "replay")
+RUNTIMES = ("openai", "replay", "codex", "claude")
+CLI_RUNTIMES = ("codex", "claude")               # runtimes that drive a coding-agent CLI over MCP
 ROBOTS = ("libero",)
 DRIVERS = ("sim", "fake", "external")
 CLOCK_MODES = ("lockstep", "realtime")
@@ -18,5 +20,20 @@ FINISH_STATUSES = ("success", "failure", "stuck")
 PLAY_STATUSES = ("completed", "timeout", "call_budget", "planner_error", "error", "boot_error")
 BUDGET_MODES = ("calls", "wall")
 
-__all__ = ["ARMS", "BUDGET_MODES", "CLOCK_MODES", "DRIVERS", "FEEDBACK_MODES", "FINISH_STATUSES", "IMAGE_POLICIES",
-           "PLAY_STATUSES", "PRIMITIVE_SETS", "PROMPT_ARMS", "ROBOTS", "RUNTIMES", "TOOL_CHOICES"]
+__all__ = [
+           "ARMS",
+           "BUDGET_MODES",
+           "CLI_RUNTIMES",
+           "CLOCK_MODES",
+           "CODE_ARMS",
+           "DRIVERS",
+           "FEEDBACK_MODES",
+           "FINISH_STATUSES",
+           "IMAGE_POLICIES",
+           "PLAY_STATUSES",
+           "PRIMITIVE_SETS",
+           "PROMPT_ARMS",
+           "ROBOTS",
+           "RUNTIMES",
+           "TOOL_CHOICES",
+]
