@@ -16,6 +16,7 @@ from typing import Any
 
 from pyrua_ros.agent.modes import (
     ARMS,
+    CLI_RUNTIMES,
     CLOCK_MODES,
     DRIVERS,
     FEEDBACK_MODES,
@@ -79,6 +80,11 @@ class PlayConfig:
     cuda_device: str | None = None
     rpent_root: str | None = None
     libero_type: str = "pro"
+    codex_bin: str | None = None
+    codex_home: pathlib.Path | None = None
+    claude_cli: str | None = None
+    cli_network: str = "loopback"
+    cli_proxy: str | None = None
 
     def __post_init__(self):
         _choice("arm", self.arm, ARMS)
@@ -99,6 +105,20 @@ class PlayConfig:
             raise ConfigError(f"--max-programs must be at least 1; got {self.max_programs}")
         if self.max_episode_steps < 1:
             raise ConfigError(f"--max-episode-steps must be at least 1; got {self.max_episode_steps}")
+        if self.arm == "tools" and self.runtime == "replay":
+            raise ConfigError("--arm tools needs a model runtime (--runtime openai, codex or claude); replay replays "
+                              "recorded cells or programs")
+        if self.runtime in CLI_RUNTIMES:
+            from pyrua_ros.agent.runtimes.cli_agent import NETWORK_MODES, is_loopback_url
+
+            _choice("cli_network", self.cli_network, NETWORK_MODES)
+            if self.cli_network == "loopback":
+                if not self.base_url:
+                    raise ConfigError(f"--runtime {self.runtime} needs --base-url on loopback (the CLI reaches only "
+                                      "127.0.0.1 by default); pass --cli-network inherit to use the vendor's API")
+                if not is_loopback_url(self.base_url):
+                    raise ConfigError(f"--base-url {self.base_url} is not on loopback; the CLI runtimes reach only "
+                                      "loopback by default (pass --cli-network inherit to allow it)")
         if self.runtime == "openai" and not self.base_url:
             raise ConfigError("--runtime openai needs --base-url (an OpenAI-compatible chat-completions endpoint, "
                               "e.g. http://127.0.0.1:30000/v1)")

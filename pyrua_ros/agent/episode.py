@@ -15,6 +15,7 @@ host.log (driver output), episode.mp4 and episode.mcap.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import pathlib
 import shutil
@@ -36,6 +37,7 @@ from pyrua_ros.agent.records import (
     write_result,
     write_turns,
 )
+from pyrua_ros.agent.runtimes import cli_reasoning
 from pyrua_ros.driver.rosenv import PARENT_PID_VAR
 
 SANDBOX_DESCRIPTION = ("cells run in a separate process that holds no ROS handle; robo is a proxy over a pipe "
@@ -96,7 +98,7 @@ class Episode:
         self.t0 = time.monotonic()
         self.startup_s = self.policy_wall_s = None
         self.driver = self.host = self.kernel = self.runtime = self.toolkit = self.recorder = self.video = None
-        self.publisher = None
+        self.publisher = self.mcp = None
         self.card = None
         self.prompt = None
         self.guides = False
@@ -196,15 +198,21 @@ class Episode:
 
     def start_agent(self) -> None:
         from pyrua_ros.agent.kernel import Kernel, KernelLimits
-        from pyrua_ros.agent.runtimes import make_runtime
+        from pyrua_ros.agent.modes import CLI_RUNTIMES, CODE_ARMS
+        from pyrua_ros.agent.runtimes import make_cli_runtime, make_runtime
         from pyrua_ros.agent.runtimes.base import JsonlEventSink
         from pyrua_ros.agent.toolkit import ArmToolkit
 
-        self.kernel = Kernel(self.host.robo, self.workspace, limits=KernelLimits(),
-                             dynamic_methods=tuple(self.host.robo.VLA_PRIMITIVES))
-        self.events = JsonlEventSink(self.out / f"{self.cfg.runtime}_events.jsonl")
-        self.runtime = make_runtime(self.cfg, events=self.events)
+        if self.cfg.arm in CODE_ARMS:   # the tools arm runs no model-written code: no kernel
+            self.kernel = Kernel(self.host.robo, self.workspace, limits=KernelLimits(),
+                                 dynamic_methods=tuple(self.host.robo.VLA_PRIMITIVES))
         self.toolkit = ArmToolkit(self.cfg, self.host, self.kernel, self.workspace, on_turn=self._on_turn)
+        if self.cfg.runtime in CLI_RUNTIMES:
+            self.runtime = make_cli_runtime(self.cfg, out_dir=self.out, workspace=self.workspace,
+                                            tool_names=self.toolkit.tool_names())
+        else:
+            self.events = JsonlEventSink(self.out / f"{self.cfg.runtime}_events.jsonl")
+            self.runtime = make_runtime(self.cfg, events=self.events, tools=self.toolkit.tool_specs())
 
     def agent_status(self, last: str = "") -> dict:
         """The agent status people watch (``/agent/status`` JSON and the terminal progress view)."""
@@ -236,20 +244,48 @@ class Episode:
 
     def run_loop(self) -> None:
         from pyrua_ros.agent.loop import run_loop
+        from pyrua_ros.agent.modes import CLI_RUNTIMES
 
         started = time.monotonic()
         deadline = started + self.cfg.budget_s
         images = [self.host.artifact(f"{c}_high.png", step=0) for c in self.host.backend.cameras]
-        tool = "python" if self.cfg.arm == "cells" else "run_program"
+        tool = {"cells": "python", "program": "run_program", "tools": "a robot tool"}[self.cfg.arm]
         try:
-            self.outcome = run_loop(self.runtime, self.toolkit, deadline=deadline, first_prompt=self.prompt.text,
-                                    first_images=images, tool_name=tool)
+            if self.cfg.runtime in CLI_RUNTIMES:
+                self.outcome = self._run_cli_agent(deadline)
+            else:
+                self.outcome = run_loop(self.runtime, self.toolkit, deadline=deadline,
+                                        first_prompt=self.prompt.text, first_images=images, tool_name=tool)
         finally:
             self.policy_wall_s = round(time.monotonic() - started, 3)
         self.notes.extend(self.outcome.notes)
         if self.outcome.status == "timeout":
             self.host.stop("timeout")
         self.status, self.reason = self.outcome.status, self.outcome.reason
+
+    def _run_cli_agent(self, deadline: float):
+        """The codex / claude runtimes: serve the arm's toolkit over MCP (streamable HTTP on loopback) and let the
+        CLI run until it exits, the budget ends, or finish / the call budget ended the episode."""
+        from pyrua_ros.agent.mcp_server import ArmMcpServer
+
+        self.mcp = ArmMcpServer(self.toolkit)
+        url = self.mcp.start_http()
+        card_images = [self.out / path for path in self.card.images.values()]
+        outcome = None
+        try:
+            outcome = self.runtime.run_episode(
+                self.prompt.text, card_images, url, deadline,
+                finished=lambda: self.toolkit.finished or self.toolkit.turn_budget_exhausted)
+        finally:
+            if outcome is None or outcome.status == "timeout":
+                self.host.stop("timeout")   # a cell still running in the server ends now
+            self.mcp.stop()
+        if self.toolkit.turn_budget_exhausted and outcome.status == "completed":
+            outcome.status, outcome.reason = "call_budget", f"call budget exhausted ({self.cfg.max_turns})"
+        if getattr(self.runtime, "shell_commands", None):
+            outcome.notes.append(f"{len(self.runtime.shell_commands)} shell command(s) used; audit "
+                                 f"{self.cfg.runtime}_events.jsonl")
+        return outcome
 
     def _read_environment_outcome(self) -> None:
         """The benchmark's verdict (the sim's latched success check) and its step counter, never the agent's claim."""
@@ -317,6 +353,7 @@ class Episode:
             ("records", self._write_side_records),
             ("recorder", lambda: self.recorder and self.recorder.close()),
             ("events", lambda: self.events and self.events.close()),
+            ("runtime", lambda: self.runtime and hasattr(self.runtime, "close") and self.runtime.close()),
             ("robo", lambda: self.host and self.host.close()),
             ("driver", lambda: self.driver and self.driver.stop()),
         ]
@@ -350,15 +387,17 @@ class Episode:
         cfg = self.cfg
         ledger = self.host.ledger if self.host is not None else None
         usage = self._usage() if self.runtime is not None else {}
+        cli = _cli_facts(self.runtime)
+        uses_model = cfg.runtime != "replay"
         generation = Generation(
-            runtime=cfg.runtime, model=cfg.model if cfg.runtime == "openai" else None,
+            runtime=cfg.runtime, model=cfg.model if uses_model else None,
             input_tokens=usage.get("input_tokens"), cached_input_tokens=usage.get("cached_input_tokens"),
             output_tokens=usage.get("output_tokens"), reasoning_output_tokens=usage.get("reasoning_output_tokens"),
             total_tokens=usage.get("total_tokens"), requests=int(usage.get("requests") or 0),
             turns=len(self.toolkit.turns) if self.toolkit else 0,
-            usage_source="server usage" if cfg.runtime == "openai" else "none",
+            usage_source=cli.get("usage_source") or ("server usage" if cfg.runtime == "openai" else "none"),
             sandbox_flags=tuple(self.toolkit.sandbox_flags) if self.toolkit else (),
-            extra={"kernel_restarts": self.toolkit.kernel_restarts if self.toolkit else 0},
+            extra={"kernel_restarts": self.toolkit.kernel_restarts if self.toolkit else 0, **cli.get("audit", {})},
         )
         notes = list(self.notes)
         status, reason = self.status, self.reason
@@ -367,8 +406,8 @@ class Episode:
                                       "is replaced when the episode ends)"
         result = EpisodeResult(
             arm=cfg.arm, backend="ros2", robot=cfg.robot, suite=cfg.suite, task=cfg.task, seed=cfg.seed,
-            task_language=self.task_language, model=cfg.model if cfg.runtime == "openai" else None,
-            reasoning_effort=cfg.reasoning, max_programs=cfg.max_programs, images=cfg.images,
+            task_language=self.task_language, model=cfg.model if uses_model else None,
+            reasoning_effort=cli_reasoning(cfg), max_programs=cfg.max_programs, images=cfg.images,
             feedback=cfg.feedback, guides=self.guides, max_turns=cfg.max_turns, budget_mode=cfg.budget_mode,
             environment_success=bool(self.environment_success), status=status, reason=reason, error=self.error,
             finish=self.toolkit.finish if self.toolkit else None,
@@ -384,11 +423,24 @@ class Episode:
             generation=generation,
             host=HostInfo(python=sys.version.split()[0], cuda_device=cfg.cuda_device, primitive_set=cfg.primitives,
                           runtime=cfg.runtime, boot_options=cfg.boot_options(), sandbox=SANDBOX_DESCRIPTION,
-                          rpent_root=cfg.rpent_root),
-            created_at=now_iso(), notes=tuple(notes), runtime_returncode=None if placeholder else 0,
-            planner_attempts=1, env_steps_total=self.env_steps_total)
+                          rpent_root=cfg.rpent_root, **cli.get("host", {})),
+            created_at=now_iso(), notes=tuple(notes),
+            runtime_returncode=None if placeholder else cli.get("returncode", 0),
+            planner_attempts=cli.get("attempts", 1), env_steps_total=self.env_steps_total)
         write_result(self.out / "result.json", result)
         return result
+
+
+def _cli_facts(runtime) -> dict:
+    """What a codex / claude runtime adds to result.json (empty for the loop runtimes): its event audit (under
+    ``generation``), ``host`` fields, the CLI's exit status, planner attempts and the usage source."""
+    if runtime is None or not hasattr(runtime, "audit"):
+        return {}
+    audit = runtime.audit()
+    shadowed = {f.name for f in dataclasses.fields(Generation)}
+    return {"audit": {k: v for k, v in audit.items() if k not in shadowed},
+            "usage_source": audit.get("usage_source"), "host": runtime.host_fields(),
+            "returncode": runtime.returncode, "attempts": max(1, runtime.attempts)}
 
 
 def play(cfg: PlayConfig, *, progress=None) -> EpisodeResult:

@@ -47,10 +47,29 @@ def add_openai_args(p: argparse.ArgumentParser, *, base_url_required: bool) -> N
                    help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000/v1")
     p.add_argument("--api-key-env", default=None, help="name of the environment variable that holds the API key")
     p.add_argument("--model", default="DAGroup-PKU/PyRUA-Lean-Coder-v0.1-4B", help="model id sent to the server")
-    p.add_argument("--reasoning", default=None, help="reasoning effort (recorded; send it via --openai-extra-body)")
+    p.add_argument("--reasoning", default=None,
+                   help="reasoning effort: codex model_reasoning_effort, claude --effort (none: thinking off); "
+                        "openai records it (send it via --openai-extra-body)")
     p.add_argument("--openai-max-tokens", type=int, default=None, help="max_tokens per response")
     p.add_argument("--openai-temperature", type=float, default=None, help="sampling temperature")
     p.add_argument("--openai-extra-body", default=None, help="JSON object merged into every request body")
     p.add_argument("--openai-max-retries", type=int, default=None,
                    help="retries on connection errors, timeouts, 429 and 5xx (exponential backoff; default 5)")
     p.add_argument("--context-window", type=int, default=65536, help="tokens the server accepts per request")
+
+
+def add_cli_runtime_args(p: argparse.ArgumentParser) -> None:
+    """The flags of the Codex and Claude Code runtimes (PyRUA-Lean's names and variables)."""
+    p.add_argument("--codex-bin", default=env_setting("CODEX_BIN"),
+                   help="Codex executable (default $PYRUALEAN_CODEX_BIN, else the pinned one setup installed, else "
+                        "codex on PATH)")
+    p.add_argument("--codex-home", type=pathlib.Path, default=env_setting("CODEX_HOME"),
+                   help="CODEX_HOME for the agent (default $PYRUALEAN_CODEX_HOME, else a clean <out>/codex_home)")
+    p.add_argument("--claude-cli", default=env_setting("CLAUDE_CLI"),
+                   help="claude executable (default $PYRUALEAN_CLAUDE_CLI, else the pinned one setup installed, else "
+                        "claude on PATH)")
+    p.add_argument("--cli-network", default="loopback", choices=["loopback", "inherit"],
+                   help="loopback (default): the CLI's proxy variables point at a dead loopback port so it reaches "
+                        "only 127.0.0.1; inherit: your proxy settings (a remote model server)")
+    p.add_argument("--cli-proxy", default=None, help="proxy URL for the CLI under --cli-network loopback "
+                                                     "(default: a dead loopback port)")

@@ -17,17 +17,21 @@ import pathlib
 import sys
 
 from pyrua_ros import __version__
-from pyrua_ros.cli.args import add_cell_args, add_openai_args, env_setting
+from pyrua_ros.cli.args import add_cell_args, add_cli_runtime_args, add_openai_args, env_setting
 
 EXIT_BAD_INPUT = 2
 
 
 def add_play_args(p: argparse.ArgumentParser) -> None:
     """The flags of ``play``: PyRUA-Lean's set that makes sense on ROS, the openai runtime's and the ROS ones."""
-    p.add_argument("--arm", required=True, choices=["cells", "program"], help="tool surface: python cells or programs")
+    p.add_argument("--arm", required=True, choices=["cells", "program", "tools"],
+                   help="tool surface: python cells, whole programs, or one tool per robo primitive")
     add_cell_args(p)
-    p.add_argument("--runtime", default=env_setting("RUNTIME", "replay"), choices=["openai", "replay"],
-                   help="who writes the cells: openai (chat completions) or replay (default; no model server)")
+    p.add_argument("--runtime", default=env_setting("RUNTIME", "replay"),
+                   choices=["openai", "replay", "codex", "claude"],
+                   help="who makes the calls: openai (chat completions), codex (Codex CLI over MCP), claude (Claude "
+                        "Code over MCP) or replay (default; no model server)")
+    add_cli_runtime_args(p)
     p.add_argument("--replay", type=pathlib.Path, default=None,
                    help="replay source: an earlier run directory or a run(robo) program file (default: the "
                         "packaged example program for the suite and task)")
@@ -70,7 +74,9 @@ def config_from_args(args: argparse.Namespace):
         budget_s=args.budget_s, max_episode_steps=args.max_episode_steps, primitives=args.primitives,
         vla_endpoint=args.vla_endpoint, sam3_endpoint=args.sam3_endpoint, cell_timeout_s=args.cell_timeout_s,
         driver=args.driver, clock=args.clock, video=args.video, record=args.record,
-        cuda_device=args.cuda_device, rpent_root=args.rpent_root, libero_type=args.libero_type)
+        cuda_device=args.cuda_device, rpent_root=args.rpent_root, libero_type=args.libero_type,
+        codex_bin=args.codex_bin, codex_home=args.codex_home, claude_cli=args.claude_cli,
+        cli_network=args.cli_network, cli_proxy=args.cli_proxy)
 
 
 def prepare_ros_environment() -> None:
