@@ -388,7 +388,7 @@ class Episode:
         ledger = self.host.ledger if self.host is not None else None
         usage = self._usage() if self.runtime is not None else {}
         cli = _cli_facts(self.runtime)
-        uses_model = cfg.runtime != "replay"
+        uses_model = cfg.runtime not in ("replay", "mcp")
         generation = Generation(
             runtime=cfg.runtime, model=cfg.model if uses_model else None,
             input_tokens=usage.get("input_tokens"), cached_input_tokens=usage.get("cached_input_tokens"),

@@ -38,6 +38,7 @@ from pyrua_ros import __version__
 
 SERVER_NAME = "pyrualean"
 AFTER_FINISH_ERROR = "the episode already finished; this call was not run"
+DEFAULT_INSTRUCTIONS = "Tools of one robot arm episode (pyrua_ros); each tool's description says what it does."
 ANNOTATIONS = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
 
@@ -59,17 +60,20 @@ def mcp_tools(specs: list[dict]) -> list[types.Tool]:
 class ArmMcpServer:
     """Serves ``toolkit`` (``tool_specs()`` and ``execute(name, arguments)``) as MCP tools.
 
+    ``instructions``: the MCP server instructions a client may show its model (``pyrua-ros mcp`` passes the
+    episode's prompt; the CLI runtimes get the prompt as their input instead, so the default is one line).
     ``on_call(name, reply)``: called after every executed call (progress views). ``calls`` counts served calls.
     """
 
-    def __init__(self, toolkit, *, name: str = SERVER_NAME, on_call: Callable | None = None):
+    def __init__(self, toolkit, *, name: str = SERVER_NAME, instructions: str | None = None,
+                 on_call: Callable | None = None):
         self.toolkit = toolkit
         self.name = name
         self.calls = 0
         self._on_call = on_call
         self._lock = threading.Lock()
         self.server = Server(name, version=__version__,
-                             instructions="Tools of a robot arm episode (pyrua_ros); see each tool's description.",
+                             instructions=instructions or DEFAULT_INSTRUCTIONS,
                              on_list_tools=self._list_tools, on_call_tool=self._call_tool)
         self._uvicorn = None
         self._thread: threading.Thread | None = None

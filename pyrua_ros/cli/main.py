@@ -3,7 +3,8 @@
 Subcommands: ``play`` (one episode: starts the driver node, runs the agent loop, writes the run directory),
 ``run`` (single shot: a ``run(robo)`` file executed once, no model), ``generate`` (single-shot generation of a
 ``policy.py`` through the openai runtime), ``api`` / ``prompt`` (print the generated reference / prompt without a
-simulator), ``summarize`` / ``compare`` (run records), ``launch`` (the pip-only launch runner). Every process this
+simulator), ``summarize`` / ``compare`` (run records), ``launch`` (the pip-only launch runner), ``mcp`` (serve one
+episode's tools to any MCP client). Every process this
 CLI starts stays on one machine, so DDS discovery defaults to LOCALHOST when ``ROS_AUTOMATIC_DISCOVERY_RANGE`` is
 unset, and ``play`` picks a free ROS domain of its own when ``ROS_DOMAIN_ID`` is unset.
 """
@@ -120,6 +121,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from pyrua_ros.cli.commands_info import add_info_parsers
+    from pyrua_ros.cli.commands_mcp import add_mcp_parser
     from pyrua_ros.cli.commands_single import add_single_parsers
 
     parser = argparse.ArgumentParser(prog="pyrualean", description=__doc__.splitlines()[0])
@@ -133,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch.set_defaults(func=cmd_launch)
     add_info_parsers(sub)
     add_single_parsers(sub)
+    add_mcp_parser(sub)
     return parser
 
 
