@@ -332,6 +332,7 @@ class CliRuntime:
                 self.events.write({"type": "pyrua.start", "attempt": self.attempts, "argv": argv})
                 proc = CliProcess(argv, env=env, cwd=self.workspace, stdin=stdin,
                                   stderr_path=self.out / f"{self.name}_stderr.txt", on_line=self._line)
+                self.events.write({"type": "pyrua.started", "attempt": self.attempts, "pid": proc.proc.pid})
                 ending = proc.wait(deadline, finished, self.settings.finish_grace_s)
                 proc.stop(self.settings.kill_grace_s if ending != "exited" else 0.5)
                 self.returncode = None if ending == "timeout" else proc.returncode

@@ -15,7 +15,8 @@ usage (the last one wins, as in the reference), ``item.completed`` items of type
 calls per tool, ``command_execution`` items are shell commands (audited), ``error`` items mentioning model
 metadata are warnings, other errors and ``turn.failed`` are errors. A session killed before
 ``turn.completed`` has its usage recovered from the rollout file under ``CODEX_HOME/sessions``
-(``usage_source="codex_rollout"``). ``total_tokens = input_tokens + output_tokens``.
+(``usage_source="codex_rollout"``). ``total_tokens = input_tokens + output_tokens``; ``requests`` counts the
+model responses the rollout recorded.
 """
 
 from __future__ import annotations
@@ -169,9 +170,11 @@ class CodexRuntime(CliRuntime):
         return self._attempt_tools
 
     # -- accounting ----------------------------------------------------------------------------------------
-    def _rollout_usage(self) -> dict | None:
-        """Usage summed over this run's threads from their rollout files (last ``token_count`` event each)."""
+    def _rollout(self) -> tuple[dict | None, int]:
+        """From this run's rollout files under CODEX_HOME/sessions: usage summed over its threads (the last
+        ``token_count`` event of each) and the number of model responses (``token_count`` events)."""
         totals: dict[str, int] = {}
+        responses = 0
         found = False
         for thread in self.thread_ids:
             for path in sorted(self.home.glob(f"sessions/**/rollout-*{thread}.jsonl")):
@@ -184,26 +187,27 @@ class CodexRuntime(CliRuntime):
                     payload = record.get("payload") if isinstance(record, dict) else None
                     if isinstance(payload, dict) and payload.get("type") == "token_count":
                         info = payload.get("info") or {}
+                        if info.get("last_token_usage"):
+                            responses += 1
                         last = info.get("total_token_usage") or last
                 if last:
                     found = True
                     for key, value in last.items():
                         if isinstance(value, int):
                             totals[key] = totals.get(key, 0) + value
-        return totals if found else None
+        return (totals if found else None), responses
 
     def usage_totals(self) -> dict:
+        recovered, responses = self._rollout() if self.thread_ids else (None, 0)
         usage = self.usage
-        if usage is None and self.thread_ids:
-            recovered = self._rollout_usage()
-            if recovered:
-                usage, self.usage_source = recovered, "codex_rollout"
+        if usage is None and recovered:
+            usage, self.usage_source = recovered, "codex_rollout"
         if usage is None:
-            return {"requests": 0}
+            return {"requests": responses}
         inp, out = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
         return {"input_tokens": inp, "cached_input_tokens": int(usage.get("cached_input_tokens") or 0),
                 "output_tokens": out, "reasoning_output_tokens": int(usage.get("reasoning_output_tokens") or 0),
-                "total_tokens": inp + out, "requests": self.turns}
+                "total_tokens": inp + out, "requests": responses or self.turns}
 
     def audit(self) -> dict:
         """The event audit kept in result.json's ``generation``."""
