@@ -25,6 +25,8 @@ from pyrua_ros.testing import spin_until
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EPISODE = ["--suite", "fake_table", "--task", "0", "--driver", "fake", "--no-video", "--no-record"]
 PNG = b"\x89PNG\r\n\x1a\n"
+# The same wrong argument, as a cell and as a tools-arm call, gets the same text.
+WRONG_ARGUMENT = "TypeError: LiberoRobot.move_to() got an unexpected keyword argument 'speed'"
 
 
 def _payload(result) -> dict:
@@ -50,6 +52,8 @@ def test_stdio_server_lists_the_arms_tools_and_runs_cells(tmp_path):
             seen["missing_code"] = await client.call_tool("python", {})
             seen["unknown"] = await client.call_tool("move_to", {"xyz": [0, 0, 1]})
             seen["raises"] = await client.call_tool("python", {"code": "robo.move_to([5.0, 0.0, 1.0])"})
+            seen["wrong"] = await client.call_tool("python", {"code": "robo.move_to([0.0, 0.0, 1.0], speed=3)"})
+            seen["over_budget"] = await client.call_tool("python", {"code": "print(1)"})
             seen["finish"] = await client.call_tool("finish", {"status": "stuck", "summary": "test over"})
         return seen
 
@@ -73,16 +77,19 @@ def test_stdio_server_lists_the_arms_tools_and_runs_cells(tmp_path):
     assert seen["unknown"].is_error is True and "unknown tool: move_to" in _payload(seen["unknown"])["error"]
     raised = _payload(seen["raises"])   # a cell that raises is a result, not a refusal
     assert seen["raises"].is_error is False and "ValueError: planar move" in raised["exception"]
+    assert _payload(seen["wrong"])["exception"].rstrip().splitlines()[-1] == WRONG_ARGUMENT
+    assert seen["over_budget"].is_error is True and "call budget exhausted" in _payload(seen["over_budget"])["error"]
     assert _payload(seen["finish"])["ok"] is True
 
     # The client closed stdin; the server ended the episode and wrote the run directory.
     assert spin_until(lambda: (out / "result.json").is_file() and "created_at" in (out / "result.json").read_text()
                       and json.loads((out / "result.json").read_text())["status"] != "error", 60)
     result = json.loads((out / "result.json").read_text())
-    assert result["status"] == "completed" and result["host"]["runtime"] == "mcp"
+    assert result["status"] == "call_budget" and result["host"]["runtime"] == "mcp"
     assert result["finish"]["status"] == "stuck" and result["model"] is None
     turns = json.loads((out / "tool_turns.json").read_text())
-    assert [t["tool"] for t in turns] == ["python", "python", "python", "move_to", "python", "finish"]
+    assert [t["tool"] for t in turns] == ["python", "python", "python", "move_to", "python", "python", "python",
+                                         "finish"]
     assert (out / "workspace" / "cell_003.py").read_text() == "robo.move_to([5.0, 0.0, 1.0])"
 
 
@@ -139,7 +146,7 @@ def test_http_server_survives_a_client_that_disconnects_mid_call(tmp_path):
     # The abandoned move ran to its end before the next call was served: the state shows where it went.
     value = _payload(state)["value"]
     assert value["type"] == "State" and abs(value["eef_pos"][2] - 1.0) < 0.02, value["eef_pos"]
-    assert bad.is_error is False and "unexpected keyword argument 'speed'" in _payload(bad)["exception"]
+    assert bad.is_error is False and _payload(bad)["exception"] == WRONG_ARGUMENT
     assert proc.returncode == 0
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "completed" and result["reason"] == "server stopped by signal"

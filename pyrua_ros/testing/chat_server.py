@@ -9,7 +9,9 @@
   (a slow server, to run past a client timeout);
 - :class:`HttpError`: a status (429, 500, 503 ...) with an optional ``Retry-After`` header;
 - :class:`Drop`: the socket is closed without a response;
-- :class:`Malformed`: a 200 whose body is not valid JSON.
+- :class:`Malformed`: a 200 whose body is not valid JSON;
+- a callable ``(request_body) -> step``: a step computed from the conversation so far (e.g. a ``move_to`` to
+  where an earlier ``segment`` result said the object is), as a model would.
 
 When ``context_limit`` is set, a request whose estimated prompt (``chars_per_token`` chars/token, ``image_tokens``
 per image part) plus ``max_tokens`` exceeds it gets a 400 context-length error (vLLM's wording) and does not
@@ -149,13 +151,13 @@ class ChatServer:
             return [r.body for r in self.requests if r.path.endswith("/chat/completions") and r.body is not None]
 
     # --- request handling ---------------------------------------------------------------------------------
-    def _take_step(self):
+    def _take_step(self, body: dict):
         with self._lock:
             if self._next >= len(self.script):
                 return None
             step = self.script[self._next]
             self._next += 1
-            return step
+        return step(body) if callable(step) else step
 
     def _completion(self, body: dict, step: Reply, index: int, prompt_tokens: int) -> dict:
         calls = []
@@ -249,7 +251,7 @@ class ChatServer:
                     self._send_json(400, {"object": "error", "message": message, "type": "BadRequestError",
                                           "code": 400})
                     return
-                step = server._take_step()
+                step = server._take_step(body)
                 if step is None:
                     record.outcome = "500 script exhausted"
                     self._send_json(500, {"error": {"message": f"chat_server script exhausted after "
