@@ -146,6 +146,7 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
         main = server.main_requests()
         reported = server.reported_usage()
         side = [r for r in server.requests if not r.main]
+        tool_results = server.tool_results()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert trap.attempts == [], trap.attempts
     assert server.steps_used == len(script) and all(r.outcome == "turn" for r in main)
@@ -174,6 +175,8 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
     assert result["host"]["claude_cli"].endswith("claude")
     assert (out / "last_message.md").read_text().strip() == "The cube is on the plate."
     assert not (out / "workspace" / "cell_001.py").exists()                 # no code ran on the tools arm
+    images = [block for result in tool_results for block in result["content"] if block.get("type") == "image"]
+    assert len(images) == 2 * 6                     # --images on-motion: both cameras after each motion call
 
 
 @pytest.mark.parametrize("runtime", ["codex", "claude"])
@@ -209,3 +212,49 @@ def test_the_budget_kills_an_overrunning_cli_and_its_process_group(tmp_path, run
             if e.get("type") == "pyrua.started"]
     assert pids and not group_alive(pids[0])        # the CLI and everything it started are gone
     assert trap.attempts == []
+
+
+def _settings(runtime: str):
+    from pyrua_ros.agent.runtimes.cli_agent import CliSettings
+
+    return CliSettings(model="m", executable=runtime, base_url="http://127.0.0.1:9/v1")
+
+
+def test_codex_usage_of_a_killed_session_is_recovered_from_its_rollout(tmp_path):
+    """No ``turn.completed`` (the CLI was killed): the rollout's last ``token_count`` gives the totals."""
+    from pyrua_ros.agent.runtimes.codex_runtime import CodexRuntime
+
+    rt = CodexRuntime(_settings("codex"), out_dir=tmp_path, workspace=tmp_path)
+    rt.on_event({"type": "thread.started", "thread_id": "0abc"})
+    rollout = tmp_path / "codex_home" / "sessions" / "2026" / "12" / "03" / "rollout-2026-12-03T10-00-00-0abc.jsonl"
+    rollout.parent.mkdir(parents=True)
+    lines = [{"type": "session_meta", "payload": {"id": "0abc"}}]
+    for total_in, total_out in ((1000, 20), (2500, 45)):
+        lines.append({"type": "event_msg", "payload": {"type": "token_count", "info": {
+            "total_token_usage": {"input_tokens": total_in, "cached_input_tokens": 100, "output_tokens": total_out,
+                                  "reasoning_output_tokens": 5, "total_tokens": total_in + total_out},
+            "last_token_usage": {"input_tokens": 1, "output_tokens": 1}}}})
+    rollout.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    assert rt.usage_totals() == {"input_tokens": 2500, "cached_input_tokens": 100, "output_tokens": 45,
+                                 "reasoning_output_tokens": 5, "total_tokens": 2545, "requests": 2}
+    assert rt.audit()["usage_source"] == "codex_rollout"
+
+
+def test_claude_usage_without_a_result_message_comes_from_the_stream(tmp_path):
+    """One request = one message id (repeated per content block); prompt = input + cache read + cache creation."""
+    from pyrua_ros.agent.runtimes.claude_runtime import ClaudeRuntime
+
+    rt = ClaudeRuntime(_settings("claude"), tool_names=["python", "finish"], out_dir=tmp_path, workspace=tmp_path)
+    usage = {"input_tokens": 100, "cache_read_input_tokens": 900, "cache_creation_input_tokens": 10}
+    for message_id, block in (("m1", {"type": "text", "text": "looking"}),
+                              ("m1", {"type": "tool_use", "id": "t1", "name": "mcp__pyrualean__python"}),
+                              ("m2", {"type": "tool_use", "id": "t2", "name": "mcp__pyrualean__finish"})):
+        rt.on_event({"type": "assistant", "message": {"id": message_id, "content": [block], "usage": usage}})
+    rt.on_event({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1",
+                                                          "is_error": True}]}})
+    assert rt.usage_totals() == {"input_tokens": 2020, "cached_input_tokens": 1800, "output_tokens": None,
+                                 "reasoning_output_tokens": None, "total_tokens": None, "requests": 2,
+                                 "usage_source": "stream"}
+    audit = rt.audit()
+    assert audit["tool_requests"] == [1, 2] and audit["tool_errors"] == 1 and audit["request_profile"] == [1010, 1010]
+    assert rt.attempt_failed()   # no result message: the CLI did not end normally

@@ -84,6 +84,8 @@ class CodexRuntime(CliRuntime):
         self.warnings: list[str] = []
         self._attempt_errors = 0
         self._attempt_tools = 0
+        self._rollout_key: tuple = ()
+        self._rollout_value: tuple = (None, 0)
 
     def prepare_home(self) -> None:
         """Create a clean CODEX_HOME with only config.toml (an existing ``--codex-home`` is used as it is)."""
@@ -173,29 +175,34 @@ class CodexRuntime(CliRuntime):
     def _rollout(self) -> tuple[dict | None, int]:
         """From this run's rollout files under CODEX_HOME/sessions: usage summed over its threads (the last
         ``token_count`` event of each) and the number of model responses (``token_count`` events)."""
+        paths = [path for thread in self.thread_ids
+                 for path in sorted(self.home.glob(f"sessions/**/rollout-*{thread}.jsonl"))]
+        key = tuple((str(p), p.stat().st_size) for p in paths)
+        if key == self._rollout_key:   # progress views ask after every turn; read a file only when it grew
+            return self._rollout_value
         totals: dict[str, int] = {}
         responses = 0
         found = False
-        for thread in self.thread_ids:
-            for path in sorted(self.home.glob(f"sessions/**/rollout-*{thread}.jsonl")):
-                last = None
-                for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                    try:
-                        record = json.loads(line)
-                    except ValueError:
-                        continue
-                    payload = record.get("payload") if isinstance(record, dict) else None
-                    if isinstance(payload, dict) and payload.get("type") == "token_count":
-                        info = payload.get("info") or {}
-                        if info.get("last_token_usage"):
-                            responses += 1
-                        last = info.get("total_token_usage") or last
-                if last:
-                    found = True
-                    for key, value in last.items():
-                        if isinstance(value, int):
-                            totals[key] = totals.get(key, 0) + value
-        return (totals if found else None), responses
+        for path in paths:
+            last = None
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                payload = record.get("payload") if isinstance(record, dict) else None
+                if isinstance(payload, dict) and payload.get("type") == "token_count":
+                    info = payload.get("info") or {}
+                    if info.get("last_token_usage"):
+                        responses += 1
+                    last = info.get("total_token_usage") or last
+            if last:
+                found = True
+                for name, value in last.items():
+                    if isinstance(value, int):
+                        totals[name] = totals.get(name, 0) + value
+        self._rollout_key, self._rollout_value = key, ((totals if found else None), responses)
+        return self._rollout_value
 
     def usage_totals(self) -> dict:
         recovered, responses = self._rollout() if self.thread_ids else (None, 0)
