@@ -258,3 +258,18 @@ def test_claude_usage_without_a_result_message_comes_from_the_stream(tmp_path):
     audit = rt.audit()
     assert audit["tool_requests"] == [1, 2] and audit["tool_errors"] == 1 and audit["request_profile"] == [1010, 1010]
     assert rt.attempt_failed()   # no result message: the CLI did not end normally
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--runtime", "codex"], "--runtime codex needs --base-url on loopback"),
+    (["--runtime", "claude", "--base-url", "https://api.example.com/v1"], "is not on loopback"),
+    (["--runtime", "codex", "--base-url", "http://127.0.0.1:9/v1", "--cli-network", "elsewhere"], "invalid choice"),
+    (["--arm", "tools"], "--arm tools needs a model runtime"),
+])
+def test_cli_runtime_settings_are_checked_before_anything_starts(tmp_path, args, message):
+    cmd = [*CLI, "play", "--out", str(tmp_path / "run"), "--suite", "fake_table", "--task", "0", "--driver", "fake"]
+    if "--arm" not in args:
+        cmd += ["--arm", "cells"]
+    proc = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "run" / "result.json").exists()
