@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from .loopback_http import LoopbackHttpServer, QuietHandler
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,47 +74,16 @@ def resolved_usage(turn: Turn, body: dict) -> dict:
             "reasoning": int(given.get("reasoning", 0))}
 
 
-class ScriptedModelServer:
-    """Base of the scripted servers: a stdlib ``ThreadingHTTPServer`` on 127.0.0.1 in a daemon thread.
+class ScriptedModelServer(LoopbackHttpServer):
+    """Base of the scripted servers (HTTP on 127.0.0.1 from :class:`LoopbackHttpServer`).
 
     Subclasses implement ``is_main(body)``, ``route(path)`` (which POST paths are model requests),
     ``respond(handler, body, step, seen)`` and ``side_response(handler, body, seen)``.
     """
 
     def __init__(self, script: list, *, tool_prefix: str = ""):
-        self.script = list(script)
-        self.requests: list[Seen] = []
         self.tool_prefix = tool_prefix
-        self._lock = threading.Lock()
-        self._next = 0
-        self._stop = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
-        self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"{type(self).__name__}-{self.port}", daemon=True)
-        self._thread.start()
-
-    @property
-    def root_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop serving, wake delayed handlers and join the server thread."""
-        self._stop.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=2.0)
-
-    @property
-    def steps_used(self) -> int:
-        return self._next
+        super().__init__(script, self._handler_class(), name=type(self).__name__)
 
     def main_requests(self) -> list[Seen]:
         """The requests that consumed (or tried to consume) a script step, in order."""
@@ -129,19 +99,6 @@ class ScriptedModelServer:
                     for key in total:
                         total[key] += seen.usage[key]
         return total
-
-    def take_step(self, body: dict):
-        """The next script step for a main request (callables are called with the body), or None when spent."""
-        with self._lock:
-            if self._next >= len(self.script):
-                return None
-            step = self.script[self._next]
-            self._next += 1
-        return step(body) if callable(step) else step
-
-    def wait(self, seconds: float) -> bool:
-        """Sleep ``seconds`` unless the server is closing (True when closing)."""
-        return self._stop.wait(seconds)
 
     # -- subclass hooks ------------------------------------------------------------------------------------
     def route(self, path: str) -> bool:
@@ -160,12 +117,7 @@ class ScriptedModelServer:
     def _handler_class(self):
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format, *args):   # keep test output quiet
-                pass
-
+        class Handler(QuietHandler):
             def _record(self, body) -> Seen:
                 seen = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 with server._lock:

@@ -43,6 +43,8 @@ from collections.abc import Callable
 
 from pyrua_ros.bringup.process import stop_process_groups
 
+from .settings import key_from_env
+
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ", "XDG_CACHE_HOME")
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -127,12 +129,7 @@ class CliSettings:
 
     def api_key(self) -> str | None:
         """The key from ``api_key_env`` (None when no variable is named); ValueError naming an unset variable."""
-        if self.api_key_env is None:
-            return None
-        value = os.environ.get(self.api_key_env)
-        if not value:
-            raise ValueError(f"--api-key-env names {self.api_key_env!r}, but that environment variable is not set")
-        return value
+        return key_from_env(self.api_key_env)
 
 
 def base_environment(settings: CliSettings, proxy_url: str) -> dict[str, str]:

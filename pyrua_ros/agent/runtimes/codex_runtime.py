@@ -27,6 +27,7 @@ import os
 import pathlib
 
 from .cli_agent import CliRuntime, base_environment
+from .settings import v1_endpoint
 
 SERVER = "pyrualean"
 WARNING_MARKERS = ("Model metadata for", "Defaulting to fallback metadata")
@@ -57,12 +58,6 @@ def codex_retries() -> int:
     if value is None:
         return 10
     return int(value) if value.strip() else 0
-
-
-def provider_url(base_url: str) -> str:
-    """``base_url`` with a trailing ``/`` removed and ``/v1`` appended when missing (as the reference does)."""
-    url = base_url.rstrip("/")
-    return url if url.endswith("/v1") else url + "/v1"
 
 
 class CodexRuntime(CliRuntime):
@@ -110,7 +105,7 @@ class CodexRuntime(CliRuntime):
         if s.base_url:
             prefix = f"model_providers.{SERVER}"
             argv += ["-c", f"model_provider={json.dumps(SERVER)}", "-c", f"{prefix}.name={json.dumps(SERVER)}",
-                     "-c", f"{prefix}.base_url={json.dumps(provider_url(s.base_url))}",
+                     "-c", f"{prefix}.base_url={json.dumps(v1_endpoint(s.base_url))}",
                      "-c", f'{prefix}.wire_api="responses"',
                      "-c", f"{prefix}.request_max_retries={codex_retries()}",
                      "-c", f"{prefix}.stream_max_retries={codex_retries()}"]
