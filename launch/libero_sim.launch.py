@@ -45,7 +45,8 @@ def launch_nodes(context, *args, **kwargs):
 
 
 def generate_launch_description() -> LaunchDescription:
+    # An optional argument's empty default means "unset", so the empty text is one of its choices.
     declared = [DeclareLaunchArgument(arg.name, default_value=arg.default, description=arg.description,
-                                      choices=list(arg.choices) or None)
+                                      choices=[*arg.choices, *([""] if arg.optional else [])] if arg.choices else None)
                 for arg in graph.ARGUMENTS]
     return LaunchDescription([*declared, OpaqueFunction(function=launch_nodes)])

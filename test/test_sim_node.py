@@ -459,6 +459,7 @@ def test_stream_cameras_render_only_for_subscribers_at_camera_rate(sim):
     from sensor_msgs.msg import CameraInfo, Image
 
     from pyrua_ros.driver import qos
+    from pyrua_ros.driver.convert import image_to_numpy
 
     got = {"color": [], "depth": [], "info": []}
     node = sim.c.node
@@ -475,9 +476,40 @@ def test_stream_cameras_render_only_for_subscribers_at_camera_rate(sim):
         stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in got["color"]]
         assert np.allclose(stamps, [0.0, 0.5, 1.0])
         assert got["color"][0].width == 256 and got["color"][0].header.frame_id == F.optical("agentview")
+        # the frame of t = 1.0 s (rendered off the control path, from a copy of that step's state) is the same
+        # image as a capture of that state at the stream size
+        cap = _capture(sim, "agentview", "low")
+        assert cap["stamp"] == [1, 0]
+        np.testing.assert_array_equal(image_to_numpy(got["color"][-1]), cap["color"])
+        np.testing.assert_array_equal(image_to_numpy(got["depth"][-1]), cap["depth"])
     finally:
         for s in subs:
             node.destroy_subscription(s)
+
+
+def _capture(sim, camera: str, resolution: str) -> dict:
+    """Call the capture service; the published color and depth of that capture, and the response's stamp."""
+    from sensor_msgs.msg import Image
+    from std_srvs.srv import Trigger
+
+    from pyrua_ros.driver import qos
+    from pyrua_ros.driver.convert import image_to_numpy
+
+    cli = sim.c.node.create_client(Trigger, S.capture_service(camera, resolution))
+    try:
+        assert cli.wait_for_service(timeout_sec=WAIT)
+        resp = sim.c.wait_future(cli.call_async(Trigger.Request()), NAMES.timeouts.capture_s)
+        assert resp.success, resp.message
+        stamp = json.loads(resp.message)["stamp"]
+        topics = S.capture_topics(camera, resolution)
+        out = {"stamp": stamp}
+        for kind in ("color", "depth"):
+            msg = sim.c.latest(Image, topics[kind], WAIT, qos.LATCHED,
+                               predicate=lambda m: [m.header.stamp.sec, m.header.stamp.nanosec] == stamp)
+            out[kind] = image_to_numpy(msg)
+        return out
+    finally:
+        sim.c.node.destroy_client(cli)
 
 
 def test_realtime_mode_holds_the_last_twist_then_stops():

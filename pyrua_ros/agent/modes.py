@@ -10,8 +10,9 @@ CODE_ARMS = ("cells", "program")                 # arms whose tool runs model-wr
 PROMPT_ARMS = (*ARMS, "single-shot")
 IMAGE_POLICIES = ("on-motion", "on-demand", "none")
 FEEDBACK_MODES = ("pure", "rich")
-RUNTIMES = ("openai", "replay", "codex", "claude", "mcp")   # mcp: pyrua-ros mcp, an outside client decides
+RUNTIMES = ("openai", "replay", "codex", "claude")   # play's --runtime
 CLI_RUNTIMES = ("codex", "claude")               # runtimes that drive a coding-agent CLI over MCP
+MCP_RUNTIME = "mcp"                              # recorded by pyrua-ros mcp: an outside MCP client decides
 ROBOTS = ("libero",)
 DRIVERS = ("sim", "fake", "external")
 CLOCK_MODES = ("lockstep", "realtime")
@@ -19,21 +20,8 @@ TOOL_CHOICES = ("auto", "required", "none")
 FINISH_STATUSES = ("success", "failure", "stuck")
 PLAY_STATUSES = ("completed", "timeout", "call_budget", "planner_error", "error", "boot_error")
 BUDGET_MODES = ("calls", "wall")
+PROGRESS_MODES = ("auto", "rich", "plain", "off")
 
-__all__ = [
-           "ARMS",
-           "BUDGET_MODES",
-           "CLI_RUNTIMES",
-           "CLOCK_MODES",
-           "CODE_ARMS",
-           "DRIVERS",
-           "FEEDBACK_MODES",
-           "FINISH_STATUSES",
-           "IMAGE_POLICIES",
-           "PLAY_STATUSES",
-           "PRIMITIVE_SETS",
-           "PROMPT_ARMS",
-           "ROBOTS",
-           "RUNTIMES",
-           "TOOL_CHOICES",
-]
+__all__ = ["ARMS", "BUDGET_MODES", "CLI_RUNTIMES", "CLOCK_MODES", "CODE_ARMS", "DRIVERS", "FEEDBACK_MODES",
+           "FINISH_STATUSES", "IMAGE_POLICIES", "MCP_RUNTIME", "PLAY_STATUSES", "PRIMITIVE_SETS", "PROGRESS_MODES",
+           "PROMPT_ARMS", "ROBOTS", "RUNTIMES", "TOOL_CHOICES"]

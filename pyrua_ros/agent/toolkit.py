@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from pyrua_ros.agent import primitive_tools
-from pyrua_ros.agent.config import PlayConfig
+from pyrua_ros.agent.config import AgentSettings
 from pyrua_ros.agent.modes import FINISH_STATUSES
 from pyrua_ros.agent.records import FinishRecord, TurnRecord
 from pyrua_ros.agent.runtimes.tools import finish_spec, tool_specs
@@ -62,7 +62,7 @@ def _usage_dict(usage) -> dict | None:
 class ArmToolkit:
     """Executes the tools of one arm against a kernel whose ``robo`` proxies ``host.robo``."""
 
-    def __init__(self, cfg: PlayConfig, host, kernel, workspace: pathlib.Path, *, on_turn=None):
+    def __init__(self, cfg: AgentSettings, host, kernel, workspace: pathlib.Path, *, on_turn=None, on_call=None):
         self.cfg = cfg
         self.host = host
         self.kernel = kernel
@@ -75,6 +75,7 @@ class ArmToolkit:
         self.primitive_calls = 0
         self.last_code: str | None = None
         self._on_turn = on_turn
+        self._on_call = on_call
         self._primitives = tuple(primitive_tools.primitive_methods(host.robo)) if cfg.arm == "tools" else ()
 
     def tool_specs(self) -> list[dict]:
@@ -106,6 +107,8 @@ class ArmToolkit:
         ``usage``/``latency_s``: of the model request that made the call, kept in the turn record.
         """
         started = time.monotonic()
+        if self._on_call:
+            self._on_call(name)
         ledger_mark = len(self.host.ledger.records)
         steps_mark = self._env_step()
         flags: list[str] = []

@@ -19,21 +19,19 @@ No rclpy or launch import happens here.
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import yaml
 
+from pyrua_ros.agent.schema import convert_text
 from pyrua_ros.driver import interfaces
 
 PACKAGE = "pyrua_ros"
 LAUNCH_NAMES = ("libero_sim",)
 RVIZ_CONFIG = "libero_sim.rviz"
 
-_TRUE = ("true", "1", "yes", "on")
-_FALSE = ("false", "0", "no", "off")
 _BOOL = ("true", "false")
 
 
@@ -43,6 +41,7 @@ class Argument:
 
     ``kind`` is ``str``, ``int``, ``float``, ``bool`` or ``json`` (a string that must hold a JSON object).
     ``to`` names the graph nodes (keys of :data:`NODES`) that receive it as a parameter of the same name.
+    ``optional``: the empty text means unset (None), and an unset argument is passed to no node.
     """
 
     name: str
@@ -51,77 +50,54 @@ class Argument:
     kind: str = "str"
     choices: tuple[str, ...] = ()
     to: tuple[str, ...] = ()
+    optional: bool = False
 
     def convert(self, text: str) -> Any:
         """Validate ``text`` and return the typed value; a bad value raises ValueError naming what is accepted."""
         text = str(text)
+        if self.optional and text == "":
+            return None
         if self.choices and text not in self.choices:
             raise ValueError(f"{self.name}:={text!r} is not valid; choose one of {', '.join(self.choices)}")
         try:
-            if self.kind == "int":
-                return int(text)
-            if self.kind == "float":
-                return float(text)
-            if self.kind == "bool":
-                low = text.strip().lower()
-                if low not in _TRUE + _FALSE:
-                    raise ValueError
-                return low in _TRUE
-            if self.kind == "json":
-                value = json.loads(text or "{}")
-                if not isinstance(value, dict):
-                    raise ValueError
-                return text or "{}"
+            value = convert_text(self.kind, (text or "{}") if self.kind == "json" else text)
         except ValueError:
             expected = {"int": "an integer", "float": "a number", "bool": "true or false",
                         "json": "a JSON object such as '{\"top_p\": 0.95}'"}[self.kind]
             raise ValueError(f"{self.name}:={text!r} is not valid; expected {expected}") from None
-        return text
+        return (text or "{}") if self.kind == "json" else value
 
 
 AGENT = ("agent",)
 EPISODE = ("sim", "agent")   # the sim starts on these; the agent resets the sim to them (DESIGN.md layer 2)
+SCOPE_TARGETS = {"episode": EPISODE, "agent": AGENT, "driver": ("sim",), "graph": ()}
+_KINDS = {"str": "str", "path": "str", "int": "int", "float": "float", "bool": "bool", "json": "json"}
+
+
+def settings_arguments() -> tuple[Argument, ...]:
+    """One launch argument per launch setting of the settings schema (``PlayConfig``), in schema order.
+
+    Defaults, descriptions and choices are the schema's; an unset optional setting is the empty text and is not
+    passed to any node (its parameter stays unset). Which nodes receive a setting follows its scope.
+    """
+    from pyrua_ros.agent import schema
+    from pyrua_ros.agent.config import PlayConfig
+
+    out = []
+    for leaf in schema.leaves(PlayConfig):
+        if not leaf.spec.launch:
+            continue
+        choices = tuple(map(str, leaf.choices)) or (_BOOL if leaf.kind == "bool" else ())
+        out.append(Argument(leaf.name, leaf.text(leaf.default), leaf.spec.help, kind=_KINDS[leaf.kind],
+                            choices=choices, to=SCOPE_TARGETS[leaf.spec.scope], optional=leaf.optional))
+    return tuple(out)
+
 
 ARGUMENTS: tuple[Argument, ...] = (
-    Argument("robot", "sim", "which driver serves the robot interfaces: sim (LIBERO-PRO), fake (kinematic "
-             "fake arm, no LIBERO), external (start no driver; a real arm's drivers serve them)",
-             choices=("sim", "fake", "external")),
+    *settings_arguments(),
     Argument("rviz", "false", "start rviz2 with config/libero_sim.rviz", kind="bool", choices=_BOOL),
     Argument("use_sim_time", "auto", "agent and rviz follow /clock: auto = true unless robot:=external",
              choices=("auto", "true", "false")),
-    Argument("clock_mode", "lockstep", "sim clock: lockstep (one control step per command) or realtime (20 Hz "
-             "wall clock, last command held)", choices=("lockstep", "realtime"), to=("sim",)),
-    Argument("suite", "libero_goal", "LIBERO-PRO suite of the episode", to=EPISODE),
-    Argument("task", "0", "task index in the suite", kind="int", to=EPISODE),
-    Argument("seed", "0", "episode seed (official init state seed % n)", kind="int", to=EPISODE),
-    Argument("max_episode_steps", "10000", "simulator step budget of the episode [control steps]", kind="int",
-             to=EPISODE),
-    Argument("arm", "cells", "agent arm: cells (python tool, one cell per call) or program (run_program)",
-             choices=("cells", "program"), to=AGENT),
-    Argument("runtime", "replay", "who writes the cells: replay (a recorded run or program file) or openai "
-             "(chat completions)", choices=("replay", "openai"), to=AGENT),
-    Argument("replay_path", "", "replay runtime: a run directory, a tool_turns.json or a .py program", to=AGENT),
-    Argument("model", "", "model id for the openai runtime (empty: the runtime's default)", to=AGENT),
-    Argument("base_url", "", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000/v1", to=AGENT),
-    Argument("api_key_env", "OPENAI_API_KEY", "name of the environment variable holding the API key", to=AGENT),
-    Argument("reasoning", "", "reasoning effort sent to the model (empty: not sent)", to=AGENT),
-    Argument("openai_max_tokens", "8192", "max_tokens per model response", kind="int", to=AGENT),
-    Argument("openai_tool_choice", "auto", "tool_choice sent to the model", choices=("auto", "required", "none"),
-             to=AGENT),
-    Argument("openai_temperature", "1.0", "sampling temperature", kind="float", to=AGENT),
-    Argument("openai_extra_body", "{}", "JSON object merged into each request body", kind="json", to=AGENT),
-    Argument("images", "on-motion", "images given to the model", choices=("on-motion", "on-demand", "none"),
-             to=AGENT),
-    Argument("feedback", "rich", "cell result feedback", choices=("pure", "rich"), to=AGENT),
-    Argument("guides", "false", "copy the robot guides into the workspace and mention them", kind="bool",
-             choices=_BOOL, to=AGENT),
-    Argument("vla_endpoint", "", "host:port of a VLA policy server (empty: no VLA skills)", to=AGENT),
-    Argument("max_turns", "0", "decision budget in tool calls (0: unbounded, wall-clock budget only)", kind="int",
-             to=AGENT),
-    Argument("budget_s", "1200.0", "wall-clock budget of the agent loop [s]", kind="float", to=AGENT),
-    Argument("out", "", "run directory (empty: the agent picks runs/<suite>_<task>_<seed>_<time>)", to=AGENT),
-    Argument("record", "true", "record the episode to <out>/episode.mcap", kind="bool", choices=_BOOL,
-             to=AGENT),
     Argument("interfaces", "", "interfaces.yaml replacing the packaged one for every node (PYRUA_INTERFACES)"),
     Argument("remap", "", "agent remappings: from:=to pairs separated by commas (docs/BRINGUP.md has an example)"),
 )
@@ -233,7 +209,7 @@ def plan(values: Mapping[str, str]) -> tuple[PlannedNode, ...]:
     for spec in NODES:
         if not spec.when(typed):
             continue
-        params = {a.name: typed[a.name] for a in ARGUMENTS if spec.key in a.to}
+        params = {a.name: typed[a.name] for a in ARGUMENTS if spec.key in a.to and typed[a.name] is not None}
         if spec.sim_time_follower:
             params["use_sim_time"] = typed["use_sim_time"]
         arguments: tuple[str, ...] = ()

@@ -1,87 +1,117 @@
 """Executable of the agent node ``agent``: one episode of the cell-writing loop over ROS 2, then exit.
 
 Run by the launch file / pip runner (``pyrua-ros launch libero_sim ...``) next to a driver node that serves the
-interfaces of config/interfaces.yaml. Its parameters (config/agent.yaml, names in
-``pyrua_ros.bringup.graph.AGENT_PARAMETERS``) become a :class:`~pyrua_ros.agent.config.PlayConfig`; the episode
-host does the rest (reset, prompt, loop, judge, run directory). Exit status 0 when the episode ran (whatever its
-success), 2 on a boot error or an invalid parameter.
+interfaces of config/interfaces.yaml. Its parameters are the launch settings of the settings schema
+(:class:`~pyrua_ros.agent.config.PlayConfig`, scopes ``episode`` and ``agent``), declared from it with their
+defaults and descriptions (config/agent.yaml is generated from the same schema); an optional setting left unset
+is a declared parameter without a value. The parameters become a PlayConfig (driver ``external``: the launch
+started the driver), the same checks as ``pyrualean play`` run before anything else, and the episode host does
+the rest. Exit status: the table of :mod:`pyrua_ros.cli.exit_codes` (0 when the episode ran to its end).
 """
 
 from __future__ import annotations
 
-import pathlib
+import dataclasses
 import sys
-import time
 
-from pyrua_ros.driver.rosenv import node_preamble
+from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
+
+NODE_SCOPES = ("episode", "agent")
+
+
+def node_leaves():
+    """The schema settings this node declares as parameters."""
+    from pyrua_ros.agent import schema
+    from pyrua_ros.agent.config import PlayConfig
+
+    return [leaf for leaf in schema.leaves(PlayConfig) if leaf.spec.launch and leaf.spec.scope in NODE_SCOPES]
+
+
+def parameters_yaml() -> str:
+    """config/agent.yaml: this node's parameters with their schema defaults (scripts/generate_config.py writes it)."""
+    from pyrua_ros.agent import schema
+    from pyrua_ros.agent.config import PlayConfig
+
+    header = ("Parameters of the agent node (node name `agent`), generated from the settings schema\n"
+              "(pyrua_ros/agent/config.py) by scripts/generate_config.py: edit the schema, not this file.\n"
+              "Launch arguments of the same names override them; optional settings are commented out (unset).")
+    return schema.yaml_text(PlayConfig, "agent", scopes=NODE_SCOPES, header=header)
 
 
 def declare_parameters(node) -> dict:
-    """Declare every agent parameter with its default from the launch graph; return their values."""
+    """Declare every agent parameter (typed, default and description from the schema); return their values
+    (None for an optional parameter nobody set; JSON objects and paths as their text)."""
     from rcl_interfaces.msg import ParameterDescriptor
+    from rclpy.exceptions import ParameterUninitializedException
+    from rclpy.parameter import Parameter
 
-    from pyrua_ros.bringup import graph
-
+    types = {"str": Parameter.Type.STRING, "path": Parameter.Type.STRING, "json": Parameter.Type.STRING,
+             "int": Parameter.Type.INTEGER, "float": Parameter.Type.DOUBLE, "bool": Parameter.Type.BOOL}
     values = {}
-    for name in graph.AGENT_PARAMETERS:
-        if name == "use_sim_time":
-            continue
-        arg = graph.ARGUMENTS_BY_NAME[name]
-        default = arg.convert(arg.default)
-        values[name] = node.declare_parameter(name, default, ParameterDescriptor(description=arg.description)).value
+    for leaf in node_leaves():
+        descriptor = ParameterDescriptor(description=leaf.spec.help)
+        if leaf.default is None:
+            node.declare_parameter(leaf.name, types[leaf.kind], descriptor)
+        else:
+            node.declare_parameter(leaf.name, leaf.text(leaf.default) if leaf.kind in ("path", "json")
+                                   else leaf.default, descriptor)
+        try:
+            value = node.get_parameter(leaf.name).value
+        except ParameterUninitializedException:
+            value = None
+        values[leaf.name] = value
     return values
 
 
 def config_from_parameters(values: dict):
     """PlayConfig from agent parameter values (the launch started the driver, so ``driver="external"``)."""
-    from pyrua_ros.agent.config import PlayConfig, parse_extra_body
+    from pyrua_ros.agent import schema
+    from pyrua_ros.agent.config import PlayConfig
 
-    out = values["out"] or f"runs/{values['suite']}_{values['task']}_{values['seed']}_{time.strftime('%Y%m%d-%H%M%S')}"
-    replay = pathlib.Path(values["replay_path"]) if values["replay_path"] else None
-    if values["runtime"] == "replay" and replay is None:
-        from pyrua_ros.examples import program_for
-
-        replay = program_for(values["suite"], values["task"])
-    return PlayConfig(
-        out=pathlib.Path(out), suite=values["suite"], task=int(values["task"]), seed=int(values["seed"]),
-        max_episode_steps=int(values["max_episode_steps"]), arm=values["arm"], runtime=values["runtime"],
-        replay=replay, model=values["model"] or "DAGroup-PKU/PyRUA-Lean-Coder-v0.1-4B",
-        reasoning=values["reasoning"] or None, base_url=values["base_url"] or None,
-        api_key_env=values["api_key_env"] or None, openai_max_tokens=int(values["openai_max_tokens"]),
-        openai_tool_choice=values["openai_tool_choice"], openai_temperature=float(values["openai_temperature"]),
-        openai_extra_body=parse_extra_body(values["openai_extra_body"]), images=values["images"],
-        feedback=values["feedback"], guides=bool(values["guides"]), vla_endpoint=values["vla_endpoint"] or None,
-        max_turns=int(values["max_turns"]) or None, budget_s=float(values["budget_s"]),
-        record=bool(values["record"]), driver="external")
+    leaves = {leaf.name: leaf for leaf in schema.leaves(PlayConfig)}
+    typed = {}
+    for name, value in values.items():
+        if value is None or name not in leaves:   # unset, or a graph parameter such as use_sim_time
+            continue
+        leaf = leaves[name]
+        typed[name] = leaf.parse(value) if leaf.kind in ("path", "json") and isinstance(value, str) else value
+    cfg = schema.build(PlayConfig, typed)
+    return dataclasses.replace(cfg, episode=dataclasses.replace(cfg.episode, driver="external"))
 
 
 def main(args: list[str] | None = None) -> int:
     node_preamble()
     import rclpy
 
-    from pyrua_ros.agent.config import ConfigError
     from pyrua_ros.agent.episode import play
-    from pyrua_ros.agent.progress import ProgressView
+    from pyrua_ros.agent.progress import PlainProgress
+    from pyrua_ros.agent.schema import SettingError
+    from pyrua_ros.agent.validate import prepare_play
+    from pyrua_ros.cli import exit_codes
 
     try:
-        with rclpy.init(args=sys.argv if args is None else args):
+        with rclpy_session(sys.argv if args is None else args):
             node = rclpy.create_node("agent")
+            progress = PlainProgress(sys.stdout)
             try:
-                cfg = config_from_parameters(declare_parameters(node))
-            except (ConfigError, ValueError) as exc:
+                cfg, _rundir = prepare_play(config_from_parameters(declare_parameters(node)),
+                                            warn=node.get_logger().warning)
+            except (SettingError, ValueError) as exc:
                 node.get_logger().error(f"invalid parameter: {exc}")
-                return 2
-            node.get_logger().info(f"episode {cfg.tag}: runtime {cfg.runtime}, arm {cfg.arm}, out {cfg.out}")
-            progress = ProgressView(sys.stdout)
+                return exit_codes.BAD_INPUT
+            node.get_logger().info(f"episode {cfg.episode.tag}: runtime {cfg.agent.runtime}, arm {cfg.agent.arm}, "
+                                   f"out {cfg.out}")
             result = play(cfg, progress=progress)
-            progress.finish({"status": result.status, "environment_success": result.environment_success,
-                             "tool_turns": result.tool_turns, "env_steps": result.env_steps,
-                             "total_tokens": result.generation.total_tokens, "policy_wall_s": result.policy_wall_s,
-                             "out": str(cfg.out)})
+            code = exit_codes.for_result(result.status, result.reason)
+            progress.finish({"status": result.status, "reason": result.reason,
+                             "environment_success": result.environment_success, "tool_turns": result.tool_turns,
+                             "env_steps": result.env_steps, "total_tokens": result.generation.total_tokens,
+                             "total_wall_s": result.total_wall_s, "startup_s": result.startup_s,
+                             "exit_code": code, "out": str(cfg.out)})
             node.destroy_node()
-            return 2 if result.status in ("boot_error", "error") else 0
+            return code
     except KeyboardInterrupt:
-        return 130
+        return exit_codes.INTERRUPTED + 2
 
 
 if __name__ == "__main__":

@@ -9,16 +9,15 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pyrua_ros.driver.rosenv import node_preamble
+    from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
 
     node_preamble()
-    import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     from pyrua_ros.fake_arm.node import FakeArmNode
 
     args = sys.argv if argv is None else argv
-    with rclpy.init(args=args):
+    with rclpy_session(args):
         node = FakeArmNode()
         executor = SingleThreadedExecutor()
         executor.add_node(node)

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import sys
 
-from pyrua_ros.driver.rosenv import node_preamble
+from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
 
 
 def main(args: list[str] | None = None) -> int:
     node_preamble()
-    import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
     from pyrua_ros.sim.node import SimNode
 
     node = None
     try:
-        with rclpy.init(args=sys.argv if args is None else args):
+        with rclpy_session(sys.argv if args is None else args):
             node = SimNode()
             executor = SingleThreadedExecutor()
             executor.add_node(node)

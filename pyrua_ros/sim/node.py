@@ -70,6 +70,8 @@ PARAMETERS = {
     "command_timeout_s": (0.1, "[s] realtime: the last twist drops to zero after this long (startup only)"),
     "camera_rate_hz": (2.0, "[Hz] stream camera rate, sim time in lockstep, wall time in realtime (startup only)"),
     "stream_resolution": (256, "[px] square stream camera images (startup only)"),
+    "stream_backlog": (16, "stream frames waiting for the render thread before the oldest is dropped (startup only)"),
+    "render_nice": (10, "CPU niceness added to the render thread, so control steps come first (startup only)"),
     "workspace_min": ([-0.7, -0.6, 0.0], "[m] world box min corner for the end effector (startup only)"),
     "workspace_max": ([0.5, 0.6, 1.5], "[m] world box max corner for the end effector (startup only)"),
     "max_linear_speed": (0.5, "[m/s] twist linear speed limit (startup only)"),
@@ -86,6 +88,8 @@ class SimConfig:
     command_timeout_s: float
     camera_rate_hz: float
     stream_resolution: int
+    stream_backlog: int
+    render_nice: int
     limits: SafetyLimits
 
     @property
@@ -96,12 +100,13 @@ class SimConfig:
     def from_values(cls, v: dict) -> SimConfig:
         if v["clock_mode"] not in CLOCK_MODES:
             raise ValueError(f"clock_mode {v['clock_mode']!r} is not one of {list(CLOCK_MODES)}")
-        if v["control_freq"] <= 0 or v["stream_resolution"] <= 0:
-            raise ValueError("control_freq and stream_resolution must be > 0")
+        if v["control_freq"] <= 0 or v["stream_resolution"] <= 0 or v["stream_backlog"] < 1:
+            raise ValueError("control_freq and stream_resolution must be > 0, stream_backlog >= 1")
         limits = SafetyLimits(tuple(v["workspace_min"]), tuple(v["workspace_max"]), float(v["max_linear_speed"]),
                               float(v["max_angular_speed"]))
         return cls(v["clock_mode"], float(v["control_freq"]), float(v["command_timeout_s"]),
-                   float(v["camera_rate_hz"]), int(v["stream_resolution"]), limits)
+                   float(v["camera_rate_hz"]), int(v["stream_resolution"]), int(v["stream_backlog"]),
+                   int(v["render_nice"]), limits)
 
 
 class _Goal:
@@ -240,7 +245,8 @@ class SimNode(Node):
         self.clock = make_clock(self.config.clock_mode, self.config.command_timeout_s)
         self.safety = SafetyFilter(self.config.limits)
         self.estop = EStop()
-        self.ep = LiberoEpisode(stream_resolution=self.config.stream_resolution)
+        self.ep = LiberoEpisode(stream_resolution=self.config.stream_resolution,
+                                stream_backlog=self.config.stream_backlog, render_nice=self.config.render_nice)
         self.episode_id = 0
         self.gripper_cmd = -1.0
         self.goal: _Goal | None = None
@@ -365,9 +371,8 @@ class SimNode(Node):
         js = JointState(name=list(names), position=[float(x) for x in q], velocity=[float(x) for x in dq])
         js.header.stamp = stamp
         self.pub_joints.publish(js)
-        static = self.ep.static_frames()
         self.pub_tf.publish(TFMessage(transforms=[transform_stamped_msg(p, c, t, r, stamp)
-                                                  for p, c, t, r in self.ep.link_transforms() if c not in static]))
+                                                  for p, c, t, r in self.ep.link_transforms(moving_only=True)]))
         self.pub_clock.publish(ClockMsg(clock=stamp))
         self.pub_status.publish(String(data=self.status().to_json()))
         now = self.clock.camera_time(self.ep.last_step().sim_time, time.monotonic())
@@ -388,18 +393,27 @@ class SimNode(Node):
         self.pub_truth.publish(markers)
 
     def publish_streams(self, now: float, stamp) -> None:
-        """Render stream cameras that have subscribers, at most camera_rate_hz."""
-        wanted = [c for c, pubs in self.streams.items() if any(p.get_subscription_count() for p in pubs)]
+        """Queue a stream frame of the cameras that have subscribers, at most camera_rate_hz: color and/or depth as
+        subscribed (camera_info with either). The render thread renders and publishes it; a frame it cannot keep
+        up with is dropped, never waited for."""
+        wanted = {}
+        for cam, (color, depth, info) in self.streams.items():
+            kinds = {k for k, pub in (("color", color), ("depth", depth)) if pub.get_subscription_count()}
+            if not kinds and info.get_subscription_count():
+                kinds = {"color"}           # camera_info alone still follows the rendered frames
+            if kinds:
+                wanted[cam] = kinds
         if not wanted or not self.camera_gate.ready(now):
             return
-        for cam in wanted:
-            cap = self.ep.capture(cam, self.config.stream_resolution)
-            self._publish_capture(self.streams[cam], cap, stamp)
+        self.ep.stream(wanted, lambda caps: [self._publish_capture(self.streams[c.camera], c, stamp) for c in caps])
 
     def _publish_capture(self, pubs, cap, stamp) -> None:
+        """Publish what ``cap`` holds (color, depth) and its camera_info, all with ``stamp``."""
         frame = self.names.frames.optical(cap.camera)
-        pubs[0].publish(image_msg(cap.color, stamp, frame, "rgb8"))
-        pubs[1].publish(image_msg(cap.depth, stamp, frame, "32FC1"))
+        if cap.color is not None:
+            pubs[0].publish(image_msg(cap.color, stamp, frame, "rgb8"))
+        if cap.depth is not None:
+            pubs[1].publish(image_msg(cap.depth, stamp, frame, "32FC1"))
         pubs[2].publish(camera_info_msg(cap.K, cap.width, cap.height, stamp, frame))
 
     def report(self, event) -> None:
