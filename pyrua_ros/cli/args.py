@@ -16,7 +16,8 @@ from pyrua_ros.agent import schema
 SECTION_TITLES = {
     "episode": "episode and robot stack",
     "agent": "agent loop",
-    "model": "model server (--runtime openai)",
+    "model": "model server (--runtime openai, codex, claude)",
+    "cli": "agent CLIs (--runtime codex, claude)",
     "output": "run directory and display",
     "compat": "accepted for PyRUA-Lean compatibility (recorded, unused on ROS)",
     "single": "single shot",

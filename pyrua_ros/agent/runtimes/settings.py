@@ -33,10 +33,13 @@ class ModelSettings:
     """
 
     model: str = setting(DEFAULT_MODEL, help="model id sent to the server")
-    reasoning: str | None = setting(None, help="reasoning effort (recorded; the openai runtime sends it only "
-                                               "through --openai-extra-body)", unset="not set")
-    base_url: str | None = setting(None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000/v1 "
-                                              "(/v1 is appended when missing)", metavar="URL")
+    reasoning: str | None = setting(None, help="reasoning effort: Codex's model_reasoning_effort, Claude Code's "
+                                               "--effort (none: thinking off); the openai runtime records it (send "
+                                               "it through --openai-extra-body)",
+                                    unset="xhigh for codex and claude, else not set")
+    base_url: str | None = setting(None, help="model server: OpenAI-compatible (openai; Responses API for codex), "
+                                              "e.g. http://127.0.0.1:30000/v1 (/v1 is appended when missing), or "
+                                              "Anthropic Messages API (claude)", metavar="URL")
     api_key_env: str | None = setting(None, help="name of the environment variable that holds the API key (the "
                                                  "key itself is never written anywhere)",
                                       unset="a placeholder key", metavar="VAR")
