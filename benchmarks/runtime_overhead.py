@@ -58,8 +58,8 @@ def run(runtime: str, turns: int, folder: pathlib.Path) -> dict:
         base = server.base_url
         proc = subprocess.run(
             [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells", "--suite",
-             "fake_table", "--task", "0", "--driver", "fake", "--no-video", "--no-record", "--quiet", "--runtime",
-             runtime, "--base-url", base, "--feedback", "pure", "--images", "none"],
+             "fake_table", "--task", "0", "--driver", "fake", "--no-video", "--no-record", "--progress", "off",
+             "--runtime", runtime, "--base-url", base, "--feedback", "pure", "--images", "none"],
             capture_output=True, text=True, cwd=ROOT, env=dict(os.environ), timeout=600, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"{runtime}: play failed: {proc.stderr[-2000:]}")

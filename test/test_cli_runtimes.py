@@ -29,8 +29,8 @@ PROGRAM = (ROOT / "pyrua_ros" / "examples" / "fake_table_cube_on_plate.py").read
 
 
 def play(out: pathlib.Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, "play", "--out", str(out), *EPISODE, "--quiet", *args], capture_output=True,
-                          text=True, timeout=300, cwd=ROOT, env=env)
+    return subprocess.run([*CLI, "play", "--out", str(out), *EPISODE, "--progress", "off", *args],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
 
 
 def group_alive(pgid: int) -> bool:
@@ -59,11 +59,13 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
         proc = play(out, "--arm", "cells", "--runtime", "codex", "--base-url", server.base_url, "--model",
                     "scripted-coder", "--api-key-env", "SCRIPTED_KEY", "--reasoning", "high", "--cli-proxy", trap.url,
                     env=env)
-        requests = list(server.requests)
+        checks = [r for r in server.requests if r.method == "GET"]
+        requests = [r for r in server.requests if r.method == "POST"]
         reported = server.reported_usage()
         outputs = server.call_outputs()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert trap.attempts == [], trap.attempts                 # nothing but loopback
+    assert [r.outcome for r in checks] == ["models"]           # the check before boot: one GET of /v1/models
     assert server.steps_used == len(script) and all(r.main and r.outcome == "turn" for r in requests)
     first = requests[0]
     assert first.headers["authorization"] == "Bearer sk-scripted-secret"
@@ -145,7 +147,7 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
                     "scripted-claude", "--reasoning", "none", "--max-turns", "20", "--cli-proxy", trap.url)
         main = server.main_requests()
         reported = server.reported_usage()
-        side = [r for r in server.requests if not r.main]
+        side = [r for r in server.requests if not r.main and r.method == "POST"]
         tool_results = server.tool_results()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert trap.attempts == [], trap.attempts
@@ -263,8 +265,13 @@ def test_claude_usage_without_a_result_message_comes_from_the_stream(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--runtime", "codex"], "--runtime codex needs --base-url on loopback"),
     (["--runtime", "claude", "--base-url", "https://api.example.com/v1"], "is not on loopback"),
-    (["--runtime", "codex", "--base-url", "http://127.0.0.1:9/v1", "--cli-network", "elsewhere"], "invalid choice"),
+    (["--runtime", "codex", "--base-url", "http://127.0.0.1:9/v1", "--cli-network", "elsewhere"],
+     "--cli-network must be one of loopback, inherit"),
     (["--arm", "tools"], "--arm tools needs a model runtime"),
+    (["--runtime", "codex", "--base-url", "http://127.0.0.1:9/v1", "--codex-bin", "/nonexistent/codex"],
+     "--codex-bin: no codex executable found (/nonexistent/codex)"),
+    (["--runtime", "claude", "--base-url", "http://127.0.0.1:9", "--api-key-env", "PYRUA_TEST_UNSET_KEY"],
+     "--api-key-env names 'PYRUA_TEST_UNSET_KEY', but that environment variable is not set"),
 ])
 def test_cli_runtime_settings_are_checked_before_anything_starts(tmp_path, args, message):
     cmd = [*CLI, "play", "--out", str(tmp_path / "run"), "--suite", "fake_table", "--task", "0", "--driver", "fake"]

@@ -268,7 +268,7 @@ def _play(out: pathlib.Path, arm: str, script: list) -> tuple[dict, list[dict]]:
             [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", arm, "--suite",
              "libero_goal", "--task", "8", "--seed", "0", "--driver", "external", "--runtime", "openai",
              "--base-url", server.base_url, "--no-video", "--no-record", "--feedback", "pure", "--images", "none",
-             "--quiet"], capture_output=True, text=True, timeout=400, cwd=ROOT)
+             "--progress", "off"], capture_output=True, text=True, timeout=400, cwd=ROOT)
         bodies = server.completion_bodies()
         assert server.steps_used == len(script), (server.steps_used, proc.stderr[-3000:])
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -11,7 +11,8 @@ A script is a list of steps, one per *main* model request (a request that offers
 - :class:`HttpFailure`: an error status instead of a response.
 
 Requests that do not offer the MCP tools (a CLI's own side calls: titles, summaries, token counts) are
-answered with a short text and do not consume the script. Every request is recorded (:class:`Seen`) with the
+answered with a short text and do not consume the script; ``GET /v1/models`` (the check before boot) gets an empty
+model list. Every request is recorded (:class:`Seen`) with the
 usage the server reported for it, so a test can check the run directory's token totals against what the
 server actually said. A request after the script is spent gets a 500 naming the exhaustion.
 """
@@ -126,6 +127,10 @@ class ScriptedModelServer(LoopbackHttpServer):
 
             def do_GET(self):
                 seen = self._record(None)
+                if self.path.split("?")[0].rstrip("/") == "/v1/models":   # both APIs list models here
+                    seen.outcome = "models"
+                    send_json(self, 200, {"object": "list", "data": [], "has_more": False})
+                    return
                 seen.outcome = "404"
                 send_json(self, 404, {"error": {"message": f"no route GET {self.path}"}})
 
