@@ -37,8 +37,8 @@ def test_stdio_server_lists_the_arms_tools_and_runs_cells(tmp_path):
     out = tmp_path / "run"
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "pyrua_ros.cli.main", "mcp", "--out", str(out), *EPISODE, "--images", "on-demand",
-              "--feedback", "pure", "--max-turns", "4"],
+        args=["-m", "pyrua_ros.cli.main", "mcp", "--arm", "cells", "--out", str(out), *EPISODE,
+              "--images", "on-demand", "--feedback", "pure", "--max-turns", "4"],
         env={k: v for k, v in os.environ.items() if k.startswith(("ROS_", "PYRUA_", "PATH", "HOME", "LD_"))},
         cwd=str(ROOT))
 

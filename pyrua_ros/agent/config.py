@@ -11,10 +11,11 @@ and its valid values):
   runtime reads the very object the CLI built);
 - :class:`CliRuntimeSettings` — the coding-agent CLIs of ``--runtime codex|claude`` (executables, CODEX_HOME,
   network rule);
+- :class:`ServeSettings` — ``pyrua-ros mcp``'s transport and port;
 - :class:`OutputSettings` — the run directory and what is written and shown;
 - :class:`CompatSettings` — flags accepted for PyRUA-Lean command-line compatibility, recorded, unused by ROS.
 
-Trees: :class:`PlayConfig` (``play``, the agent node, the launch),
+Trees: :class:`PlayConfig` (``play``, the agent node, the launch), :class:`McpConfig` (``pyrua-ros mcp``),
 :class:`RunConfig` (single-shot ``run``) and :class:`GenerateConfig` (single-shot ``generate``).
 ``pyrua_ros.agent.schema`` generates the CLI flags, launch arguments, node parameters and ``config/agent.yaml``
 from them, so **adding a setting is one ``setting(...)`` field here** (plus the code that uses it). Checks that
@@ -35,6 +36,7 @@ from pyrua_ros.agent.modes import (
     DRIVERS,
     FEEDBACK_MODES,
     IMAGE_POLICIES,
+    MCP_RUNTIME,
     PRIMITIVE_SETS,
     PROGRESS_MODES,
     ROBOTS,
@@ -256,6 +258,55 @@ class PlayConfig:
         return {"driver": e.driver, "clock": e.clock, "vla_endpoint": e.vla_endpoint,
                 "sam3_endpoint": e.sam3_endpoint, "libero_type": self.compat.libero_type,
                 "cell_timeout_s": self.agent.cell_timeout_s}
+
+
+TRANSPORTS = ("stdio", "http")
+
+
+@dataclasses.dataclass(frozen=True)
+class McpAgentSettings(AgentSettings):
+    """:class:`AgentSettings` of ``pyrua-ros mcp``: the MCP client is the agent, so ``runtime`` is ``mcp`` and
+    there is no replay source (both internal fields here, offered by no front end)."""
+
+    RUNTIME_CHOICES = (MCP_RUNTIME,)
+    runtime: str = MCP_RUNTIME
+    replay: pathlib.Path | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeSettings:
+    """How ``pyrua-ros mcp`` serves the episode's tools."""
+
+    transport: str = setting("stdio", help="MCP transport: stdio (this process's stdin/stdout, for a client that "
+                                           "launches it as a command) or http (streamable HTTP on 127.0.0.1)",
+                             choices=TRANSPORTS, launch=False)
+    port: int = setting(0, help="HTTP port on 127.0.0.1 (0: a free one)", launch=False)
+
+    def __post_init__(self) -> None:
+        _choice("--transport", self.transport, TRANSPORTS)
+        if not 0 <= self.port <= 65535:
+            raise SettingError(f"--port must be 0-65535; got {self.port}")
+
+
+@dataclasses.dataclass(frozen=True)
+class McpConfig:
+    """One ``pyrua-ros mcp`` episode: booted as ``play`` boots it, its tools served to an outside MCP client."""
+
+    episode: EpisodeSettings = EpisodeSettings()
+    agent: McpAgentSettings = McpAgentSettings()
+    serve: ServeSettings = ServeSettings()
+    output: OutputSettings = OutputSettings()
+    compat: CompatSettings = CompatSettings()
+
+    @property
+    def out(self) -> pathlib.Path | None:
+        return self.output.out
+
+    def boot_options(self) -> dict[str, Any]:
+        e = self.episode
+        return {"driver": e.driver, "clock": e.clock, "vla_endpoint": e.vla_endpoint,
+                "sam3_endpoint": e.sam3_endpoint, "libero_type": self.compat.libero_type,
+                "cell_timeout_s": self.agent.cell_timeout_s, "transport": self.serve.transport}
 
 
 @dataclasses.dataclass(frozen=True)

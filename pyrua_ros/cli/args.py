@@ -18,6 +18,7 @@ SECTION_TITLES = {
     "agent": "agent loop",
     "model": "model server (--runtime openai, codex, claude)",
     "cli": "agent CLIs (--runtime codex, claude)",
+    "serve": "MCP server",
     "output": "run directory and display",
     "compat": "accepted for PyRUA-Lean compatibility (recorded, unused on ROS)",
     "single": "single shot",
