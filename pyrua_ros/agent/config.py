@@ -13,6 +13,7 @@ and its valid values):
   network rule);
 - :class:`ServeSettings` — ``pyrua-ros mcp``'s transport and port;
 - :class:`OutputSettings` — the run directory and what is written and shown;
+- :class:`SandboxSettings` — the cell kernel's OS boundary (``play`` and ``run``: both run model code in it);
 - :class:`CompatSettings` — flags accepted for PyRUA-Lean command-line compatibility, recorded, unused by ROS.
 
 Trees: :class:`PlayConfig` (``play``, the agent node, the launch), :class:`McpConfig` (``pyrua-ros mcp``),
@@ -200,6 +201,25 @@ class OutputSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class SandboxSettings:
+    """The cell kernel's boundary (docs/SANDBOX.md): bubblewrap namespaces, an unprivileged user, a size-limited
+    workspace. Where bubblewrap cannot be set up the run is refused before boot unless ``--unsafe-sandbox``."""
+
+    unsafe_sandbox: bool = setting(False, help="run cells in a plain child process without the bubblewrap boundary "
+                                               "(only where it cannot be set up; recorded in result.json's notes)")
+    workspace_mib: int = setting(256, help="size limit of the cell workspace, the kernel's only writable place "
+                                           "[MiB]")
+
+    def __post_init__(self) -> None:
+        _at_least("--workspace-mib", self.workspace_mib, 1)
+
+    @property
+    def isolation(self) -> str:
+        """The kernel's ``sandbox`` argument: ``bwrap`` or ``unsafe``."""
+        return "unsafe" if self.unsafe_sandbox else "bwrap"
+
+
+@dataclasses.dataclass(frozen=True)
 class CompatSettings:
     """Flags of PyRUA-Lean's command line that mean nothing on a ROS backend: accepted and recorded."""
 
@@ -221,6 +241,7 @@ class PlayConfig:
     model: ModelSettings = ModelSettings()
     cli: CliRuntimeSettings = CliRuntimeSettings()
     output: OutputSettings = OutputSettings()
+    sandbox: SandboxSettings = SandboxSettings()
     compat: CompatSettings = CompatSettings()
 
     def __post_init__(self) -> None:
@@ -329,6 +350,7 @@ class RunConfig:
     single: SingleShotSettings
     episode: EpisodeSettings = EpisodeSettings()
     output: OutputSettings = OutputSettings()
+    sandbox: SandboxSettings = SandboxSettings()
     compat: CompatSettings = CompatSettings()
 
     @property

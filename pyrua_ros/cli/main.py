@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_info_parsers(sub)
     add_single_parsers(sub)
     add_mcp_parser(sub, formatter_class=_Formatter)
+    from pyrua_ros.evaluation.command import add_eval_parser
+
+    add_eval_parser(sub)
     return parser
 
 

@@ -226,9 +226,12 @@ class FakeArmNode(Node):
             return
         self._servo_step(v, w)
 
-    def _on_estop(self, msg: Bool) -> None:
+    def _on_estop(self, msg: Bool, info) -> None:
         if self.estop.set(msg.data):
-            self.get_logger().warn(f"e-stop {'latched' if msg.data else 'released'}")
+            from pyrua_ros.driver.publishers import sample_origin
+
+            self.get_logger().warn(f"e-stop {'latched' if msg.data else 'released'} "
+                                   f"{sample_origin(self, self.names.driver.estop, info)}")
             if msg.data and self.goal_run is not None:
                 self._finish_goal(goals.Outcome("aborted", self._abort_fields("e-stop")))
             self.pub_status.publish(String(data=self.status().to_json()))

@@ -496,10 +496,13 @@ class SimNode(Node):
         self._filter_and_step(self.clock.on_tick(time.monotonic()))
         return None
 
-    def on_estop(self, msg: Bool) -> None:
+    def on_estop(self, msg: Bool, info) -> None:
         if not self.estop.set(msg.data):
             return
-        self.get_logger().warn(f"e-stop {'TRIPPED' if msg.data else 'released'}")
+        from pyrua_ros.driver.publishers import sample_origin
+
+        self.get_logger().warn(f"e-stop {'TRIPPED' if msg.data else 'released'} "
+                               f"{sample_origin(self, self.names.driver.estop, info)}")
         self.clock.clear()
         if msg.data and self.goal is not None:
             self._finish_goal(False, self.goal.runner.stop("aborted by the e-stop"))
