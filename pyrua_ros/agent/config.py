@@ -317,6 +317,7 @@ class McpConfig:
     agent: McpAgentSettings = McpAgentSettings()
     serve: ServeSettings = ServeSettings()
     output: OutputSettings = OutputSettings()
+    sandbox: SandboxSettings = SandboxSettings()
     compat: CompatSettings = CompatSettings()
 
     @property

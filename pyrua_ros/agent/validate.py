@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 
-from pyrua_ros.agent.modes import CLI_RUNTIMES
+from pyrua_ros.agent.modes import CLI_RUNTIMES, CODE_ARMS
 from pyrua_ros.agent.schema import SettingError
 from pyrua_ros.sim_interfaces import episodes
 
@@ -91,7 +91,8 @@ def check_play(cfg) -> None:
     """Every local check of a :class:`~pyrua_ros.agent.config.PlayConfig` (no network, no run directory)."""
     e, agent = cfg.episode, cfg.agent
     check_episode(e.suite, e.task, e.seed, e.driver)
-    check_sandbox(cfg.sandbox)
+    if agent.arm in CODE_ARMS:   # the tools arm starts no kernel
+        check_sandbox(cfg.sandbox)
     if agent.runtime == "replay":
         source = replay_source(agent, e)
         check_input_path("--replay", source, kind="any")
