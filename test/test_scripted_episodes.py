@@ -161,8 +161,13 @@ def test_example_program_solves_its_task(task, tmp_path, sim_driver, renders, re
         assert stamps, f"no {camera} stream frame recorded"
         assert all(b - a >= 0.5 - 1e-6 for a, b in itertools.pairwise(stamps)), stamps
         assert 0.0 <= stamps[0] and stamps[-1] <= final_t + 1e-6, stamps
-    video_frames, _ = imageio_ffmpeg.count_frames_and_secs(str(tmp_path / f"run_{task}" / "episode.mp4"))
-    assert video_frames == len(streams["agentview"])
+    from pyrua_ros.agent.video import HOLD_S
+
+    # the video plays in real time: from the card view (sim time 0) to the final state, then that state held for
+    # HOLD_S; every recorded agentview frame has a slot in it
+    video_frames, video_s = imageio_ffmpeg.count_frames_and_secs(str(tmp_path / f"run_{task}" / "episode.mp4"))
+    assert abs(video_s - (final_t + HOLD_S)) <= 1.0, (video_s, final_t)
+    assert video_frames >= len(streams["agentview"]), (video_frames, len(streams["agentview"]))
 
 
 @pytest.mark.slow

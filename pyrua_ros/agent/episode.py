@@ -277,6 +277,8 @@ class Episode:
             self._start_recorder(self.host.backend)
         self.phase("reset", f"{e.suite} task {e.task} seed {e.seed} (the first reset waits for the driver to "
                             "build its scene)")
+        if self.recorder is not None:
+            self.recorder.begin()   # what a shared driver still published of an earlier episode stays out
         status = self.host.reset(e)
         self.task_language = status.task_language
         self.robot = self.host.robot(e)
@@ -304,7 +306,7 @@ class Episode:
         the reset publishes (a driver still booting gets the reset's deadline to appear)."""
         from pyrua_ros.agent.recorder import record_episode, state_topics
 
-        self.recorder = record_episode(backend.node, self.out / "episode.mcap")
+        self.recorder = record_episode(backend.node, self.out / "episode.mcap", held=True)
         unmatched = self.recorder.wait_for_publishers(state_topics(), backend.names.timeouts.reset_s)
         if unmatched:
             self.notes.append(f"recording started before {', '.join(unmatched)} had a publisher: the bag may "
