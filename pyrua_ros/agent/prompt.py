@@ -433,8 +433,8 @@ class PromptOptions:
 
     @property
     def tool(self) -> str:
-        """The code tool of the arm."""
-        return "python" if self.arm == "cells" else "run_program"
+        """The arm's tool as the contract names it (the tools arm: one tool per primitive)."""
+        return {"cells": "python", "program": "run_program"}.get(self.arm, "robot tool")
 
 
 def kernel_names() -> tuple[str, ...]:
@@ -460,6 +460,14 @@ def sandbox_sentence(arm: str) -> str:
 def _feedback_note(options: PromptOptions) -> str:
     from pyrua_ros.agent.toolkit import RICH_CALL_LIMIT
 
+    if options.arm == "tools":
+        produced = ("the call number, the tool name, `value` (the method's result object as JSON, e.g. "
+                    "`{\"type\": \"Move\", \"reached\": true, ...}`) or the `exception` text or `episode_finished`, "
+                    "and elapsed seconds")
+        if options.feedback == "pure":
+            return f"A tool result holds only what the call produced: {produced}."
+        return (f"A tool result holds {produced}; it also lists the robot calls made (the last {RICH_CALL_LIMIT}), "
+                "whether the robot moved, the simulator steps used and the robot state.")
     unit = "your code" if options.arm == "cells" else "the program"
     value = ", and the value of a trailing expression" if options.arm == "cells" else ""
     if options.feedback == "pure":
@@ -472,6 +480,15 @@ def _feedback_note(options: PromptOptions) -> str:
 
 def _image_note(options: PromptOptions) -> str:
     cameras = ROBOT_WORDING[options.robot].cameras
+    if options.arm == "tools":
+        if options.images == "on-motion":
+            return (f"After every tool call that moved the robot, the current {' and '.join(cameras)} images are "
+                    "attached.")
+        if options.images == "on-demand":
+            shows = " / ".join(f"`show(camera=\"{c}\")`" for c in cameras)
+            return (f"No camera image is attached unless you ask for one: {shows} attaches that camera's current "
+                    "image to its result. Images cost context: look when it matters.")
+        return "Camera images are never attached; perceive with `segment`, `back_project` and `region_center`."
     if options.images == "on-motion":
         return (f"Whenever the robot moved during the call, the current {' and '.join(cameras)} images are attached "
                 "as well. Write short calls when you need to look before deciding, and loops when you do not.")
@@ -486,6 +503,10 @@ def _image_note(options: PromptOptions) -> str:
 
 
 def _ending_note(options: PromptOptions, max_env_steps: int) -> str:
+    if options.budget_mode == "calls" and options.arm == "tools":
+        return ("- The number of robot tool calls (every tool but `finish`) is limited, and every call counts, also "
+                f"calls that only look; the episode also ends after {max_env_steps} simulator steps. Either limit "
+                "counts as a failure.")
     if options.budget_mode == "calls":
         return (f"- The number of `{options.tool}` calls in an episode is limited (every call counts, also calls "
                 f"that only look, print or display); the episode also ends after {max_env_steps} simulator steps. "
@@ -528,6 +549,15 @@ def contract_text(options: PromptOptions, *, class_name: str, max_env_steps: int
                    f"them again. {_feedback_note(options)}\n{_image_note(options)}\n"
                    f"The session is sandboxed: {sandbox_sentence('cells')}")
         scored_extra = ""
+    elif options.arm == "tools":
+        control = (f"You control {wording.blurb} through one tool per robot primitive: each method of `robo` "
+                   f"documented below (a `{class_name}` bound to the live simulator, {services}) is a tool of the "
+                   "same name whose arguments are the method's parameters, passed by name as JSON (e.g. "
+                   "`move_to(xyz=[0.1, 0.2, 1.0], gripper=1.0)`; defaults apply to what you leave out). Each call "
+                   "runs that one method on the robot and returns its result. There is no code execution: "
+                   "arithmetic between calls is yours to do. Constants: `OPEN` = -1.0 and `CLOSE` = 1.0 (the "
+                   f"gripper values). {_feedback_note(options)}\n{_image_note(options)}")
+        scored_extra = ""
     else:
         control = (f"You control {wording.blurb} through ONE tool, `run_program`. Each call runs a complete Python "
                    "program that defines `run(robo)`: pass the whole source as `code`, or write a `.py` file into "
@@ -547,9 +577,10 @@ def contract_text(options: PromptOptions, *, class_name: str, max_env_steps: int
         f"- Once the task terminates, motion calls raise `EpisodeFinished`: call `finish(status=\"success\", ...)` "
         f"and stop. If you cannot make progress, call `finish` with {_code_list(statuses, 'or')}.",
     ]
+    through = "these tools" if options.arm == "tools" else f"`{options.tool}`"
     workspace = ("Your working directory is a scratch workspace: keep notes or helper files there. Do not read "
                  f"files outside it and do not try to reach the simulator any other way; every action goes through "
-                 f"`{options.tool}`.")
+                 f"{through}.")
     parts = ["# How you control the robot", control, "# How the episode is scored", "\n".join(scored), workspace]
     if options.guides:
         parts.append(guides_note())

@@ -149,7 +149,9 @@ class ReferenceSource:
     def contract(self, options: prompt_mod.PromptOptions, *, class_name: str, max_env_steps: int,
                  wording: prompt_mod.RobotWording) -> str | None:
         """The arm contract from arms.py's templates, filled as the reference fills them; None when a template
-        is missing or asks for a value this renderer does not know."""
+        is missing or asks for a value this renderer does not know (and for the tools arm, which it lacks)."""
+        if options.arm not in ("cells", "program"):
+            return None
         template = self._assignment("arms.py", "CELLS_CONTRACT" if options.arm == "cells" else "PROGRAM_CONTRACT")
         images = self._assignment("arms.py", "IMAGE_NOTES")
         feedback = self._assignment("arms.py", "FEEDBACK_NOTES")
