@@ -274,6 +274,18 @@ def test_a_drawer_program_using_middle_drawer_handle_reaches_the_handle(rig):
     assert not last.terminated
 
 
+def test_the_reference_default_motion_is_not_clipped_by_the_sim(rig):
+    """``libero.py::LiberoRobot.move_to`` (per-axis step_clip 0.025 m: a diagonal step is 0.043 m, 0.87 m/s) and
+    ``rotate_wrist`` run as the reference's primitives: the sim's default safety limits are the OSC action range's,
+    so they clip none of their steps (the old 0.5 m/s default cut every diagonal step)."""
+    robo = rig.reset()
+    x, y, z = robo.state().eef_pos
+    move = robo.move_to([x + 0.08, y - 0.08, z - 0.08])   # diagonal: all three axes at step_clip
+    turn = robo.rotate_wrist(delta_yaw=0.6, gripper=-1.0)
+    assert move.reached and turn.reached, (move, turn)
+    assert rig.backend.clipped_steps() == 0
+
+
 # ------------------------------------------------------------------------------------- motion (shared)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__.removeprefix("case_"))
 def test_motion(rig, case):

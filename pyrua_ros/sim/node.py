@@ -53,6 +53,10 @@ from pyrua_ros.sim_interfaces import CLOCK_MODES, EpisodeStatus
 
 OSC_POS_SCALE_M = 0.05      # LIBERO OSC_POSE: action 1.0 = 5 cm per control step
 OSC_ROT_SCALE_RAD = 0.5     # action 1.0 = 0.5 rad per control step
+# [m/s], [rad/s]: the norm of a full action on all three axes at LIBERO's 20 Hz, rounded up (so the safety filter's
+# defaults never cut what the OSC range allows, as in the reference, which has no such filter)
+OSC_LINEAR_LIMIT = 1.75
+OSC_ANGULAR_LIMIT = 17.5
 GRIPPER_TOLERANCE_M = 0.004
 GRIPPER_STALL_STEPS = 3
 GRIPPER_MAX_STEPS = 40
@@ -75,8 +79,9 @@ PARAMETERS = {
     "render_nice": (10, "CPU niceness added to the render thread, so control steps come first (startup only)"),
     "workspace_min": ([-0.7, -0.6, 0.0], "[m] world box min corner for the end effector (startup only)"),
     "workspace_max": ([0.5, 0.6, 1.5], "[m] world box max corner for the end effector (startup only)"),
-    "max_linear_speed": (0.5, "[m/s] twist linear speed limit (startup only)"),
-    "max_angular_speed": (2.5, "[rad/s] twist angular speed limit (startup only)"),
+    # the defaults let every twist the OSC action range allows through (1.0 on each axis); a real arm sets its own
+    "max_linear_speed": (OSC_LINEAR_LIMIT, "[m/s] twist linear speed limit (startup only)"),
+    "max_angular_speed": (OSC_ANGULAR_LIMIT, "[rad/s] twist angular speed limit (startup only)"),
     "capture_step": (-1, "sim interface: the next capture / segmentation renders the scene as it was at this control "
                          "step (one shot, back to -1 = now after it)"),
 }
