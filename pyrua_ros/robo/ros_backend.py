@@ -127,7 +127,7 @@ class RosBackend:
         state_sub = self._state_node.create_subscription
         state_sub(PoseStamped, d.ee_pose, self._on_pose, qos.EVENTS)
         state_sub(JointState, d.joint_states, self._joints.put, qos.EVENTS)
-        state_sub(String, s.episode_status, self._on_status, qos.LATCHED)
+        state_sub(String, s.episode_status, self._on_status, qos.LATCHED_READER)
         state_sub(String, d.safety_events, self._on_safety_event, qos.EVENTS)
         self.tf = TfBuffer(self._state_node, cache_s=30.0)
         sub = self.node.create_subscription
