@@ -30,13 +30,18 @@ class EpisodeVideo:
         self.fps = fps
         self.frames: list[np.ndarray] = []
         self._lock = threading.Lock()
+        self._last_stamp: tuple[int, int] | None = None
         self._node = node
         self._sub = node.create_subscription(Image, names.driver.color(camera), self._on_image, qos.STREAM)
 
     def _on_image(self, msg) -> None:
         from pyrua_ros.driver.convert import image_to_numpy
 
+        stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
         with self._lock:
+            if stamp == self._last_stamp:   # a lockstep driver re-publishes the same frame while the model thinks
+                return
+            self._last_stamp = stamp
             if len(self.frames) < MAX_FRAMES:
                 self.frames.append(np.ascontiguousarray(image_to_numpy(msg)[..., :3]))
 

@@ -1,0 +1,40 @@
+"""Start, spin and stop one node process: the body every driver executable shares.
+
+Written for every supported distro: ``rclpy.init`` / ``rclpy.try_shutdown`` rather than ``with rclpy.init(...)``,
+which Jazzy's rclpy (7.1.6) does not support. Ctrl-C and an external shutdown are a normal exit (status 0); the node
+is closed (``close()`` frees its model) and destroyed before the context shuts down.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from pyrua_ros.driver.rosenv import node_preamble
+
+
+def spin_node(make_node: Callable[[], object], args: list[str] | None = None) -> int:
+    """Run ``make_node()`` (called after ``rclpy.init``) in a SingleThreadedExecutor until shutdown."""
+    node_preamble()
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+
+    rclpy.init(args=sys.argv if args is None else args)
+    node = executor = None
+    try:
+        node = make_node()
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if executor is not None:
+            executor.shutdown()
+        if node is not None:
+            close = getattr(node, "close", None)
+            if close is not None:
+                close()
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
