@@ -120,7 +120,8 @@ def test_records_joint_states_tf_and_images(ros_client, tmp_path):
     with open(path, "rb") as fh:
         for schema, channel, _message, decoded in make_reader(fh, decoder_factories=[DecoderFactory()]) \
                 .iter_decoded_messages():
-            seen.setdefault(channel.topic, []).append((schema.name, decoded))
+            seen.setdefault(channel.topic.removeprefix("/"), []).append((schema.name, decoded))
+    assert all(topic.startswith("/") for topic in {c.topic for c in summary.channels.values()})   # absolute
     js = seen[NAMES.driver.joint_states]
     assert {name for name, _ in js} == {"sensor_msgs/msg/JointState"}
     assert list(js[-1][1].name) == joints and js[-1][1].position[0] == pytest.approx(0.01 * sent)

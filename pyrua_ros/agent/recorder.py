@@ -129,6 +129,13 @@ def latched_topics(names: interfaces.Interfaces | None = None) -> frozenset[str]
     return frozenset({names.driver.tf_static, names.driver.robot_description, names.sim.episode_status})
 
 
+def _absolute(node: Any, topic: str) -> str:
+    """The topic's absolute name as ``node`` resolves it (interface names are relative to the robot's namespace);
+    bag players want absolute names."""
+    resolve = getattr(node, "resolve_topic_name", None)
+    return resolve(topic) if resolve is not None else interfaces.resolve(topic, node.get_namespace())
+
+
 class EpisodeRecorder:
     """Record ``topics`` (``{topic: "pkg/msg/Type"}``) seen by ``node`` into the MCAP file ``path``.
 
@@ -160,7 +167,7 @@ class EpisodeRecorder:
             if full_name not in schemas:
                 schemas[full_name] = self._writer.register_schema(
                     name=full_name, encoding="ros2msg", data=ros2msg_schema(cls).encode())
-            channel = self._writer.register_channel(topic=topic, message_encoding="cdr",
+            channel = self._writer.register_channel(topic=_absolute(node, topic), message_encoding="cdr",
                                                     schema_id=schemas[full_name])
             durable = topic in latched
             qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10 if durable else 100,
