@@ -86,8 +86,9 @@ def _raise_interrupt(signum, _frame):
 class Episode:
     """One play episode; ``run()`` returns the EpisodeResult that was written to ``<out>/result.json``."""
 
-    def __init__(self, cfg: PlayConfig, *, progress=None):
+    def __init__(self, cfg: PlayConfig, *, progress=None, node=None):
         self.cfg = cfg
+        self.node = node     # the launched agent node robo runs on (agent_node); None: robo makes its own
         self.out = pathlib.Path(cfg.out).resolve()
         self.workspace = self.out / "workspace"
         self.progress = progress
@@ -127,7 +128,7 @@ class Episode:
 
         if self.cfg.driver != "external":
             self.driver = _Driver(self.cfg, self.out / "host.log")
-        backend = RosBackend()
+        backend = RosBackend(node=self.node)
         segmenter = None
         if self.cfg.sam3_endpoint:
             from pyrua_ros.robo.segmenters import HttpSegmenter
@@ -391,6 +392,7 @@ class Episode:
         return result
 
 
-def play(cfg: PlayConfig, *, progress=None) -> EpisodeResult:
-    """Run one episode and return its result (also written to ``<cfg.out>/result.json``)."""
-    return Episode(cfg, progress=progress).run()
+def play(cfg: PlayConfig, *, progress=None, node=None) -> EpisodeResult:
+    """Run one episode and return its result (also written to ``<cfg.out>/result.json``). ``node``: the process's
+    own ROS node for robo (the launched ``agent`` node), else robo makes one."""
+    return Episode(cfg, progress=progress, node=node).run()

@@ -5,10 +5,10 @@ It speaks only the interfaces of ``config/interfaces.yaml``: the driver surface 
 episode status, capture and segmentation). Any driver that serves them works: the LIBERO sim node, the
 kinematic fake arm, or a real arm's remapped drivers.
 
-Threading model: the backend owns one rclpy context, one node and one ``MultiThreadedExecutor`` spinning in one
-named daemon thread. Public methods are called from the agent's thread; they publish or send requests and then
-wait on ``threading.Event``/futures, always with a deadline from ``timeouts`` in interfaces.yaml. Nothing here
-ever spins the node itself.
+Threading model: the backend spins one node (its own, in a context of its own, or the process's node when one is
+given) in one ``MultiThreadedExecutor`` in one named daemon thread. Public methods are called from the agent's
+thread; they publish or send requests and then wait on ``threading.Event``/futures, always with a deadline from
+``timeouts`` in interfaces.yaml. Nothing here ever spins the node itself.
 
 Lockstep protocol of :meth:`servo`: publish one TwistStamped, then wait for an ``/ee_pose`` newer than the last
 one *and* an episode status for that step (the driver publishes the status last), so the caller sees whether the
@@ -67,11 +67,16 @@ class _Latest:
 class RosBackend:
     """RobotBackend over ROS 2. ``RosBackend()`` connects; ``close()`` releases everything (idempotent).
 
-    ``interfaces``: names and timeouts (default: ``pyrua_ros.driver.interfaces.load()``).
-    ``context_args``: extra rclpy init args (e.g. ``["--ros-args", "-r", "__ns:=/robot1"]``).
+    ``interfaces``: names and timeouts (default: ``pyrua_ros.driver.interfaces.load()``); names are relative, so
+    they resolve in the node's namespace.
+    ``node``: run on this node (the launched ``agent`` node, whose namespace, remappings and parameters then hold
+    for robo too: one node per process role); it must not be spun by anyone else, and is left alive by ``close``.
+    Without one, the backend makes its own node in its own context, initialised with ``context_args`` only (e.g.
+    ``["--ros-args", "-r", "__ns:=/robot1"]``), never with ``sys.argv``: a launched process's ``--ros-args``
+    (``__node:=agent``) belong to that process's node, not to a second one.
     """
 
-    def __init__(self, interfaces: Interfaces | None = None, *, node_name: str | None = None,
+    def __init__(self, interfaces: Interfaces | None = None, *, node=None, node_name: str | None = None,
                  context_args: list[str] | None = None):
         import rclpy
         from control_msgs.action import GripperCommand
@@ -95,10 +100,15 @@ class RosBackend:
         self._closed = False
         self._cancelled = threading.Event()
 
-        self._context = rclpy.Context()
-        rclpy.init(args=context_args, context=self._context)
-        name = node_name or f"pyrua_robo_{next(_instance_counter)}"
-        self.node = rclpy.create_node(name, context=self._context)
+        self._owns_node = node is None
+        if node is None:
+            self._context = rclpy.Context()
+            rclpy.init(args=list(context_args or []), context=self._context)
+            node = rclpy.create_node(node_name or f"pyrua_robo_{next(_instance_counter)}", context=self._context)
+        else:
+            self._context = node.context
+        self.node = node
+        name = node.get_name()
         group = ReentrantCallbackGroup()
         d, s = self.names.driver, self.names.sim
 
@@ -417,6 +427,8 @@ class RosBackend:
         self._closed = True
         self._executor.shutdown(timeout_sec=5.0)
         self._thread.join(timeout=5.0)
+        if not self._owns_node:
+            return
         with contextlib.suppress(Exception):
             self.node.destroy_node()
         with contextlib.suppress(Exception):
