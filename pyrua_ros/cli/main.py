@@ -115,6 +115,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from pyrua_ros.cli.commands_info import add_info_parsers
     from pyrua_ros.cli.commands_single import add_single_parsers
+    from pyrua_ros.conformance.cli import add_parser as add_check_driver_parser
 
     parser = argparse.ArgumentParser(prog="pyrualean", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"pyrua_ros {__version__}")
@@ -127,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch.set_defaults(func=cmd_launch)
     add_info_parsers(sub)
     add_single_parsers(sub)
+    add_check_driver_parser(sub)
     return parser
 
 
