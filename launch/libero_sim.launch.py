@@ -101,7 +101,7 @@ def node_action(spec: graph.NodeSpec) -> Node:
     arguments = ["-d", str(graph.config_dir() / graph.RVIZ_CONFIG)] if spec.key == "rviz" else []
     return Node(package=spec.package, executable=spec.executable, name=spec.name,
                 namespace=LaunchConfiguration("namespace"), arguments=arguments, parameters=parameters,
-                remappings=list(spec.remappings), additional_env={"PYRUA_INTERFACES": InterfacesFile()},
+                remappings=list(spec.remappings()), additional_env={"PYRUA_INTERFACES": InterfacesFile()},
                 condition=Condition(predicate=lambda context, s=spec: planned(context, s.key) is not None),
                 output="screen", **options)
 

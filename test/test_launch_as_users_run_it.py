@@ -194,7 +194,8 @@ def test_rviz_without_rviz2_fails_before_starting_anything(tmp_path):
 def test_installed_layout_runs_the_fake_arm_graph(tmp_path):
     """A non-editable install (site-packages + share/ + lib/, no source tree) runs ``robot:=fake`` to success."""
     prefix = tmp_path / "prefix"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+    # --ignore-installed: pip would otherwise uninstall the editable pyrua_ros of this venv first
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--ignore-installed",
                           "--no-cache-dir", "--prefix", str(prefix), str(ROOT)], capture_output=True, text=True)
     assert pip.returncode == 0, pip.stderr[-3000:]
     site = next(prefix.glob("lib/python3*/site-packages"))

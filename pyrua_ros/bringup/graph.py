@@ -34,7 +34,7 @@ import os
 import pathlib
 import shutil
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import yaml
@@ -165,8 +165,10 @@ ARGUMENTS: tuple[Argument, ...] = (
 )
 ARGUMENTS_BY_NAME: dict[str, Argument] = {a.name: a for a in ARGUMENTS}
 
-CLOCK_REMAP = (("/clock", "clock"),)                       # rclpy's time source subscribes /clock, absolute
-TF_REMAPS = (("/tf", "tf"), ("/tf_static", "tf_static"))   # rviz2 listens to /tf, absolute
+# Names other programs use absolute, remapped to this robot's (relative) interface names: rclpy's time source
+# subscribes the root clock, rviz2 the root TF topics. Each picks a name of the driver section of interfaces.yaml.
+CLOCK_REMAP: tuple[Callable[[interfaces.Driver], str], ...] = (lambda d: d.clock,)
+TF_REMAPS: tuple[Callable[[interfaces.Driver], str], ...] = (lambda d: d.tf, lambda d: d.tf_static)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,8 +176,9 @@ class NodeSpec:
     """A node the graph may start, as data both front ends read.
 
     ``role``: ``driver``, ``agent`` or ``viewer`` (what the arguments' ``to`` names). ``enable``: the argument
-    and the values of it that start this node (None: always). ``remappings`` are fixed; ``sim_time_follower``
-    nodes get ``use_sim_time``.
+    and the values of it that start this node (None: always). ``remaps`` name driver interfaces whose root name
+    the node uses and is remapped to the robot's (:func:`remappings`); ``sim_time_follower`` nodes get
+    ``use_sim_time``.
     """
 
     key: str
@@ -185,9 +188,14 @@ class NodeSpec:
     name: str
     params_file: str | None
     enable: tuple[str, tuple[str, ...]] | None
-    remappings: tuple[tuple[str, str], ...]
+    remaps: tuple[Callable[[interfaces.Driver], str], ...]
     shutdown_on_exit: bool
     sim_time_follower: bool
+
+    def remappings(self, names: interfaces.Interfaces | None = None) -> tuple[tuple[str, str], ...]:
+        """``(root name, interface name)`` pairs, e.g. ``("/clock", "clock")``."""
+        driver = (names or interfaces.load()).driver
+        return tuple((interfaces.resolve(pick(driver)), pick(driver)) for pick in self.remaps)
 
     def enabled(self, typed: Mapping[str, Any]) -> bool:
         if self.enable is None:
@@ -331,7 +339,7 @@ def plan(values: Mapping[str, str]) -> tuple[PlannedNode, ...]:
         arguments: tuple[str, ...] = ("-d", str(cfg / RVIZ_CONFIG)) if spec.key == "rviz" else ()
         planned.append(PlannedNode(
             key=spec.key, package=spec.package, executable=spec.executable, name=spec.name, namespace=namespace,
-            params_file=_params_file(spec, typed, cfg), parameters=params, remappings=spec.remappings,
+            params_file=_params_file(spec, typed, cfg), parameters=params, remappings=spec.remappings(),
             env=dict(env), arguments=arguments, shutdown_on_exit=spec.shutdown_on_exit,
             is_agent=spec.key == AGENT_KEY))
     return tuple(planned)

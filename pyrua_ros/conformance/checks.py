@@ -198,9 +198,13 @@ def check_gripper(probe: Probe, skip_sim: bool) -> list[Row]:
         rows.append(report.verdict(ok, name, f"{label} goal",
                                    f"status {_status(res.status)}, position {r.position:.4f} m (target {position}), "
                                    f"reached_goal {r.reached_goal}, stalled {r.stalled}, {len(feedback)} feedback"))
-    gap = _finger_gap(probe)
-    rows.append(report.verdict(gap is not None and abs(gap - n.robot.gripper_open_width_m) < 0.01, name,
-                               "joint_states show the fingers", f"finger gap {gap} m after opening"))
+    def is_open(_msgs) -> bool:
+        gap = _finger_gap(probe)
+        return gap is not None and abs(gap - n.robot.gripper_open_width_m) < 0.01
+
+    ok = probe.joints.wait(is_open, 5.0)    # the result may come before the last joint state is delivered
+    rows.append(report.verdict(ok, name, "joint_states show the fingers",
+                               f"finger gap {_finger_gap(probe)} m after opening"))
     return rows
 
 

@@ -29,6 +29,7 @@ from geometry_msgs.msg import PoseStamped, TwistStamped
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -115,6 +116,7 @@ class DriverNode(Node):
         self.stream_size = int(values["stream_resolution"])
         self.model = make_model(values, self.names)
         self.core = DriverCore(self.model, self.config, self)
+        self._start_with_a_valid_episode(episode_defaults)
         self.add_on_set_parameters_callback(self.on_set_parameters)
         self._create_publishers()
         self._create_interfaces(float(values["republish_period_s"]))
@@ -126,6 +128,18 @@ class DriverNode(Node):
         self.reset_episode()
         self.get_logger().info(f"{label} ready ({self.config.clock_mode}); "
                                f"{self.core.status().to_json()}")
+
+    def _start_with_a_valid_episode(self, defaults: dict) -> None:
+        """An invalid episode in the parameter file or overrides must not kill the driver: it starts with the
+        model's default episode and says why; a client's reset to the bad episode is then refused with the
+        reason (the valid values), where the client can see it."""
+        v = {n: self.get_parameter(n).value for n in EPISODE_PARAMS}
+        try:
+            self.core.validate_episode(v["suite"], v["task"], v["seed"], v["max_episode_steps"])
+        except ValueError as exc:
+            self.get_logger().error(f"episode parameters refused ({exc}); starting with the default episode "
+                                    f"{defaults}")
+            self.set_parameters([Parameter(n, value=defaults[n]) for n in EPISODE_PARAMS])
 
     def _config(self, v: dict) -> DriverConfig:
         f, r = self.names.frames, self.names.robot

@@ -1,8 +1,8 @@
 """Start, spin and stop one node process: the body every driver executable shares.
 
 Written for every supported distro: ``rclpy.init`` / ``rclpy.try_shutdown`` rather than ``with rclpy.init(...)``,
-which Jazzy's rclpy (7.1.6) does not support. Ctrl-C and an external shutdown are a normal exit (status 0); the node
-is closed (``close()`` frees its model) and destroyed before the context shuts down.
+which Jazzy's rclpy (7.1.6) does not support. Ctrl-C and an external shutdown are a normal exit (status 0), even when
+they interrupt a callback; the node is closed (``close()`` frees its model) and destroyed before the context shuts down.
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ def spin_node(make_node: Callable[[], object], args: list[str] | None = None) ->
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        if rclpy.ok():
+            raise
+        # Ctrl-C shut the context down while a callback was publishing (a realtime driver is almost always inside
+        # its control step): the callback's error is that shutdown, a normal exit.
     finally:
         if executor is not None:
             executor.shutdown()
