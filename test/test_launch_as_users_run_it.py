@@ -195,8 +195,9 @@ def test_installed_layout_runs_the_fake_arm_graph(tmp_path):
     """A non-editable install (site-packages + share/ + lib/, no source tree) runs ``robot:=fake`` to success."""
     prefix = tmp_path / "prefix"
     # --ignore-installed: pip would otherwise uninstall the editable pyrua_ros of this venv first
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--ignore-installed",
-                          "--no-cache-dir", "--prefix", str(prefix), str(ROOT)], capture_output=True, text=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                          "--ignore-installed", "--no-cache-dir", "--prefix", str(prefix), str(ROOT)],
+                         capture_output=True, text=True)
     assert pip.returncode == 0, pip.stderr[-3000:]
     site = next(prefix.glob("lib/python3*/site-packages"))
     assert (prefix / "share" / "pyrua_ros" / "config" / "fake_arm.yaml").is_file()

@@ -119,11 +119,19 @@ def check_frames(probe: Probe, skip_sim: bool) -> list[Row]:
     return rows
 
 
-def _step_once(probe: Probe) -> None:
-    """A zero twist: in lockstep it makes the driver publish its state once; in realtime it changes nothing."""
+def _step_once(probe: Probe, quiet_s: float = 0.3, timeout: float = 3.0) -> None:
+    """A zero twist (in lockstep it makes the driver publish its state once; in realtime it changes nothing), then
+    wait until no pose has arrived for ``quiet_s``: the last pose is the arm's state now, not one still in flight
+    from a goal that just ended."""
     before = probe.poses.count()
     probe.twist((0.0, 0.0, 0.0))
     probe.poses.wait_count(before + 1, 2.0)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        n = probe.poses.count()
+        time.sleep(quiet_s)
+        if probe.poses.count() == n:
+            return
 
 
 def check_state(probe: Probe, skip_sim: bool) -> list[Row]:
@@ -155,7 +163,7 @@ def check_twist(probe: Probe, skip_sim: bool) -> list[Row]:
     if start is None:
         return [report.failed(d.servo_twist, "twist moves the EE", "no end-effector pose to measure motion")]
     probe.stream_twist((0.0, 0.0, MOVE_SPEED), MOVE_TIME_S)
-    time.sleep(0.2)
+    _step_once(probe)
     moved = probe.ee_position() - start
     expected = MOVE_SPEED * MOVE_TIME_S
     lateral = float(np.linalg.norm(moved[:2]))
@@ -164,7 +172,7 @@ def check_twist(probe: Probe, skip_sim: bool) -> list[Row]:
                            f"+z {MOVE_SPEED} m/s for {MOVE_TIME_S} s moved it {_fmt(moved)} m: "
                            f"{moved[2] / expected:.0%} of the commanded {expected:.3f} m, along the twist")]
     probe.stream_twist((0.0, 0.0, -MOVE_SPEED), MOVE_TIME_S)
-    time.sleep(0.2)
+    _step_once(probe)
     back = float(np.linalg.norm(probe.ee_position() - start))
     rows.append(report.verdict(back < 0.5 * max(moved[2], MIN_MOTION_M) + MIN_MOTION_M, d.servo_twist,
                                "reverse twist returns", f"{back * 1000:.1f} mm from the start after the opposite "
@@ -253,7 +261,7 @@ def check_trajectory(probe: Probe, skip_sim: bool) -> list[Row]:
         rows.append(report.failed(name, "trajectory goal", "goal rejected"))
     else:
         res = probe.wait_future(handle.get_result_async(), GOAL_TIMEOUT_S)
-        time.sleep(0.2)
+        _step_once(probe)
         q1 = probe.joint_positions().get(joint, math.nan)
         ok = res.status == GoalStatus.STATUS_SUCCEEDED and res.result.error_code == 0 and \
             abs(q1 - (q0 + JOINT_STEP_RAD)) < 0.05
@@ -303,7 +311,7 @@ def check_estop(probe: Probe, skip_sim: bool) -> list[Row]:
     _wait_estop_state(probe, True)
     try:
         probe.stream_twist((0.0, 0.0, MOVE_SPEED), MOVE_TIME_S)
-        time.sleep(0.2)
+        _step_once(probe)
         moved = float(np.linalg.norm(probe.ee_position() - start))
         rows.append(report.verdict(moved < MIN_MOTION_M / 2, d.estop, "latch holds the arm",
                                    f"moved {moved * 1000:.1f} mm under twists while the e-stop was true"))
@@ -327,9 +335,10 @@ def check_estop(probe: Probe, skip_sim: bool) -> list[Row]:
     finally:
         probe.estop(False)
     _wait_estop_state(probe, False)
+    _step_once(probe)
     before = probe.ee_position()
     probe.stream_twist((0.0, 0.0, -MOVE_SPEED), MOVE_TIME_S)
-    time.sleep(0.2)
+    _step_once(probe)
     moved = float(np.linalg.norm(probe.ee_position() - before))
     rows.append(report.verdict(moved >= MIN_MOTION_M, d.estop, "release enables motion",
                                f"moved {moved * 1000:.1f} mm after false"))
