@@ -3,18 +3,27 @@
 Run: ``.venv/bin/python benchmarks/sim_bridge.py [--steps 300]`` from the repository root. It sets the loopback
 DDS environment itself (own domain id) before anything imports rclpy.
 
-In one run, with both sides built once:
-- in-process: ``LiberoEpisode`` (libero_goal task 8, seed 0), reset, then a closed-loop P-servo for ``--steps``
-  control steps, the target moving every 50 steps (the ROS-BRIDGE-MEASURED.md workload), no rendering;
+In one run, with every side built once:
+- in-process: ``LiberoEpisode`` (libero_goal task 8, seed 0) stepping with LIBERO's stock ``env.step``, reset,
+  then a closed-loop P-servo for ``--steps`` control steps, the target moving every 50 steps (the
+  ROS-BRIDGE-MEASURED.md workload), no rendering; the same with the lean step the sim node uses
+  (``inprocess_lean_steps_per_s``, for reference);
 - over ROS: the real sim node (``python -m pyrua_ros.nodes.sim_node``, lockstep) as a child process, reset over
   ``/sim/reset``, then driven by this process: each /ee_pose callback computes the next twist and publishes it
   (EventsExecutor, one thread). Both compute the same actions from the same poses; the spread of the final
   poses over all runs is reported (0 = the lockstep is exact);
-- ``--rounds`` rounds alternate the two (A B, B A, ...) because the machine is shared and its load drifts; the
-  rates are total steps over total wall time;
+- through robo: ``LiberoRobot`` over ``RosBackend`` on the same node, with the episode recorder and video
+  subscribed as ``pyrualean play`` has them (so stream frames render, off the control path), moving through the
+  same targets with ``move_to`` until ``--steps`` steps: the path users pay (``robo_steps_per_s``);
+- ``--rounds`` rounds alternate the sides (A B C, C B A, ...) because the machine is shared and its load drifts;
+  the rates are total steps over total wall time;
 - one capture of ``agentview`` at ``high`` (1024 px) through the capture service (time until the response; the
-  images are published before it), and the same render in-process.
-The last line is JSON: ros_steps_per_s, inprocess_steps_per_s, ratio, capture_s, and the details.
+  images are published before it), and the same render in-process;
+- both cameras at ``high`` through ``RosBackend.capture`` (service, images over DDS, TF: what robo waits for)
+  against one raw render + read-back of the pair in-process (``capture_pair_ratio``, twice each).
+The last line is JSON: ros_steps_per_s, inprocess_steps_per_s, ratio (goal >= 1.0), robo_steps_per_s,
+robo_ratio (through robo / stock in-process), capture_s, and the details; final_pose_max_diff_m is the spread of
+the P-servo's final poses over every in-process (stock and lean) and ROS run: 0.0 = bit-identical trajectories.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import json
 import os
 import pathlib
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -59,10 +69,10 @@ def osc_action(v: np.ndarray, gripper: float = -1.0) -> np.ndarray:
 class InProcess:
     """The episode in this process (built once); :meth:`run` resets and runs the workload."""
 
-    def __init__(self):
+    def __init__(self, lean_step: bool = False):
         from pyrua_ros.sim.env import LiberoEpisode
 
-        self.ep = LiberoEpisode(stream_resolution=256)
+        self.ep = LiberoEpisode(stream_resolution=256, lean_step=lean_step)
 
     def run(self, steps: int) -> dict:
         ep = self.ep
@@ -83,6 +93,16 @@ class InProcess:
         self.ep.capture("agentview", 1024)
         return time.perf_counter() - t0
 
+    def raw_pair_s(self, resolution: int = 1024) -> float:
+        """One raw render + read-back (color and depth) of both cameras at ``resolution``, nothing else."""
+        from pyrua_ros.sim.render import StateCopy, ViewRequest
+
+        self.ep.step(osc_action(np.zeros(3)))          # a new state: nothing cached
+        requests = [ViewRequest(cid, resolution, frozenset({"color", "depth"})) for cid in self.ep._camera_ids.values()]
+        t0 = time.perf_counter()
+        self.ep.renderer.render(StateCopy.of(self.ep._data), requests, timeout=120.0)
+        return time.perf_counter() - t0
+
     def close(self) -> None:
         self.ep.close()
 
@@ -90,7 +110,8 @@ class InProcess:
 class OverRos:
     """The sim node as a child process and this process as its lockstep client (one executor, this thread)."""
 
-    def __init__(self):
+    def __init__(self, code: pathlib.Path | None = None):
+        """``code``: another checkout's root whose package runs the sim node (on a ROS domain of its own)."""
         import rclpy
         from geometry_msgs.msg import PoseStamped, TwistStamped
         from rclpy.experimental import EventsExecutor
@@ -98,13 +119,17 @@ class OverRos:
 
         from pyrua_ros.driver import qos
         from pyrua_ros.driver.interfaces import load
-        from pyrua_ros.testing import NodeProcess
+        from pyrua_ros.driver.rosenv import claim_domain_id
+        from pyrua_ros.testing import NodeProcess, env_with_code
 
         self.names = names = load()
+        env = env_with_code(code)
+        if code is not None:
+            env["ROS_DOMAIN_ID"] = str(claim_domain_id())
         self.proc = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file",
-                                       str(ROOT / "config" / "sim.yaml"), cwd=str(ROOT))
+                                       str((code or ROOT) / "config" / "sim.yaml"), cwd=str(code or ROOT), env=env)
         self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx)
+        rclpy.init(context=self.ctx, domain_id=int(env["ROS_DOMAIN_ID"]))
         self.node = rclpy.create_node("sim_bridge_bench", context=self.ctx)
         self.ex = EventsExecutor(context=self.ctx)   # the cheapest executor (ROS-BRIDGE-MEASURED.md)
         self.ex.add_node(self.node)
@@ -187,40 +212,125 @@ class OverRos:
             print(f"warning: sim node exit code {rc}", file=sys.stderr)
 
 
+class ThroughRobo:
+    """``LiberoRobot`` over ``RosBackend`` on the running sim node, recording as an episode does (the recorder and
+    the video subscribe only during this side's runs, so the other sides render nothing)."""
+
+    def __init__(self, out_dir: pathlib.Path):
+        from pyrua_ros.robo.host import RobotHost
+        from pyrua_ros.robo.ros_backend import RosBackend
+
+        self.out_dir = out_dir
+        self.backend = RosBackend()
+        self.host = RobotHost.for_libero(self.backend, primitives="no-vla")
+        self.recorded = {"messages": 0, "color_frames": 0, "video_frames": 0}
+        self.runs = 0
+
+    def _record(self, k: int):
+        from pyrua_ros.agent.recorder import record_episode
+        from pyrua_ros.agent.video import EpisodeVideo
+
+        recorder = record_episode(self.backend.node, self.out_dir / f"robo_{k}.mcap")
+        video = EpisodeVideo(self.backend.node)
+        deadline = time.monotonic() + 10.0
+        while video._sub.get_publisher_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return recorder, video
+
+    def run(self, steps: int) -> dict:
+        b, robo = self.backend, self.host.robo
+        b.reset("libero_goal", 8, 0, 10000)
+        self.runs += 1
+        recorder, video = self._record(self.runs)
+        home = b.ee_pose().pos
+        step0 = b.status().step
+        t0 = time.perf_counter()
+        k = 0
+        while b.status().step - step0 < steps:
+            left = steps - (b.status().step - step0)
+            robo.move_to((home + OFFSETS[k % len(OFFSETS)]).tolist(), robo.OPEN, tol=1e-4, step_clip=0.0225,
+                         max_steps=min(50, left))
+            k += 1
+        wall = time.perf_counter() - t0
+        counts = recorder.close()
+        self.recorded["messages"] += sum(counts.values())
+        self.recorded["color_frames"] += sum(n for topic, n in counts.items() if "color" in topic)
+        self.recorded["video_frames"] += len(video.frames)
+        video.close()
+        return {"wall_s": wall, "steps": b.status().step - step0}
+
+    def capture_pair_s(self) -> float:
+        """Both cameras at high resolution through RosBackend.capture (service, images over DDS, TF), as robo
+        captures the card images."""
+        self.backend.servo(np.zeros(3), np.zeros(3))          # a new state: nothing cached
+        t0 = time.perf_counter()
+        for camera in self.backend.cameras:
+            self.backend.capture(camera, "high")
+        return time.perf_counter() - t0
+
+    def close(self) -> dict:
+        self.host.close()
+        return dict(self.recorded)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200, help="control steps per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating in-process / ROS rounds")
+    parser.add_argument("--baseline-rev", default=None,
+                        help="also drive a sim node running this git revision of the package (before/after)")
     args = parser.parse_args()
     os.chdir(ROOT)
-    a, b = InProcess(), None
+    sides: dict = {"inprocess": InProcess(lean_step=False), "inprocess_lean": InProcess(lean_step=True)}
+    recording = {}
     try:
-        b = OverRos()
-        runs = {"inprocess": [], "ros": []}
-        for r in range(args.rounds):       # alternate the order (AB, BA, ...) so drift in machine load cancels
-            order = (("inprocess", a), ("ros", b)) if r % 2 == 0 else (("ros", b), ("inprocess", a))
-            for name, side in order:
-                runs[name].append(side.run(args.steps))
-                print(f"round {r} {name:9s}: {args.steps / runs[name][-1]['wall_s']:.1f} steps/s", flush=True)
-        capture_ros, capture_local = b.capture_s(), a.capture_s()
+        sides["ros"] = OverRos()
+        if args.baseline_rev:
+            from pyrua_ros.testing import checkout_revision
+
+            sides["baseline_ros"] = OverRos(checkout_revision(args.baseline_rev, ROOT))
+        sides["robo"] = ThroughRobo(pathlib.Path(tempfile.mkdtemp(prefix="sim_bridge_")))
+        runs: dict[str, list[dict]] = {name: [] for name in sides}
+        for r in range(args.rounds):       # alternate the order (ABCD, DCBA, ...) so drift in machine load cancels
+            order = list(sides) if r % 2 == 0 else list(reversed(sides))
+            for name in order:
+                runs[name].append(sides[name].run(args.steps))
+                print(f"round {r} {name:14s}: {runs[name][-1].get('steps', args.steps) / runs[name][-1]['wall_s']:.1f}"
+                      " steps/s", flush=True)
+        capture_ros, capture_local = sides["ros"].capture_s(), sides["inprocess"].capture_s()
+        pairs = [(sides["robo"].capture_pair_s(), sides["inprocess"].raw_pair_s()) for _ in range(2)]
     finally:
-        if b is not None:
-            b.close()
-        a.close()
+        for name, side in sides.items():
+            closed = side.close()
+            if name == "robo":
+                recording = closed
+
+    def rate(name: str) -> float:
+        return sum(x.get("steps", args.steps) for x in runs[name]) / sum(x["wall_s"] for x in runs[name])
+
     total = args.steps * args.rounds
-    ros = total / sum(x["wall_s"] for x in runs["ros"])
-    inproc = total / sum(x["wall_s"] for x in runs["inprocess"])
-    finals = [x["final"] for x in runs["ros"] + runs["inprocess"]]
+    ros, inproc, robo = rate("ros"), rate("inprocess"), rate("robo")
+    finals = [x["final"] for name in runs if name != "robo" for x in runs[name]]
     result = {
         "ros_steps_per_s": round(ros, 2),
         "inprocess_steps_per_s": round(inproc, 2),
         "ratio": round(ros / inproc, 3),
+        "robo_steps_per_s": round(robo, 2),
+        "robo_ratio": round(robo / inproc, 3),
+        "inprocess_lean_steps_per_s": round(rate("inprocess_lean"), 2),
         "capture_s": round(capture_ros, 3),
         "capture_inprocess_s": round(capture_local, 3),
-        "ros_rounds_steps_per_s": [round(args.steps / x["wall_s"], 2) for x in runs["ros"]],
-        "inprocess_rounds_steps_per_s": [round(args.steps / x["wall_s"], 2) for x in runs["inprocess"]],
+        "capture_pair_s": round(sum(p[0] for p in pairs), 3),
+        "raw_render_pair_s": round(sum(p[1] for p in pairs), 3),
+        "capture_pair_ratio": round(sum(p[0] for p in pairs) / sum(p[1] for p in pairs), 3),
+        **{f"{name}_rounds_steps_per_s": [round(x.get("steps", args.steps) / x["wall_s"], 2) for x in runs[name]]
+           for name in runs},
         "env_step_ms": round(1e3 * sum(x["env_step_s"] for x in runs["inprocess"]) / total, 2),
-        "steps": args.steps, "rounds": args.rounds,
+        "lean_step_ms": round(1e3 * sum(x["env_step_s"] for x in runs["inprocess_lean"]) / total, 2),
+        "robo_recording": recording,
+        **({"baseline_rev": args.baseline_rev, "baseline_ros_steps_per_s": round(rate("baseline_ros"), 2),
+            "baseline_ratio": round(rate("baseline_ros") / inproc, 3)} if args.baseline_rev else {}),
+        "steps": args.steps, "rounds": args.rounds, "load_avg_1m": round(os.getloadavg()[0], 2),
         "final_pose_max_diff_m": float(np.max(np.ptp(np.array(finals), axis=0))),
     }
     print(json.dumps(result))

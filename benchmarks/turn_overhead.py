@@ -48,7 +48,7 @@ def make_recording(folder: pathlib.Path, n: int) -> pathlib.Path:
 def run(recording: pathlib.Path, out: pathlib.Path, *, driver: str, suite: str, task: int, extra: list[str]) -> dict:
     cmd = [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--arm", "cells", "--suite", suite, "--task",
            str(task), "--driver", driver, "--runtime", "replay", "--replay", str(recording), "--out", str(out),
-           "--no-video", "--no-record", "--quiet", *extra]
+           "--no-video", "--no-record", "--progress", "off", *extra]
     subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     turns = [t for t in json.loads((out / "tool_turns.json").read_text()) if t["tool"] == "python"]
     calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]

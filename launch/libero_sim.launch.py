@@ -107,8 +107,10 @@ def node_action(spec: graph.NodeSpec) -> Node:
 
 
 def generate_launch_description() -> LaunchDescription:
+    # An unset argument (a node parameter left to its parameter file, an optional setting) is the empty text,
+    # so the empty text is one of its choices.
     declared = [DeclareLaunchArgument(arg.name, default_value=arg.launch_default, description=arg.description,
-                                      choices=[*arg.choices, ""] if arg.choices and arg.to else
+                                      choices=[*arg.choices, ""] if arg.choices and (arg.to or arg.optional) else
                                       list(arg.choices) or None)
                 for arg in graph.ARGUMENTS]
     nodes = {spec.key: node_action(spec) for spec in graph.NODES}

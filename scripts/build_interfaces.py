@@ -1,9 +1,11 @@
 """Build the ROS 2 interface packages that PyPI does not carry into a pip-made venv.
 
-Each folder under ``interfaces/`` holds ``msg/``, ``srv/`` and ``action/`` definitions and a ``deps.txt``.
-This script writes a throw-away ament_cmake package around each (package.xml and CMakeLists.txt are
-generated here, under the build folder, so the repository never holds a second ROS package), then runs
-cmake to generate and install the C, C++ and Python type support into the venv prefix.
+Each folder under ``interfaces/`` holds ``msg/``, ``srv/`` and ``action/`` definitions and a ``deps.txt``;
+a definition that differs between ROS 2 distros lives in ``<distro>/msg|srv|action/`` inside it instead, once per
+distro (``interfaces/distros.yaml`` names the distros and the upstream release each one matches). For the
+``--distro`` asked for, this script writes a throw-away ament_cmake package around each folder (package.xml and
+CMakeLists.txt are generated here, under the build folder, so the repository never holds a second ROS package),
+then runs cmake to generate and install the C, C++ and Python type support into the venv prefix.
 
 The kilted message wheels were built with Python at ``/opt/python/cp311-cp311``; their exported cmake
 files name that interpreter's include folders. They are rewritten to this venv's include folders first.
@@ -23,8 +25,8 @@ import sysconfig
 PACKAGE_XML = """<?xml version="1.0"?>
 <package format="3">
   <name>{name}</name>
-  <version>0.0.0</version>
-  <description>{name} types built by pyrua_ros for a pip-only ROS 2 environment</description>
+  <version>{version}</version>
+  <description>{name} types ({distro}) built by pyrua_ros for a pip-only ROS 2 environment</description>
   <maintainer email="pyrua-ros@example.invalid">pyrua_ros</maintainer>
   <license>Apache-2.0</license>
   <buildtool_depend>ament_cmake</buildtool_depend>
@@ -69,20 +71,53 @@ def patch_cmake_exports(venv: pathlib.Path) -> int:
     return changed
 
 
-def write_package(src: pathlib.Path, dst: pathlib.Path) -> str:
-    """Lay out one temporary ament_cmake package in ``dst`` from the definitions in ``src``."""
+KINDS = ("msg", "srv", "action")
+
+
+def load_distros(src: pathlib.Path) -> dict:
+    """``interfaces/distros.yaml``: per distro, the upstream package releases matched and their type hashes."""
+    import yaml
+
+    return yaml.safe_load((src / "distros.yaml").read_text())
+
+
+def definitions(src: pathlib.Path, distro: str, distros: dict) -> dict[str, pathlib.Path]:
+    """``{"msg/Name.msg": path}`` of one interface folder for ``distro``: the shared files, then the distro's own.
+
+    A file may not be both shared and distro-specific, and a distro folder must exist for every distro the
+    package has any distro folder for (so no distro silently builds a missing definition)."""
+    files = {f"{kind}/{p.name}": p for kind in KINDS if (src / kind).is_dir() for p in sorted((src / kind).iterdir())}
+    split = [d for d in distros if (src / d).is_dir()]
+    unknown = sorted(p.name for p in src.iterdir() if p.is_dir() and p.name not in KINDS and p.name not in distros)
+    if unknown:
+        raise SystemExit(f"{src}: folders {unknown} are neither msg/srv/action nor a distro of distros.yaml")
+    if split and distro not in split:
+        raise SystemExit(f"{src}: has definitions for {split} but none for {distro}")
+    for kind in KINDS:
+        folder = src / distro / kind
+        for p in sorted(folder.iterdir()) if folder.is_dir() else ():
+            key = f"{kind}/{p.name}"
+            if key in files:
+                raise SystemExit(f"{p}: {key} is also a shared definition of {src.name}")
+            files[key] = p
+    return files
+
+
+def write_package(src: pathlib.Path, dst: pathlib.Path, distro: str, distros: dict) -> str:
+    """Lay out one temporary ament_cmake package in ``dst`` from the definitions in ``src`` for ``distro``."""
     name = src.name
     deps = [d.strip() for d in (src / "deps.txt").read_text().split() if d.strip()]
+    version = str((distros[distro].get("packages") or {}).get(name, "0.0.0"))
     if dst.exists():
         shutil.rmtree(dst)
     dst.mkdir(parents=True)
-    files = []
-    for kind in ("msg", "srv", "action"):
-        if (src / kind).is_dir():
-            shutil.copytree(src / kind, dst / kind)
-            files += sorted(f"{kind}/{p.name}" for p in (src / kind).iterdir())
+    chosen = definitions(src, distro, distros)
+    for rel, path in chosen.items():
+        (dst / rel).parent.mkdir(exist_ok=True)
+        shutil.copyfile(path, dst / rel)
+    files = sorted(chosen)
     dep_xml = "\n".join(f"  <depend>{d}</depend>" for d in deps)
-    (dst / "package.xml").write_text(PACKAGE_XML.format(name=name, deps=dep_xml))
+    (dst / "package.xml").write_text(PACKAGE_XML.format(name=name, deps=dep_xml, version=version, distro=distro))
     (dst / "CMakeLists.txt").write_text(
         CMAKE.format(
             name=name,
@@ -113,15 +148,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--venv", type=pathlib.Path, required=True)
     ap.add_argument("--src", type=pathlib.Path, required=True, help="folder of interface definition folders")
+    ap.add_argument("--distro", required=True, help="ROS 2 distro of the venv's wheels (a key of distros.yaml)")
     ap.add_argument("--build", type=pathlib.Path, required=True, help="scratch build folder")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args(argv)
+    distros = load_distros(args.src)
+    if args.distro not in distros:
+        ap.error(f"--distro {args.distro!r}: interfaces/distros.yaml knows {sorted(distros)}")
     n = patch_cmake_exports(args.venv)
     print(f"  patched {n} exported cmake file(s)")
     for src in sorted(p for p in args.src.iterdir() if (p / "deps.txt").is_file()):
-        pkg = write_package(src, args.build / "src" / src.name)
-        build(args.build / "src" / src.name, args.build / "cmake" / src.name, args.venv, args.jobs)
-        print(f"  built {pkg}")
+        pkg = write_package(src, args.build / args.distro / "src" / src.name, args.distro, distros)
+        build(args.build / args.distro / "src" / src.name, args.build / args.distro / "cmake" / src.name, args.venv,
+              args.jobs)
+        print(f"  built {pkg} for {args.distro}")
     return 0
 
 

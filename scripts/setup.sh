@@ -7,10 +7,21 @@
 # the interface build need. Idempotent: every stage is skipped when its inputs did not change, so a
 # second run takes seconds.
 #
-# Usage: scripts/setup.sh            (set PYRUA_SETUP_QUIET=1 for less output)
+# With --jazzy it also makes .venv-jazzy/: the ROS 2 Jazzy wheels (rclpy 7.1.6), the interface packages built
+# with Jazzy's definitions, and pyrua_ros on its path (no LIBERO). The cross-distro tests drive a Kilted node
+# from it and the reverse; scripts/test.sh asks for it.
+#
+# Usage: scripts/setup.sh [--jazzy]  (set PYRUA_SETUP_QUIET=1 for less output)
 set -euo pipefail
 shopt -s lastpipe
 
+WITH_JAZZY=0
+for arg in "$@"; do
+  case "$arg" in
+    --jazzy) WITH_JAZZY=1 ;;
+    *) echo "setup: unknown argument $arg (usage: scripts/setup.sh [--jazzy])" >&2; exit 2 ;;
+  esac
+done
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STAMPS="$VENV/.pyrua_setup"
@@ -80,7 +91,7 @@ fi
 if_hash=$(cd "$ROOT" && find interfaces scripts/build_interfaces.py -type f | sort | xargs cat | sha256sum | cut -c1-16)
 if ! stamp_ok interfaces "$if_hash"; then
   say "interfaces: building control_msgs and tf2_msgs into the venv"
-  "$VPY" "$ROOT/scripts/build_interfaces.py" --venv "$VENV" --src "$ROOT/interfaces" \
+  "$VPY" "$ROOT/scripts/build_interfaces.py" --venv "$VENV" --src "$ROOT/interfaces" --distro kilted \
     --build "$ROOT/build/interfaces"
   stamp_set interfaces "$if_hash"
 else
@@ -104,3 +115,37 @@ ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST "$VPY" -c \
   "import rclpy, control_msgs.action, tf2_msgs.msg, libero.libero, pyrua_ros" \
   || { echo "setup: import check failed" >&2; exit 1; }
 say "done: $(du -sh "$VENV" | cut -f1) in .venv"
+
+# 8. On request: the Jazzy venv --------------------------------------------------------------------
+if ((WITH_JAZZY)); then
+  JVENV="$ROOT/.venv-jazzy"
+  JSTAMPS="$JVENV/.pyrua_setup"
+  jstamp_ok() { [[ -f "$JSTAMPS/$1" && "$(cat "$JSTAMPS/$1")" == "$2" ]]; }
+  jstamp_set() { mkdir -p "$JSTAMPS"; echo "$2" > "$JSTAMPS/$1"; }
+  [[ -x "$JVENV/bin/python" ]] || { say "jazzy: creating $JVENV"; "$PY" -m venv "$JVENV"; }
+  JPY="$JVENV/bin/python"
+  jreq_hash=$(hash_of "$ROOT/scripts/requirements-jazzy.txt")
+  if ! jstamp_ok requirements "$jreq_hash"; then
+    say "jazzy: installing scripts/requirements-jazzy.txt"
+    "$JPY" -m pip --disable-pip-version-check -q install -U "setuptools==84.2.1" "wheel==0.48.0" 2>/dev/null \
+      || "$JPY" -m pip --disable-pip-version-check -q install -U pip setuptools wheel
+    "$JPY" -m pip --disable-pip-version-check -q install -r "$ROOT/scripts/requirements-jazzy.txt" 2>&1 \
+      | { grep -v "is ignored: it is neither" || true; }
+    rm -f "$JSTAMPS/interfaces"
+    jstamp_set requirements "$jreq_hash"
+  fi
+  JSITE=$("$JPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  # pyrua_ros from this checkout (a path entry, like the editable install of .venv) and the ament prefix.
+  echo "import os; os.environ.setdefault('AMENT_PREFIX_PATH', '$JVENV')" > "$JSITE/pyrua_ros_ament_prefix.pth"
+  echo "$ROOT" > "$JSITE/pyrua_ros_source.pth"
+  if ! jstamp_ok interfaces "$if_hash"; then
+    say "jazzy: building control_msgs and tf2_msgs (Jazzy definitions) into $JVENV"
+    "$JPY" "$ROOT/scripts/build_interfaces.py" --venv "$JVENV" --src "$ROOT/interfaces" --distro jazzy \
+      --build "$ROOT/build/interfaces"
+    jstamp_set interfaces "$if_hash"
+  fi
+  ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST "$JPY" -c "import rclpy, control_msgs.action, tf2_msgs.msg
+from pyrua_ros.driver.distro import ros_distro
+assert ros_distro() == 'jazzy', ros_distro()" || { echo "setup: jazzy import check failed" >&2; exit 1; }
+  say "jazzy: done: $(du -sh "$JVENV" | cut -f1) in .venv-jazzy"
+fi

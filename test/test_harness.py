@@ -76,3 +76,24 @@ def test_node_wrapper_is_installed_where_ros2_run_looks(node):
     prefix = pathlib.Path(sys.prefix)
     wrapper = prefix / "lib" / "pyrua_ros" / node
     assert wrapper.exists() and os.access(wrapper, os.X_OK), f"{wrapper} missing: run scripts/setup.sh"
+
+
+def test_claim_skips_a_domain_an_orphan_still_runs_on(monkeypatch, tmp_path):
+    """A node whose claiming process died keeps answering on its domain; the next claim must not land there."""
+    import subprocess
+
+    from pyrua_ros.driver import rosenv
+
+    monkeypatch.setattr(rosenv, "DOMAIN_LOCK_DIR", tmp_path)            # every lock free: only /proc decides
+    monkeypatch.setattr(rosenv, "_held_locks", [])
+    start = rosenv.DOMAIN_RANGE[os.getpid() % len(rosenv.DOMAIN_RANGE)]  # the id a claim tries first
+    orphan = subprocess.Popen(["sleep", "30"], env={**os.environ, "ROS_DOMAIN_ID": str(start)})
+    try:
+        assert start in rosenv.domains_in_use()
+        claimed = rosenv.claim_domain_id()
+        assert claimed != start and claimed in rosenv.DOMAIN_RANGE
+    finally:
+        orphan.kill()
+        orphan.wait()
+        for fh in rosenv._held_locks:
+            fh.close()

@@ -16,8 +16,9 @@ from pyrua_ros.agent import runtimes
 from pyrua_ros.agent.runtimes.base import JsonlEventSink, RuntimeFailure
 from pyrua_ros.agent.runtimes.context import IMAGE_OMITTED, ContextWindow
 from pyrua_ros.agent.runtimes.openai_runtime import OpenAIRuntime
-from pyrua_ros.agent.runtimes.settings import ModelSettings, parse_extra_body
+from pyrua_ros.agent.runtimes.settings import ModelSettings
 from pyrua_ros.agent.runtimes.tools import tool_specs
+from pyrua_ros.agent.schema import parse_json_object
 from pyrua_ros.testing.chat_server import ChatServer, Drop, HttpError, Malformed, Reply
 
 TOOLS = tool_specs("cells", "pure", "on-demand")
@@ -405,11 +406,11 @@ def test_api_key_comes_from_env_and_never_reaches_logs(tmp_path, monkeypatch):
 
 
 def test_settings_and_tools_refuse_bad_values_listing_the_choices():
-    with pytest.raises(ValueError, match="tool_choice must be one of auto, required, none"):
+    with pytest.raises(ValueError, match="--openai-tool-choice must be one of auto, required, none"):
         ModelSettings(model="m", tool_choice="always")
-    with pytest.raises(ValueError, match="must be a JSON object"):
-        parse_extra_body("[1, 2]")
-    assert parse_extra_body('{"top_p": 0.95, "top_k": 20}') == {"top_p": 0.95, "top_k": 20}
+    with pytest.raises(ValueError, match="--openai-extra-body must be a JSON object"):
+        parse_json_object("--openai-extra-body", "[1, 2]")
+    assert parse_json_object("--openai-extra-body", '{"top_p": 0.95, "top_k": 20}') == {"top_p": 0.95, "top_k": 20}
     assert ModelSettings(model="m", base_url="http://h:30000/").endpoint() == "http://h:30000/v1"
     with pytest.raises(ValueError, match="arm must be one of cells, program"):
         tool_specs("notebook", "pure", "none")
@@ -444,15 +445,15 @@ def test_registry_builds_the_openai_runtime_lazily():
 
 
 def test_make_runtime_builds_from_an_episode_config(tmp_path):
-    import dataclasses
-
     from pyrua_ros.agent.config import PlayConfig
+    from pyrua_ros.agent.schema import build
 
     with ChatServer([Reply(content="hi")]) as server:
-        cfg = PlayConfig(out=tmp_path, task=0, runtime="openai", arm="program", feedback="rich", images="none",
-                         max_programs=1, model="m", base_url=server.base_url, openai_max_tokens=8192,
-                         openai_tool_choice="required", openai_temperature=1.0, openai_extra_body={"top_k": 20},
-                         openai_request_timeout_s=60.0)
+        cfg = build(PlayConfig, {"out": tmp_path, "task": 0, "runtime": "openai", "arm": "program",
+                                 "feedback": "rich", "images": "none", "max_programs": 1, "model": "m",
+                                 "base_url": server.base_url, "openai_max_tokens": 8192,
+                                 "openai_tool_choice": "required", "openai_temperature": 1.0,
+                                 "openai_extra_body": {"top_k": 20}, "openai_request_timeout_s": 60.0})
         events = []
         runtime = runtimes.make_runtime(cfg, events=events.append)
         runtime.start("task", [])
@@ -460,6 +461,6 @@ def test_make_runtime_builds_from_an_episode_config(tmp_path):
         body = server.completion_bodies()[0]
     assert body["tools"][0]["function"]["name"] == "run_program" and body["top_k"] == 20
     assert body["max_tokens"] == 8192 and [e["event"] for e in events][:2] == ["start", "request"]
-    replay = dataclasses.replace(cfg, runtime="replay", replay=None)
-    with pytest.raises(ValueError, match="needs --replay"):
+    replay = build(PlayConfig, {"out": tmp_path, "suite": "libero_goal", "task": 0, "runtime": "replay"})
+    with pytest.raises(ValueError, match=r"no example program for libero_goal task 0.*pass --replay FILE"):
         runtimes.make_runtime(replay)

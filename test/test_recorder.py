@@ -1,17 +1,26 @@
-"""Episode recording: real publishers over loopback DDS -> EpisodeRecorder -> MCAP -> mcap_ros2 decode."""
+"""Episode recording: real publishers over loopback DDS -> EpisodeRecorder -> MCAP -> mcap_ros2 decode, and a
+whole fake-arm episode's bag read back as ``ros2 bag play`` would: rosbag2's QoS metadata per channel, the
+step-0 state, sim-time stamps everywhere, the commands and camera_info."""
 
+import json
 import pathlib
 import re
+import subprocess
 import sys
 import time
 
 import pytest
+import yaml
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
+from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
 
 from pyrua_ros.agent import recorder
 from pyrua_ros.driver import interfaces, qos
+from pyrua_ros.driver.distro import installed_type_hash
 from pyrua_ros.testing import spin_until
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 NAMES = interfaces.load()
 RECORD_S = 1.0
@@ -46,6 +55,68 @@ def test_generated_schema_matches_the_installed_definition(type_name):
     sections = re.findall(r"^MSG: (\S+)$", text, re.M)
     assert sorted(sections) == sorted(set(sections))
     assert nested <= set(sections)
+
+
+@pytest.mark.parametrize("type_name", ["control_msgs/action/GripperCommand_FeedbackMessage",
+                                       "control_msgs/action/FollowJointTrajectory_SendGoal_Event",
+                                       "action_msgs/srv/CancelGoal_Event", "action_msgs/msg/GoalStatusArray"])
+def test_action_and_service_parts_resolve_and_keep_their_kind(type_name):
+    cls = recorder.message_class(type_name)
+    assert recorder.type_name_of(cls) == type_name
+    text = recorder.ros2msg_schema(cls)
+    nested = {m.split("[")[0] for m in re.findall(r"^(\S+/\S+) ", text, re.M)}
+    assert nested <= set(re.findall(r"^MSG: (\S+)$", text, re.M))     # every nested part resolved and written
+
+
+def test_standard_schemas_decode_and_generated_parts_carry_an_empty_one(ros_client, tmp_path):
+    """mcap_ros2 (like Foxglove) decodes the ros2msg schemas; action parts get rosbag2's empty schema."""
+    from std_msgs.msg import String
+
+    topic = f"{NAMES.driver.gripper_command}/_action/status"
+    topics = {"/rec_check/string": recorder.STRING, topic: "action_msgs/msg/GoalStatusArray",
+              "/rec_check/event": "action_msgs/srv/CancelGoal_Event"}
+    path = tmp_path / "parts.mcap"
+    rec = recorder.EpisodeRecorder(ros_client.node, path, topics)
+    from action_msgs.srv import CancelGoal
+
+    pub = ros_client.node.create_publisher(String, "/rec_check/string", qos.EVENTS)
+    ev = ros_client.node.create_publisher(CancelGoal.Event, "/rec_check/event", qos.EVENTS)
+    assert spin_until(lambda: pub.get_subscription_count() and ev.get_subscription_count(), 10.0)
+    pub.publish(String(data="hello"))
+    ev.publish(CancelGoal.Event())
+    assert spin_until(lambda: rec.counts["/rec_check/string"] and rec.counts["/rec_check/event"], 5.0)
+    rec.close()
+    with open(path, "rb") as fh:
+        reader = make_reader(fh, decoder_factories=[DecoderFactory()])
+        schemas = {s.name: s.encoding for s in reader.get_summary().schemas.values()}
+        assert schemas == {"std_msgs/msg/String": "ros2msg", "action_msgs/srv/CancelGoal_Event": ""}
+        (_s, _c, _m, msg), = reader.iter_decoded_messages(topics=["/rec_check/string"])
+    assert msg.data == "hello"
+    assert len(decoded(path)["/rec_check/event"]) == 1
+
+
+def test_offered_qos_yaml_is_rosbag2s_and_reads_back():
+    text = recorder.offered_qos_yaml([qos.LATCHED, qos.EVENTS])
+    entries = yaml.safe_load(text)
+    assert [set(e) for e in entries] == [{"history", "depth", "reliability", "durability", "deadline", "lifespan",
+                                          "liveliness", "liveliness_lease_duration",
+                                          "avoid_ros_namespace_conventions"}] * 2
+    assert entries[0]["durability"] == 1 and entries[1]["durability"] == 2 and entries[0]["reliability"] == 1
+    assert entries[0]["deadline"] == {"sec": 9223372036, "nsec": 854775807}       # RMW_DURATION_INFINITE
+    latched, events = recorder.qos_profiles_from_yaml(text)
+    assert latched.durability == DurabilityPolicy.TRANSIENT_LOCAL and latched.depth == 1
+    assert events.durability == DurabilityPolicy.VOLATILE and events.depth == 50
+
+
+def test_qos_reads_rosbag2s_named_policies_too():
+    """Metadata version 9 (Kilted's rosbag2) writes policy names instead of integers."""
+    text = ("- history: keep_last\n  depth: 1\n  reliability: reliable\n  durability: transient_local\n"
+            "  deadline: {sec: 9223372036, nsec: 854775807}\n  lifespan: {sec: 9223372036, nsec: 854775807}\n"
+            "  liveliness: automatic\n  liveliness_lease_duration: {sec: 9223372036, nsec: 854775807}\n"
+            "  avoid_ros_namespace_conventions: false\n")
+    (profile,) = recorder.qos_profiles_from_yaml(text)
+    assert profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+    assert profile.reliability == ReliabilityPolicy.RELIABLE
 
 
 def test_unknown_type_is_a_clear_error():
@@ -110,6 +181,19 @@ def test_records_joint_states_tf_and_images(ros_client, tmp_path):
     assert counts[NAMES.driver.tf_static] == 1
     assert counts[NAMES.driver.color(camera)] == sent // 5
 
+    channels = channel_metadata(path)
+    assert set(channels) == {t for t, n in counts.items() if n}         # a channel per topic that had messages
+    (static_qos,) = recorder.qos_profiles_from_yaml(channels[NAMES.driver.tf_static]["offered_qos_profiles"])
+    assert static_qos.durability == DurabilityPolicy.TRANSIENT_LOCAL    # what the publisher offered
+    (js_qos,) = recorder.qos_profiles_from_yaml(channels[NAMES.driver.joint_states]["offered_qos_profiles"])
+    assert js_qos.durability == DurabilityPolicy.VOLATILE and js_qos.reliability == ReliabilityPolicy.RELIABLE
+    assert channels[NAMES.driver.tf]["topic_type_hash"] == installed_type_hash("tf2_msgs/msg/TFMessage")
+    info = bag_metadata(path)
+    assert info["version"] == recorder.ROSBAG2_METADATA_VERSION and info["storage_identifier"] == "mcap"
+    assert info["message_count"] == sum(counts.values()) and info["ros_distro"] == "kilted"
+    listed = {t["topic_metadata"]["name"]: t["message_count"] for t in info["topics_with_message_count"]}
+    assert listed == {t: n for t, n in counts.items() if n}
+
     with open(path, "rb") as fh:
         summary = make_reader(fh).get_summary()
     assert summary.statistics.message_count == sum(counts.values())
@@ -135,3 +219,132 @@ def test_records_joint_states_tf_and_images(ros_client, tmp_path):
     assert (img.height, img.width, img.encoding) == (4, 6, "rgb8")
     assert bytes(img.data) == bytes(range(72))
     assert img.header.frame_id == NAMES.frames.optical(camera)
+
+
+# ------------------------------------------------------------------ reading a bag back
+def channel_metadata(path) -> dict[str, dict]:
+    """``{topic: channel metadata}`` of an MCAP file."""
+    with open(path, "rb") as fh:
+        return {c.topic: dict(c.metadata) for c in make_reader(fh).get_summary().channels.values()}
+
+
+def bag_metadata(path) -> dict:
+    """The ``rosbag2_bagfile_information`` of the file's ``rosbag2`` metadata record (what rosbag2 decodes)."""
+    with open(path, "rb") as fh:
+        records = [m for m in make_reader(fh).iter_metadata() if m.name == "rosbag2"]
+    assert len(records) == 1
+    return yaml.safe_load(records[0].metadata["serialized_metadata"])["rosbag2_bagfile_information"]
+
+
+def decoded(path) -> dict[str, list]:
+    """``{topic: [(mcap message, decoded message)]}``, decoded as ``ros2 bag play`` does: by the schema's type
+    name with the installed type support (generated action/service parts carry an empty schema, as in rosbag2)."""
+    from rclpy.serialization import deserialize_message
+
+    out: dict[str, list] = {}
+    with open(path, "rb") as fh:
+        for schema, channel, message in make_reader(fh).iter_messages():
+            msg = deserialize_message(message.data, recorder.message_class(schema.name))
+            out.setdefault(channel.topic, []).append((message, msg))
+    return out
+
+
+def header_stamps(msg) -> list[float]:
+    """Every ``header.stamp`` [s] inside a decoded message (nested ones too: TF transforms, markers)."""
+    found = []
+    if hasattr(msg, "header") and hasattr(msg.header, "stamp"):
+        found.append(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+    for name in ("transforms", "markers"):
+        for item in getattr(msg, name, None) or []:
+            found += header_stamps(item)
+    return found
+
+
+@pytest.fixture(scope="module")
+def fake_episode(tmp_path_factory):
+    """One recorded ``pyrualean play`` episode on the kinematic fake arm (replayed program: segment, move, grasp,
+    place); returns the run directory."""
+    out = tmp_path_factory.mktemp("recorded") / "run"
+    proc = subprocess.run([sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells",
+                           "--suite", "fake_table", "--task", "0", "--driver", "fake"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "episode.mcap").is_file()
+    return out
+
+
+def test_episode_bag_replays_latched_topics_transient_local(fake_episode):
+    channels = channel_metadata(fake_episode / "episode.mcap")
+    for topic in (NAMES.driver.tf_static, NAMES.driver.robot_description):
+        profiles = recorder.qos_profiles_from_yaml(channels[topic]["offered_qos_profiles"])
+        assert profiles and all(p.durability == DurabilityPolicy.TRANSIENT_LOCAL for p in profiles), topic
+    for topic, meta in channels.items():                                  # every channel parses
+        assert recorder.qos_profiles_from_yaml(meta["offered_qos_profiles"]), topic
+    info = bag_metadata(fake_episode / "episode.mcap")
+    assert {t["topic_metadata"]["name"] for t in info["topics_with_message_count"]} == set(channels)
+
+
+def test_episode_bag_holds_the_step_zero_state(fake_episode):
+    msgs = decoded(fake_episode / "episode.mcap")
+    statuses = [json.loads(m.data) for _, m in msgs[NAMES.sim.episode_status]]
+    episode = statuses[-1]["episode_id"]                  # the driver's boot status may precede the reset's
+    t0 = next(s for s in statuses if s["episode_id"] == episode and s["step"] == 0)["sim_time"]
+    for topic in (NAMES.driver.ee_pose, NAMES.driver.joint_states):
+        stamps = [header_stamps(m)[0] for _, m in msgs[topic]]
+        assert min(stamps) == pytest.approx(t0), topic
+    assert any(s == pytest.approx(t0) for _, m in msgs[NAMES.driver.tf] for s in header_stamps(m))
+
+
+def test_every_header_stamp_is_sim_time(fake_episode):
+    msgs = decoded(fake_episode / "episode.mcap")
+    last_clock = max(m.clock.sec + m.clock.nanosec * 1e-9 for _, m in msgs[NAMES.driver.clock])
+    assert 0 < last_clock < 1e6                                           # sim seconds, not the Unix epoch
+    stamped = {topic: [s for _, m in items for s in header_stamps(m)] for topic, items in msgs.items()}
+    assert stamped[NAMES.agent.markers], "markers were recorded"
+    for topic, stamps in stamped.items():
+        assert all(0 <= s <= last_clock + 1e-6 for s in stamps), (topic, max(stamps, default=None))
+    events = msgs[f"{NAMES.driver.gripper_command}/_action/send_goal/_service_event"]
+    assert all(0 < m.info.stamp.sec + m.info.stamp.nanosec * 1e-9 <= last_clock + 1e-6 for _, m in events)
+
+
+def test_episode_bag_records_the_commands_and_camera_info(fake_episode):
+    msgs = decoded(fake_episode / "episode.mcap")
+    calls = [json.loads(line) for line in (fake_episode / "calls.jsonl").read_text().splitlines()]
+    twists = msgs[NAMES.driver.servo_twist]
+    moved = sum(c["env_steps"] or 0 for c in calls if c["tool"] in ("move_to", "move_pose", "release"))
+    assert len(twists) >= moved > 0
+    goals = [m for _, m in msgs[f"{NAMES.driver.gripper_command}/_action/send_goal/_service_event"]]
+    requests = [r.goal.command.position for m in goals for r in m.request]
+    assert requests and min(requests) < 0.01 < max(requests)             # closed on the cube, opened to release
+    results = msgs[f"{NAMES.driver.gripper_command}/_action/get_result/_service_event"]
+    assert any(r.result.reached_goal or r.result.stalled for _, m in results for r in m.response)
+    assert msgs[f"{NAMES.driver.gripper_command}/_action/status"]
+    for camera in NAMES.robot.cameras:
+        capture = NAMES.sim.capture_topics(camera, "high")
+        infos = [m for _, m in msgs[capture["camera_info"]]]
+        assert infos and infos[0].k[0] > 0 and (infos[0].width, infos[0].height) == (1024, 1024)
+        colors = {tuple(header_stamps(m)) for _, m in msgs[capture["color"]]}
+        assert colors and colors <= {tuple(header_stamps(m)) for m in infos}   # each image with its camera_info
+
+
+def test_followed_clock_is_system_time_until_clock_then_sim_time(ros_client):
+    from rosgraph_msgs.msg import Clock
+
+    from pyrua_ros.driver.followed_clock import FollowedClock
+
+    node = ros_client.node
+    followed = FollowedClock(node)
+    try:
+        wall = time.time()
+        before = followed.now_msg()
+        assert not followed.following and abs(before.sec + before.nanosec * 1e-9 - wall) < 5.0
+        pub = node.create_publisher(Clock, NAMES.driver.clock, qos.LOCKSTEP)
+        assert spin_until(lambda: pub.get_subscription_count() > 0, 10.0)
+        msg = Clock()
+        msg.clock.sec, msg.clock.nanosec = 12, 500_000_000
+        pub.publish(msg)
+        assert spin_until(lambda: followed.following, 5.0)
+        now = followed.now_msg()
+        assert (now.sec, now.nanosec) == (12, 500_000_000)        # sim time holds until the next /clock
+    finally:
+        followed.close()

@@ -17,6 +17,7 @@ One episode takes ~60 s on a loaded 2-core machine (about 20 s of it the node st
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import os
 import pathlib
@@ -64,12 +65,18 @@ class RenderCounter:
         return counts
 
 
-def stream_frames(mcap_path) -> int:
+def stream_stamps(mcap_path) -> dict[str, list[float]]:
+    """Sim-time stamps [s] of the recorded stream color frames, per camera, in recording order."""
     from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
 
-    topics = {NAMES.driver.color(camera) for camera in NAMES.robot.cameras}
+    topics = {NAMES.driver.color(camera): camera for camera in NAMES.robot.cameras}
+    stamps: dict[str, list[float]] = {camera: [] for camera in NAMES.robot.cameras}
     with open(mcap_path, "rb") as f:
-        return sum(1 for _s, channel, _m in make_reader(f).iter_messages() if channel.topic in topics)
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        for _s, channel, _m, msg in reader.iter_decoded_messages(topics=list(topics)):
+            stamps[topics[channel.topic]].append(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+    return stamps
 
 
 @pytest.fixture(scope="module")
@@ -105,24 +112,26 @@ def ros_client_module():
 def test_example_program_solves_its_task(task, tmp_path, sim_driver, renders, record_property, capsys):
     from pyrua_ros.agent.config import PlayConfig
     from pyrua_ros.agent.episode import play
+    from pyrua_ros.agent.schema import build
 
     program = EXAMPLES[("libero_goal", task)]
     renders.take()
     t0 = time.monotonic()
-    result = play(PlayConfig(out=tmp_path / f"run_{task}", suite="libero_goal", task=task, seed=0,
-                             runtime="replay", replay=program, driver="external"))
+    result = play(build(PlayConfig, {"out": tmp_path / f"run_{task}", "suite": "libero_goal", "task": task,
+                                     "seed": 0, "runtime": "replay", "replay": program, "robot": "external"}))
     wall = time.monotonic() - t0
     time.sleep(0.5)   # let the last capture message land
     counts = renders.take()
     saved = json.loads((tmp_path / f"run_{task}" / "result.json").read_text())
     calls = [json.loads(line) for line in (tmp_path / f"run_{task}" / "calls.jsonl").read_text().splitlines()]
+    streams = stream_stamps(tmp_path / f"run_{task}" / "episode.mcap")
     report = {
         "task": task, "program": program.name, "environment_success": result.environment_success,
         "status": result.status, "env_steps": saved["env_steps"], "wall_s": round(wall, 1),
         "startup_s": saved["startup_s"], "policy_wall_s": saved["policy_wall_s"],
         "capture_renders": sum(v for k, v in counts.items() if k.startswith("color:")),
         "segmentation_renders": sum(v for k, v in counts.items() if k.startswith("segmentation:")),
-        "renders_by_view": counts, "stream_renders": stream_frames(tmp_path / f"run_{task}" / "episode.mcap"),
+        "renders_by_view": counts, "stream_renders": sum(map(len, streams.values())),
         "robo_calls": len(calls), "segment_calls": sum(c["tool"] == "segment" for c in calls),
     }
     for key, value in report.items():
@@ -135,6 +144,18 @@ def test_example_program_solves_its_task(task, tmp_path, sim_driver, renders, re
     used = {c["tool"] for c in calls}
     assert used <= {"view_env_state", "segment", "move_to", "set_gripper", "release"}, used
     assert report["capture_renders"] >= 2, "at least the two step-0 card images were rendered on request"
+    # the recording holds stream frames of both cameras, rendered off the control path: at most the camera rate
+    # (2 Hz of sim time: frames at least 0.5 s apart; more where the renderer dropped one), in order, never past
+    # the episode's end; the video has the agentview ones
+    import imageio_ffmpeg
+
+    final_t = saved["env_steps_total"] * NAMES.robot.control_period_s
+    for camera, stamps in streams.items():
+        assert stamps, f"no {camera} stream frame recorded"
+        assert all(b - a >= 0.5 - 1e-6 for a, b in itertools.pairwise(stamps)), stamps
+        assert 0.0 <= stamps[0] and stamps[-1] <= final_t + 1e-6, stamps
+    video_frames, _ = imageio_ffmpeg.count_frames_and_secs(str(tmp_path / f"run_{task}" / "episode.mp4"))
+    assert video_frames == len(streams["agentview"])
 
 
 @pytest.mark.slow

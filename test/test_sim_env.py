@@ -163,6 +163,61 @@ def test_success_latches_and_ends_the_episode(bowl_episode):
     assert not ep.last_step().success
 
 
+def test_lean_step_is_bit_identical_to_stock_env_step(ep):
+    """200 control steps (random OSC actions, gripper toggling, a joint-control stretch, the bowl dropped onto the
+    plate halfway so the official check turns true) give the same state to the last bit with the lean step as
+    with LIBERO's own env.step, and the same success check after every step."""
+    from pyrua_ros.sim.stepper import LeanStep
+
+    rng = np.random.default_rng(11)
+    actions = [np.concatenate([rng.uniform(-1, 1, 6), [1.0 if (k // 40) % 2 else OPEN]]) for k in range(200)]
+    joint = f"{BOWL}_joint0"
+
+    def run(lean: bool):
+        ep.reset(GOAL, BOWL_TASK, 2)
+        env = ep._env
+        sim = env.env.sim
+        stepper = LeanStep(env.env)
+        checks = []
+        for k, a in enumerate(actions):
+            if k == 100:                     # test only: put the bowl on the plate through the sim state
+                qpos = sim.data.get_joint_qpos(joint).copy()
+                qpos[:3] = ep.object_poses()[PLATE][0] + np.array([0.0, 0.0, 0.03])
+                sim.data.set_joint_qpos(joint, qpos)
+                sim.data.set_joint_qvel(joint, np.zeros(6))
+                sim.forward()
+            checks.append(stepper.step(a) if lean else bool(env.step(a)[2]))
+        sim.forward()
+        return checks, sim.data.qpos.copy(), sim.data.qvel.copy(), np.concatenate(ep.eef_pose())
+
+    stock, lean = run(False), run(True)
+    assert stock[0] == lean[0] and any(stock[0]) and not all(stock[0])
+    for a, b in zip(stock[1:], lean[1:]):
+        assert np.max(np.abs(a - b)) == 0.0
+
+
+def test_episode_steps_lean_by_default_and_stock_on_request(ep):
+    """LiberoEpisode's own steps (lean by default, stock env.step with lean_step=False) give identical poses."""
+    actions = _hold(2) + [np.array([0.4, 0.2, -0.1, 0, 0, 0.2, 1.0])] * 5
+
+    def poses():
+        ep.reset(GOAL, BOWL_TASK, 0)
+        out = []
+        for a in actions:
+            ep.step(a)
+            out.append(np.concatenate(ep.eef_pose()))
+        return np.array(out)
+
+    assert ep.lean_step
+    lean = poses()
+    ep.lean_step = False
+    try:
+        stock = poses()
+    finally:
+        ep.lean_step = True
+    np.testing.assert_array_equal(lean, stock)
+
+
 def test_bad_choices_give_value_errors_listing_valid_values(bowl_episode):
     ep = bowl_episode
     with pytest.raises(ValueError, match=r"unknown suite 'libero_nope'; valid suites: libero_spatial, .*goal_swap"):
@@ -196,6 +251,94 @@ def test_available_suites_are_the_21():
 
 
 # ---------------------------------------------------------------- cameras
+
+def test_renderer_pixels_equal_robosuites_own_renderer(bowl_episode):
+    """The render thread draws exactly what robosuite's offscreen renderer (LIBERO's OffScreenRenderEnv) draws for
+    the same state: color, depth and segmentation, bit for bit (both cameras at the stream size, agentview at the
+    high capture size too, which is larger than robosuite's default offscreen buffer)."""
+    import mujoco
+    from robosuite.utils.binding_utils import MjRenderContextOffscreen
+
+    ep = bowl_episode
+    for a in [np.array([0.6, -0.3, 0.2, 0, 0, 0.3, 1.0])] * 4:
+        ep.step(a)
+    sim = ep._env.env.sim
+    reference = MjRenderContextOffscreen(sim, device_id=-1)      # as robosuite's env sets it up
+    reference.vopt.geomgroup[0] = int(ep._env.env.render_collision_mesh)
+    reference.vopt.geomgroup[1] = int(ep._env.env.render_visual_mesh)
+    m = sim.model
+    extent = float(m.stat.extent)
+    try:
+        for camera, mj_camera in LiberoEpisode.CAMERAS.items():
+            for res in (256, 1024) if camera == "agentview" else (256,):
+                rgb, zbuf = sim.render(width=res, height=res, camera_name=mj_camera, depth=True)
+                seg = sim.render(width=res, height=res, camera_name=mj_camera, segmentation=True)
+                cap = ep.capture(camera, res)
+                ids, _ = ep.segmentation(camera, res)
+                np.testing.assert_array_equal(cap.color, rgb[::-1])
+                np.testing.assert_array_equal(cap.depth, cameras.linear_depth(
+                    zbuf, float(m.vis.map.znear) * extent, float(m.vis.map.zfar) * extent)[::-1])
+                index = np.where(seg[..., 0] == mujoco.mjtObj.mjOBJ_GEOM, seg[..., 1] + 1, 0)
+                np.testing.assert_array_equal(ids, ep._geom_label[index][::-1])
+    finally:
+        sim._render_context_offscreen = None
+        reference.gl_ctx.free()
+
+
+def test_stream_frames_show_the_state_they_were_queued_at(bowl_episode):
+    """A stream frame is rendered from a copy of the state when it was queued: stepping on does not change it,
+    and it equals a capture of that state."""
+    ep = bowl_episode
+    ep.step(np.array([0.5, 0.4, 0.0, 0, 0, 0, OPEN]))
+    before = ep.capture("agentview", ep.stream_resolution)
+    got = []
+    ep.stream({"agentview": {"color"}, "wrist": {"color", "depth"}}, got.append)
+    for a in [np.array([-0.8, -0.6, 0.4, 0, 0, 0, 1.0])] * 6:     # the arm moves on while the frame renders
+        ep.step(a)
+    assert ep.renderer.wait_idle(120.0)
+    (agent, wrist), = got
+    np.testing.assert_array_equal(agent.color, before.color)
+    assert agent.depth is None and agent.camera == "agentview"
+    assert wrist.camera == "wrist" and wrist.color.shape == (256, 256, 3) and wrist.depth.shape == (256, 256)
+    assert not np.array_equal(ep.capture("agentview", ep.stream_resolution).color, before.color)
+
+
+def test_capture_and_segmentation_of_one_state_render_once(bowl_episode):
+    """Per-state cache: asking again for the same view of the same state renders nothing; a step invalidates it."""
+    ep = bowl_episode
+    first = ep.capture("agentview", 256)
+    assert ep.capture("agentview", 256).color is first.color      # served from the cache
+    ids = ep.segmentation("agentview", 256)[0]
+    assert ep.capture("agentview", 256).color is first.color      # segmentation added its pass, kept the color
+    np.testing.assert_array_equal(ep.segmentation("agentview", 256)[0], ids)
+    ep.step(_hold()[0])
+    assert ep.capture("agentview", 256).color is not first.color
+
+
+def test_renderer_drops_the_oldest_stream_frames_never_a_request(bowl_episode):
+    """A full stream backlog drops its oldest frames; synchronous requests are served ahead of streams."""
+    from pyrua_ros.sim.render import Renderer, StateCopy, ViewRequest
+
+    ep = bowl_episode
+    renderer = Renderer(ep._model, max_resolution=64, stream_backlog=2, nice=0)
+    try:
+        cam = ep._camera_ids["agentview"]
+        delivered = []
+        state = StateCopy.of(ep._data)
+        for k in range(6):
+            renderer.stream(state, [ViewRequest(cam, 16 + k, frozenset({"color"}))],
+                            lambda views: delivered.append(views[0].resolution))
+        (view,) = renderer.render(state, [ViewRequest(cam, 32, frozenset({"color", "depth", "segmentation"}))],
+                                  timeout=120.0)
+        assert view.color.shape == (32, 32, 3) and view.depth.shape == (32, 32) and view.geom.shape == (32, 32)
+        assert renderer.wait_idle(120.0)
+        assert renderer.dropped >= 3 and renderer.rendered == len(delivered)
+        assert delivered[-1] == 21 and delivered == sorted(delivered)   # the newest survive, in order
+    finally:
+        renderer.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        renderer.render(state, [ViewRequest(cam, 16, frozenset({"color"}))])
+
 
 @pytest.mark.parametrize("resolution", [256, 1024])
 def test_capture_shapes_intrinsics_and_depth(bowl_episode, resolution):

@@ -368,6 +368,7 @@ def test_stream_cameras_render_at_camera_rate_and_republish_while_idle(sim):
     from sensor_msgs.msg import CameraInfo, Image
 
     from pyrua_ros.driver import qos
+    from pyrua_ros.driver.convert import image_to_numpy
 
     got = {"color": [], "depth": [], "info": []}
     node = sim.c.node
@@ -388,12 +389,48 @@ def test_stream_cameras_render_at_camera_rate_and_republish_while_idle(sim):
         assert spin_until(lambda: all(set(wanted) <= set(stamps(k, t0)) for k in got), WAIT), \
             {k: stamps(k, t0) for k in got}
         assert got["color"][-1].width == 256 and got["color"][-1].header.frame_id == F.optical("agentview")
+        # the frame of t0 + 1.0 s (rendered off the control path, from a copy of that step's state) is the same
+        # image as a capture of that state at the stream size
+        cap = _capture(sim, "agentview", "low")
+        assert round(cap["stamp"][0] + cap["stamp"][1] * 1e-9, 6) == wanted[-1]
+
+        def frame(key):
+            return next(m for m in got[key] if round(m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, 6)
+                        == wanted[-1])
+
+        np.testing.assert_array_equal(image_to_numpy(frame("color")), cap["color"])
+        np.testing.assert_array_equal(image_to_numpy(frame("depth")), cap["depth"])
         n = len(got["color"])
         assert spin_until(lambda: len(got["color"]) > n, 5.0)          # idle: re-published ...
         assert stamps("color", t0)[-1] == wanted[-1]                   # ... the same frame, nothing new
     finally:
         for s in subs:
             node.destroy_subscription(s)
+
+
+def _capture(sim, camera: str, resolution: str) -> dict:
+    """Call the capture service; the published color and depth of that capture, and the response's stamp."""
+    from sensor_msgs.msg import Image
+    from std_srvs.srv import Trigger
+
+    from pyrua_ros.driver import qos
+    from pyrua_ros.driver.convert import image_to_numpy
+
+    cli = sim.c.node.create_client(Trigger, S.capture_service(camera, resolution))
+    try:
+        assert cli.wait_for_service(timeout_sec=WAIT)
+        resp = sim.c.wait_future(cli.call_async(Trigger.Request()), NAMES.timeouts.capture_s)
+        assert resp.success, resp.message
+        stamp = json.loads(resp.message)["stamp"]
+        topics = S.capture_topics(camera, resolution)
+        out = {"stamp": stamp}
+        for kind in ("color", "depth"):
+            msg = sim.c.latest(Image, topics[kind], WAIT, qos.LATCHED,
+                               predicate=lambda m: [m.header.stamp.sec, m.header.stamp.nanosec] == stamp)
+            out[kind] = image_to_numpy(msg)
+        return out
+    finally:
+        sim.c.node.destroy_client(cli)
 
 
 def test_realtime_mode_holds_the_last_twist_then_stops():

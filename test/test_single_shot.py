@@ -13,6 +13,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -113,11 +114,11 @@ def test_generate_writes_the_larger_block_and_sends_images_without_tools(card, t
             assert "sk-secret-do-not-write" not in (out / name).read_text(errors="replace"), name
 
 
-def test_generate_without_a_code_block_exits_2_and_records_the_error(card, tmp_path, capsys):
+def test_generate_without_a_code_block_exits_4_and_records_the_error(card, tmp_path, capsys):
     out = tmp_path / "gen"
     with ChatServer([Reply(content="I would move the bowl, but here is no code.")]) as server:
         code, printed = generate(server, card, out, "--transfer", capsys=capsys)
-    assert code == 2 and printed["policy"] is None
+    assert code == 4 and printed["policy"] is None   # a planner error: the model gave no program
     assert not (out / "policy.py").exists()
     gen = json.loads((out / "generation.json").read_text())
     assert "no fenced python code block" in gen["error"] and gen["mode"] == "transfer"
@@ -129,7 +130,7 @@ def test_generate_records_a_failing_server(card, tmp_path, capsys):
     with ChatServer([HttpError(500), HttpError(503)]) as server:
         code, _ = generate(server, card, out, "--openai-max-retries", "1", capsys=capsys)
         outcomes = [r.outcome for r in server.requests]
-    assert code == 2 and outcomes == ["500", "503"]   # retried once, then gave up
+    assert code == 4 and outcomes == ["models", "500", "503"]   # the preflight GET; retried once, then gave up
     gen = json.loads((out / "generation.json").read_text())
     assert "HTTP 503" in gen["error"] and gen["returncode"] == 1 and gen["turns"] == 0
     assert not (out / "policy.py").exists() and not (out / "response.md").exists()
@@ -197,18 +198,21 @@ def test_run_stops_a_policy_that_loops_forever(tmp_path):
     policy = "def run(robo):\n    robo.state()\n    while True:\n        pass\n"
     code, printed, result, _ = run_cli(tmp_path, policy, timeout_s=2.0)
     assert printed["status"] == "timeout"
-    assert code == 0
+    assert code == 5   # the budget exit code
     assert result["status"] == "timeout" and result["reason"] == "timeout"
     assert result["error"]["type"] == "TimeoutError" and "KeyboardInterrupt" in result["error"]["traceback"]
     assert 2.0 <= result["policy_wall_s"] < 8.0
 
 
-def test_run_exits_2_on_a_boot_error_and_still_writes_the_record(tmp_path):
-    code, printed, result, _ = run_cli(tmp_path, LONG, suite="no_such_suite")
-    assert code == 2 and printed["status"] == result["status"] == "boot_error"
-    assert "fake_table" in result["reason"]   # the refusal lists the valid suites
-    assert result["calls"] == 0 and result["policy_wall_s"] is None
-    assert result["policy"]["sha256"] and "host failed before the agent started" in result["notes"]
+def test_run_refuses_an_unknown_suite_before_anything_boots(tmp_path):
+    (tmp_path / "policy.py").write_text(LONG)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pyrua_ros.cli.main", "run", "--policy", str(tmp_path / "policy.py"),
+                           "--driver", "fake", "--suite", "no_such_suite", "--task", "0", "--out",
+                           str(tmp_path / "run")], cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and time.monotonic() - started < 10
+    assert "unknown suite 'no_such_suite' for --driver fake" in proc.stderr and "fake_table" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
 
 
 def test_run_refuses_a_missing_policy_with_exit_2(tmp_path, capsys):

@@ -16,7 +16,7 @@ from pyrua_ros.testing.policy_server import PolicyServer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--arm", "cells", "--suite", "fake_table", "--task", "0",
-       "--driver", "fake", "--no-video", "--no-record", "--quiet"]
+       "--driver", "fake", "--no-video", "--no-record", "--progress", "off"]
 PROGRAM = """
 def run(robo):
     contact = robo.pi0_doubled("push the red cube", max_chunks=2)
@@ -74,6 +74,6 @@ def test_an_unreachable_policy_server_is_a_boot_error_naming_it(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([*CLI, "--out", str(out), "--vla-endpoint", "127.0.0.1:9", "--primitives", "full"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 2
+    assert proc.returncode == 3   # boot error (pyrua_ros.cli.exit_codes)
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "boot_error" and "VLA policy server 127.0.0.1:9" in result["reason"]

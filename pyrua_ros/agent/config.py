@@ -1,16 +1,27 @@
-"""``PlayConfig``: every setting of one ``pyrualean play`` episode, validated once.
+"""The settings schema: one frozen dataclass tree per command, every user-facing setting declared once.
 
-The CLI (``pyrualean play``), the agent node (ROS parameters) and the launch runner all build this one frozen
-dataclass; nothing downstream re-checks a mode string. Flags follow PyRUA-Lean's ``play`` (PYRUALEAN-CONTRACT.md
-4.2) plus the ``openai`` runtime's flags (4b) and the ROS-specific ones (driver, clock, recording).
-Settings that have no meaning for a ROS backend (``rpent_root``, ``cuda_device``, ``codex_*``) are accepted and
-recorded, never used.
+Sections (each a frozen dataclass that validates its own values on construction, with messages that name the flag
+and its valid values):
+
+- :class:`EpisodeSettings` — which episode on which robot stack (the reference's "cell args": robot, suite, task,
+  seed, step budget, primitive set, VLA / segmentation services) plus the driver and its clock;
+- :class:`AgentSettings` — the agent loop of ``play`` (arm, runtime, replay source, images, feedback, guides,
+  budgets);
+- :class:`~pyrua_ros.agent.runtimes.settings.ModelSettings` — the model server and sampling (nested as is: the
+  runtime reads the very object the CLI built);
+- :class:`OutputSettings` — the run directory and what is written and shown;
+- :class:`CompatSettings` — flags accepted for PyRUA-Lean command-line compatibility, recorded, unused by ROS.
+
+Trees: :class:`PlayConfig` (``play``, the agent node, the launch), :class:`RunConfig` (single-shot ``run``) and
+:class:`GenerateConfig` (single-shot ``generate``). ``pyrua_ros.agent.schema`` generates the CLI flags, launch
+arguments, node parameters and ``config/agent.yaml`` from them, so **adding a setting is one ``setting(...)``
+field here** (plus the code that uses it). Checks that need the file system, the suite table or the network live in
+:mod:`pyrua_ros.agent.validate`; nothing here touches either.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 from typing import Any
 
@@ -21,115 +32,250 @@ from pyrua_ros.agent.modes import (
     FEEDBACK_MODES,
     IMAGE_POLICIES,
     PRIMITIVE_SETS,
+    PROGRESS_MODES,
     ROBOTS,
     RUNTIMES,
-    TOOL_CHOICES,
 )
+from pyrua_ros.agent.runtimes.settings import ModelSettings
+from pyrua_ros.agent.schema import SettingError, setting
+
+ConfigError = SettingError   # the name the rest of the code (and eval) catches
 
 
-class ConfigError(ValueError):
-    """A setting is invalid; the message names the setting and its valid values."""
-
-
-def _choice(name: str, value: Any, choices: tuple) -> None:
+def _choice(flag: str, value: Any, choices: tuple) -> None:
     if value not in choices:
-        raise ConfigError(f"--{name.replace('_', '-')} must be one of {', '.join(map(str, choices))}; got {value!r}")
+        raise SettingError(f"{flag} must be one of {', '.join(map(str, choices))}; got {value!r}")
+
+
+def _at_least(flag: str, value: Any, low: float, *, strict: bool = False) -> None:
+    if value is not None and (value <= low if strict else value < low):
+        raise SettingError(f"{flag} must be {'>' if strict else '>='} {low:g}; got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
-class PlayConfig:
-    """One episode's settings (see ``pyrualean play --help`` for each flag)."""
+class EpisodeSettings:
+    """Which episode, on which robot stack: what boots the robot (``play``, ``run``, ``eval``)."""
 
-    out: pathlib.Path
-    task: int
-    suite: str = "libero_goal"
-    seed: int = 0
-    arm: str = "cells"
-    robot: str = "libero"
-    runtime: str = "replay"
-    replay: pathlib.Path | None = None
-    model: str = "DAGroup-PKU/PyRUA-Lean-Coder-v0.1-4B"
-    reasoning: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    openai_max_tokens: int | None = None
-    openai_tool_choice: str | None = None
-    openai_temperature: float | None = None
-    openai_extra_body: dict | None = None
-    openai_request_timeout_s: float = 600.0
-    openai_max_retries: int | None = None
-    system_prompt: str | None = None
-    context_window: int = 65536
-    images: str = "on-motion"
-    feedback: str = "rich"
-    guides: bool = False
-    guides_dir: pathlib.Path | None = None
-    max_turns: int | None = None
-    max_programs: int | None = None
-    budget_s: float = 1200.0
-    max_episode_steps: int = 10000
-    primitives: str = "full"
-    vla_endpoint: str | None = None
-    sam3_endpoint: str | None = None
-    cell_timeout_s: float = 300.0
-    driver: str = "sim"
-    clock: str = "lockstep"
-    video: bool = True
-    record: bool = True
-    cuda_device: str | None = None
-    rpent_root: str | None = None
-    libero_type: str = "pro"
+    task: int = setting(0, help="task index within the suite (0-based)", scope="episode", cli_required=True)
+    suite: str = setting("libero_goal", help="LIBERO / LIBERO-PRO suite, e.g. libero_goal_swap (fake_table for "
+                                             "--driver fake)", scope="episode")
+    seed: int = setting(0, help="episode seed, >= 0 (official init state = seed modulo the suite's count)",
+                        scope="episode")
+    max_episode_steps: int = setting(10000, help="simulator step budget [control steps]", scope="episode")
+    robot: str = setting("libero", help="robot API given to the agent", choices=ROBOTS, launch=False,
+                         name="robot_api")   # "robot" is the launch's driver choice
+    driver: str = setting("sim", help="which driver serves the robot interfaces: sim (start the LIBERO-PRO sim "
+                                      "node), fake (start the kinematic fake arm), external (start nothing; drivers "
+                                      "already serve them)", choices=DRIVERS, name="robot", scope="graph")
+    clock: str = setting("lockstep", help="driver clock: lockstep (one control step per command) or realtime "
+                                          "(20 Hz wall clock, last command held)", choices=CLOCK_MODES,
+                         name="clock_mode", scope="driver")
+    primitives: str = setting("full", help="primitive set: full (needs --vla-endpoint; without one the VLA "
+                                           "skills are absent) or no-vla", choices=PRIMITIVE_SETS,
+                              env="PYRUALEAN_PRIMITIVES")
+    vla_endpoint: str | None = setting(None, help="host:port of an openpi-compatible VLA policy server",
+                                       unset="no VLA skills", metavar="HOST:PORT")
+    sam3_endpoint: str | None = setting(None, help="host:port or URL of an HTTP segmentation service",
+                                        unset="the simulator's ground truth", metavar="HOST:PORT")
 
-    def __post_init__(self):
-        _choice("arm", self.arm, ARMS)
-        _choice("robot", self.robot, ROBOTS)
-        _choice("runtime", self.runtime, RUNTIMES)
-        _choice("images", self.images, IMAGE_POLICIES)
-        _choice("feedback", self.feedback, FEEDBACK_MODES)
-        _choice("primitives", self.primitives, PRIMITIVE_SETS)
-        _choice("driver", self.driver, DRIVERS)
-        _choice("clock", self.clock, CLOCK_MODES)
-        if self.openai_tool_choice is not None:
-            _choice("openai_tool_choice", self.openai_tool_choice, TOOL_CHOICES)
-        if self.budget_s <= 0:
-            raise ConfigError(f"--budget-s must be positive; got {self.budget_s}")
-        if self.max_turns is not None and self.max_turns < 1:
-            raise ConfigError(f"--max-turns must be at least 1; got {self.max_turns}")
-        if self.max_programs is not None and self.max_programs < 1:
-            raise ConfigError(f"--max-programs must be at least 1; got {self.max_programs}")
-        if self.max_episode_steps < 1:
-            raise ConfigError(f"--max-episode-steps must be at least 1; got {self.max_episode_steps}")
-        if self.runtime == "openai" and not self.base_url:
-            raise ConfigError("--runtime openai needs --base-url (an OpenAI-compatible chat-completions endpoint, "
-                              "e.g. http://127.0.0.1:30000/v1)")
-        if self.primitives == "full" and not self.vla_endpoint:
-            # Like the reference's no-vla mode: without a policy server the VLA skills are absent.
-            object.__setattr__(self, "primitives", "no-vla")
+    def __post_init__(self) -> None:
+        _choice("--robot", self.robot, ROBOTS)
+        _choice("--driver", self.driver, DRIVERS)
+        _choice("--clock", self.clock, CLOCK_MODES)
+        _choice("--primitives", self.primitives, PRIMITIVE_SETS)
+        _at_least("--task", self.task, 0)
+        _at_least("--seed", self.seed, 0)
+        _at_least("--max-episode-steps", self.max_episode_steps, 1)
+
+    @property
+    def primitive_set(self) -> str:
+        """The primitive set that runs: ``full`` needs a VLA server; without one the reference's no-vla set runs."""
+        return self.primitives if self.vla_endpoint else "no-vla"
+
+    @property
+    def tag(self) -> str:
+        """``goal_t8_s0``-style short name of the episode (suite without ``libero_``)."""
+        return f"{self.suite.removeprefix('libero_')}_t{self.task}_s{self.seed}"
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSettings:
+    """The agent loop of ``play``: who writes the cells, what it sees, and its budgets."""
+
+    arm: str = setting("cells", help="tool surface: python cells (python tool) or programs (run_program tool)",
+                       choices=ARMS, cli_required=True)
+    runtime: str = setting("replay", help="who writes the cells: replay (a recorded run or a run(robo) file; no "
+                                          "model server) or openai (chat completions)", choices=RUNTIMES,
+                           env="PYRUALEAN_RUNTIME")
+    replay: pathlib.Path | None = setting(None, help="replay source: an earlier run directory, a tool_turns.json or "
+                                                     "a .py file defining run(robo)",
+                                          unset="the packaged example program of the suite and task", metavar="PATH")
+    images: str = setting("on-motion", help="camera images attached to tool results", choices=IMAGE_POLICIES)
+    feedback: str = setting("rich", help="what a tool result carries: pure (only what the code produced) or rich "
+                                         "(plus primitive calls, motion, steps, state)", choices=FEEDBACK_MODES)
+    guides: bool = setting(False, help="copy the robot's guides into workspace/guides/ and mention them")
+    guides_dir: pathlib.Path | None = setting(None, help="copy every *.md of this folder as the guides (implies "
+                                                         "--guides)", unset="the packaged LIBERO guides",
+                                              metavar="DIR")
+    max_turns: int | None = setting(None, help="decision budget: python/run_program calls", unset="unbounded")
+    max_programs: int | None = setting(None, help="program arm: at most N run_program calls", unset="unbounded")
+    budget_s: float = setting(1200.0, help="wall-clock budget of the agent loop [s], model time included")
+    cell_timeout_s: float = setting(300.0, help="wall-clock limit of one cell [s]")
+
+    def __post_init__(self) -> None:
+        _choice("--arm", self.arm, ARMS)
+        _choice("--runtime", self.runtime, RUNTIMES)
+        _choice("--images", self.images, IMAGE_POLICIES)
+        _choice("--feedback", self.feedback, FEEDBACK_MODES)
+        _at_least("--budget-s", self.budget_s, 0, strict=True)
+        _at_least("--cell-timeout-s", self.cell_timeout_s, 0, strict=True)
+        _at_least("--max-turns", self.max_turns, 1)
+        _at_least("--max-programs", self.max_programs, 1)
+
+    @property
+    def uses_guides(self) -> bool:
+        return self.guides or self.guides_dir is not None
 
     @property
     def budget_mode(self) -> str:
         return "calls" if self.max_turns is not None else "wall"
 
+
+@dataclasses.dataclass(frozen=True)
+class OutputSettings:
+    """The run directory and what is written and shown."""
+
+    out: pathlib.Path | None = setting(None, help="run directory; must not exist or be empty unless --overwrite "
+                                                  "or --resume", unset="runs/<suite>_t<task>_s<seed>_<time>",
+                                       metavar="DIR")
+    overwrite: bool = setting(False, help="a non-empty --out is moved aside to OUT.prev-<time> first")
+    resume: bool = setting(False, help="if --out holds an episode that ran to its end, keep it and exit with its "
+                                       "status; otherwise move the unfinished one aside and run again")
+    video: bool = setting(True, help="write episode.mp4 (agentview and wrist side by side, real-time speed)")
+    record: bool = setting(True, help="write episode.mcap (every topic of the episode)")
+    progress: str = setting("auto", help="terminal progress: auto (rich on a terminal, plain lines otherwise), "
+                                         "rich, plain or off", choices=PROGRESS_MODES, launch=False)
+
+    def __post_init__(self) -> None:
+        _choice("--progress", self.progress, PROGRESS_MODES)
+        if self.overwrite and self.resume:
+            raise SettingError("--overwrite and --resume exclude each other: --overwrite moves an earlier run aside "
+                               "and runs again, --resume keeps a finished one")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompatSettings:
+    """Flags of PyRUA-Lean's command line that mean nothing on a ROS backend: accepted and recorded."""
+
+    cuda_device: str | None = setting(None, help="GPU index for servers (recorded; no meaning for a ROS backend)",
+                                      launch=False)
+    rpent_root: str | None = setting(None, help="RPent checkout (recorded; no meaning for a ROS backend)",
+                                     env=("RPENT_ROOT", "RPENT_REPO_ROOT"), launch=False)
+    libero_type: str = setting("pro", help="LIBERO flavour (recorded)", launch=False)
+    python: str | None = setting(None, help="interpreter for the episode (accepted; the episode runs in this one)",
+                                 launch=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlayConfig:
+    """One ``pyrualean play`` episode (also the agent node's parameters and the launch's agent arguments)."""
+
+    episode: EpisodeSettings = EpisodeSettings()
+    agent: AgentSettings = AgentSettings()
+    model: ModelSettings = ModelSettings()
+    output: OutputSettings = OutputSettings()
+    compat: CompatSettings = CompatSettings()
+
+    def __post_init__(self) -> None:
+        """Flag combinations that would silently do nothing are refused, naming what they need."""
+        agent, model = self.agent, self.model
+        if agent.max_programs is not None and agent.arm != "program":
+            raise SettingError(f"--max-programs applies to --arm program only (got --arm {agent.arm})")
+        if agent.runtime == "openai" and not model.base_url:
+            raise SettingError("--runtime openai needs --base-url (an OpenAI-compatible chat-completions endpoint, "
+                               "e.g. http://127.0.0.1:30000/v1)")
+        if agent.replay is not None and agent.runtime != "replay":
+            raise SettingError(f"--replay applies to --runtime replay only (got --runtime {agent.runtime})")
+        if agent.runtime == "replay" and model.base_url:
+            raise SettingError("--base-url applies to a model runtime (--runtime openai); the replay runtime "
+                               "needs no model server")
+
     @property
-    def tag(self) -> str:
-        """``goal_t8_s0``-style short name of the cell (suite without ``libero_``)."""
-        return f"{self.suite.removeprefix('libero_')}_t{self.task}_s{self.seed}"
+    def out(self) -> pathlib.Path | None:
+        return self.output.out
 
     def boot_options(self) -> dict[str, Any]:
         """Settings recorded under result.host.boot_options."""
-        return {"driver": self.driver, "clock": self.clock, "vla_endpoint": self.vla_endpoint,
-                "sam3_endpoint": self.sam3_endpoint, "libero_type": self.libero_type,
-                "cell_timeout_s": self.cell_timeout_s}
+        e = self.episode
+        return {"driver": e.driver, "clock": e.clock, "vla_endpoint": e.vla_endpoint,
+                "sam3_endpoint": e.sam3_endpoint, "libero_type": self.compat.libero_type,
+                "cell_timeout_s": self.agent.cell_timeout_s}
 
 
-def parse_extra_body(text: str | None) -> dict | None:
-    """``--openai-extra-body`` JSON object, or None; ConfigError with the parse error otherwise."""
-    if text is None or text == "":
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--openai-extra-body is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"--openai-extra-body must be a JSON object; got {type(value).__name__}")
-    return value
+@dataclasses.dataclass(frozen=True)
+class SingleShotSettings:
+    """``pyrualean run``: the program to run once and its watchdog."""
+
+    policy: pathlib.Path = setting(help="file defining run(robo)", metavar="PATH")
+    timeout_s: float = setting(1200.0, help="wall-clock watchdog of run(robo) [s]")
+    generation: pathlib.Path | None = setting(None, help="generation.json to attach",
+                                              unset="the one next to the policy, if any", metavar="PATH")
+
+    def __post_init__(self) -> None:
+        _at_least("--timeout-s", self.timeout_s, 0, strict=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """One ``pyrualean run``: ``run(robo)`` once on the booted robot, no model."""
+
+    single: SingleShotSettings
+    episode: EpisodeSettings = EpisodeSettings()
+    output: OutputSettings = OutputSettings()
+    compat: CompatSettings = CompatSettings()
+
+    @property
+    def out(self) -> pathlib.Path | None:
+        return self.output.out
+
+    @property
+    def timeout_s(self) -> float:
+        return self.single.timeout_s
+
+    def boot_options(self) -> dict[str, Any]:
+        e = self.episode
+        return {"driver": e.driver, "clock": e.clock, "vla_endpoint": e.vla_endpoint,
+                "sam3_endpoint": e.sam3_endpoint, "libero_type": self.compat.libero_type}
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerateSettings:
+    """``pyrualean generate``: which card, where to write, what the prompt states."""
+
+    card: pathlib.Path = setting(help="card.json (file or run directory)", metavar="PATH")
+    out: pathlib.Path = setting(help="output directory (policy.py, prompt.txt, response.md, generation.json); must "
+                                     "not exist or be empty unless --overwrite", metavar="DIR")
+    overwrite: bool = setting(False, help="a non-empty --out is moved aside to OUT.prev-<time> first")
+    budget_s: float = setting(1200.0, help="the run's wall-clock budget stated in the prompt [s]")
+    timeout_s: float = setting(3600.0, help="hard limit of the whole generation, all attempts [s]")
+    transfer: bool = setting(False, help="the card images show one example layout only")
+    primitives: str = setting("full", help="primitive set the prompt documents", choices=PRIMITIVE_SETS,
+                              env="PYRUALEAN_PRIMITIVES")
+
+    def __post_init__(self) -> None:
+        _choice("--primitives", self.primitives, PRIMITIVE_SETS)
+        _at_least("--budget-s", self.budget_s, 0, strict=True)
+        _at_least("--timeout-s", self.timeout_s, 0, strict=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerateConfig:
+    """One ``pyrualean generate``: one chat completion writes ``policy.py``."""
+
+    generate: GenerateSettings
+    model: ModelSettings = ModelSettings()
+
+    def __post_init__(self) -> None:
+        if not self.model.base_url:
+            raise SettingError("generate needs --base-url (an OpenAI-compatible chat-completions endpoint, "
+                               "e.g. http://127.0.0.1:30000/v1)")

@@ -1,11 +1,20 @@
-"""The episode host: boot the robot, build the prompt, run the loop, judge, and write the run directory.
+"""Episodes by composition: a robot host plus an agent strategy, run as a short sequence of named steps.
 
-``play(cfg)`` is a short sequence of named steps (habit 12): prepare the run directory, start the driver, boot
-``robo``, write the task card, build the prompt, start kernel + runtime, run the loop, judge with the
-benchmark's own success check, write the records. ``result.json`` is written first as a placeholder that says
-the episode is running (so a process killed with SIGKILL still leaves a record that says what happened), then
-rewritten in ``finally`` whatever happened: model server, simulator or cell failures included. SIGTERM and
-SIGHUP become KeyboardInterrupt so the ``finally`` runs.
+- :class:`DriverProcess` — the driver node (LIBERO sim or fake arm) started for an episode or a batch of them,
+  ended by its PID; when it dies, :meth:`~DriverProcess.death_message` holds its last error line.
+- :class:`EpisodeHost` — the robot side that outlives one episode if asked to: the driver process (or none, for
+  ``--driver external``) and the ROS backend. ``reset`` waits for the driver only while it is alive. A batch
+  runner opens one host and passes it to many :class:`Episode` objects (``host=``); an episode that made its own
+  host closes it.
+- :class:`AgentStrategy` — what one arm does inside an episode (4 methods): the loop arms over a runtime
+  (:class:`pyrua_ros.agent.arms.LoopAgent`: ``cells``, ``program``) and the single shot
+  (:class:`pyrua_ros.agent.single_shot.SingleShotAgent`).
+- :class:`Episode` — one run directory: boot (reset, robo, recorder, video, card), the strategy's start and run,
+  the benchmark's verdict, shutdown, and ``result.json``.
+
+``result.json`` is written first as a placeholder that says the episode is running (so a process killed with
+SIGKILL still leaves a record that says what happened), then rewritten in ``finally`` whatever happened: model
+server, simulator or cell failures included. SIGTERM and SIGHUP become KeyboardInterrupt so the ``finally`` runs.
 
 Run directory (PYRUALEAN-CONTRACT.md 6.1): result.json, prompt.txt, card.json + card/*.png, workspace/cell_NNN.py
 (or program_NN.py), tool_turns.json, calls.jsonl, <runtime>_events.jsonl, transcript.json, last_message.md,
@@ -17,60 +26,79 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
-import shutil
+import re
 import signal
 import subprocess
-import sys
+import threading
 import time
 import traceback
+from typing import Any, Protocol
 
-from pyrua_ros.agent.config import PlayConfig
-from pyrua_ros.agent.records import (
-    CardRecord,
-    EpisodeResult,
-    ErrorInfo,
-    Generation,
-    HostInfo,
-    PromptRecord,
-    now_iso,
-    write_result,
-    write_turns,
-)
+from pyrua_ros.agent.records import CardRecord, ErrorInfo
 from pyrua_ros.driver.rosenv import PARENT_PID_VAR
 
+STREAM_QUIET_S = 1.0        # [s] no new camera frame for this long: the driver's stream backlog is done
+STREAM_FLUSH_MAX_S = 15.0   # [s] longest wait for it at the end of an episode
 SANDBOX_DESCRIPTION = ("cells run in a separate process that holds no ROS handle; robo is a proxy over a pipe "
                        "(JSON + raw buffers); per-cell wall-clock timeout with interrupt, then kill and restart; "
                        "address-space, CPU, file-size and process limits; import allow-list; open() confined to "
                        "the workspace")
+DRIVER_POLL_S = 0.1
+_ERROR_LINE = re.compile(r"error|exception|fatal|traceback|refused|invalid|unknown|out of range", re.I)
 
 
 class BootError(RuntimeError):
     """The robot could not be brought up (driver, reset, card); the agent never started."""
 
 
-class _Driver:
-    """The driver node (sim or fake arm) started for this episode, ended by its PID."""
+class DriverProcess:
+    """The driver node (sim or fake arm) of ``episode.driver``, started with its output appended to ``log_path``."""
 
-    def __init__(self, cfg: PlayConfig, log_path: pathlib.Path):
+    def __init__(self, episode, log_path: pathlib.Path):
         from pyrua_ros.bringup import graph, runner
 
-        values = {"robot": cfg.driver, "suite": cfg.suite, "task": str(cfg.task), "seed": str(cfg.seed),
-                  "max_episode_steps": str(cfg.max_episode_steps), "clock_mode": cfg.clock}
+        values = {"robot": episode.driver, "suite": episode.suite, "task": str(episode.task),
+                  "seed": str(episode.seed), "max_episode_steps": str(episode.max_episode_steps),
+                  "clock_mode": episode.clock}
         nodes = [n for n in graph.plan(values) if not n.is_agent and n.key in ("sim", "fake")]
         if len(nodes) != 1:
-            raise BootError(f"driver {cfg.driver!r}: expected one driver node, planned {[n.key for n in nodes]}")
+            raise BootError(f"driver {episode.driver!r}: expected one driver node, planned {[n.key for n in nodes]}")
+        self.name = nodes[0].executable
         self.argv = runner.command(nodes[0])
+        self.log_path = pathlib.Path(log_path)
         env = dict(os.environ, **nodes[0].env)
         env[PARENT_PID_VAR] = str(os.getpid())   # the node exits if this process dies, even by SIGKILL
         env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
-        self._log = open(log_path, "ab")
+        self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.argv, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
 
-    def check(self) -> None:
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def last_error_line(self) -> str | None:
+        """The last line of the driver's output that reads like an error (else its last line), or None."""
+        try:
+            with open(self.log_path, "rb") as handle:
+                handle.seek(max(0, self.log_path.stat().st_size - 16384))
+                lines = [ln.strip() for ln in handle.read().decode(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return None
+        for line in reversed(lines):
+            if _ERROR_LINE.search(line):
+                return line
+        return lines[-1] if lines else None
+
+    def death_message(self) -> str:
+        """Why the driver is gone, with its last error line."""
         code = self.proc.poll()
-        if code is not None:
-            raise BootError(f"the driver node exited with status {code} (see host.log)")
+        line = self.last_error_line()
+        status = f"signal {-code}" if code is not None and code < 0 else f"status {code}"
+        return f"the {self.name} exited with {status}" + (f": {line}" if line else f" (see {self.log_path})")
 
     def stop(self) -> None:
         from pyrua_ros.bringup.process import stop_process_groups
@@ -79,91 +107,207 @@ class _Driver:
         self._log.close()
 
 
+class EpisodeHost:
+    """The robot side of one or more episodes: the driver process (unless external) and the ROS backend.
+
+    ``open(log_path)`` starts both; ``reset(episode)`` starts an episode; ``robot(episode)`` gives a fresh
+    :class:`~pyrua_ros.robo.host.RobotHost` (ledger, artifacts) per episode; ``close()`` ends everything it started.
+    """
+
+    def __init__(self, episode, *, on_phase=None, node=None):
+        self.settings = episode
+        self.node = node     # the launched agent node robo runs on (agent_node); None: robo makes its own
+        self.driver: DriverProcess | None = None
+        self.backend = None
+        self._on_phase = on_phase or (lambda *_a: None)
+
+    def open(self, log_path: pathlib.Path) -> None:
+        from pyrua_ros.robo.ros_backend import RosBackend
+
+        if self.settings.driver != "external":
+            self.driver = DriverProcess(self.settings, log_path)
+            self._on_phase("boot", f"{self.driver.name} started (pid {self.driver.pid}; its output goes to "
+                                   f"{log_path.name})")
+        else:
+            self._on_phase("boot", "driver external: using the drivers already running")
+        self.backend = RosBackend(node=self.node)
+
+    def while_driver_alive(self, fn, what: str):
+        """``fn()``, but a driver that exits meanwhile ends the wait at once with a BootError naming its last error."""
+        if self.driver is None:
+            return fn()
+        box: dict[str, Any] = {}
+
+        def target():
+            try:
+                box["value"] = fn()
+            except BaseException as exc:   # handed to the caller below
+                box["error"] = exc
+
+        worker = threading.Thread(target=target, name=what, daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(DRIVER_POLL_S)
+            if worker.is_alive() and not self.driver.alive():
+                worker.join(0.5)   # an answer that was already on its way
+                if worker.is_alive():
+                    raise BootError(f"{what} failed: {self.driver.death_message()}")
+        if "error" in box:
+            if not self.driver.alive():
+                raise BootError(f"{what} failed: {self.driver.death_message()}") from box["error"]
+            raise box["error"]
+        return box["value"]
+
+    def reset(self, episode):
+        """Reset the driver to ``episode`` (suite, task, seed, step budget); the new episode status."""
+        try:
+            return self.while_driver_alive(
+                lambda: self.backend.reset(episode.suite, episode.task, episode.seed, episode.max_episode_steps),
+                "episode reset")
+        except BootError:
+            raise
+        except Exception as exc:
+            raise BootError(f"episode reset failed: {type(exc).__name__}: {exc}") from exc
+
+    def robot(self, episode):
+        """A fresh robot host for one episode (primitive set, segmenter and VLA client of ``episode``)."""
+        from pyrua_ros.robo.host import RobotHost
+
+        segmenter = None
+        if episode.sam3_endpoint:
+            from pyrua_ros.robo.segmenters import HttpSegmenter
+
+            endpoint = episode.sam3_endpoint
+            segmenter = HttpSegmenter(endpoint if "://" in endpoint else f"http://{endpoint}/segment")
+        vla = None
+        if episode.primitive_set == "full":
+            from pyrua_ros.robo.vla import connect
+
+            vla = connect(episode.vla_endpoint)
+        return RobotHost.for_libero(self.backend, primitives=episode.primitive_set, segmenter=segmenter, vla=vla)
+
+    def close(self) -> None:
+        try:
+            if self.backend is not None:
+                self.backend.close()
+        finally:
+            if self.driver is not None:
+                self.driver.stop()
+
+
+class AgentStrategy(Protocol):
+    """What one arm does inside an :class:`Episode`; each method reads and sets the episode's fields."""
+
+    def start(self, ep: Episode) -> None:
+        """Write the arm's inputs (prompt.txt, policy.py ...) and start its kernel and runtime."""
+
+    def run(self, ep: Episode) -> None:
+        """Run the agent; set ``ep.status``, ``ep.reason`` (and ``ep.error``, ``ep.notes``)."""
+
+    def close(self, ep: Episode) -> None:
+        """Stop the kernel/runtime and write the arm's own records (tool turns, transcript ...)."""
+
+    def result(self, ep: Episode, placeholder: bool = False):
+        """The result record (written to result.json by the episode); ``placeholder``: the 'still running' one."""
+
+
 def _raise_interrupt(signum, _frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
 class Episode:
-    """One play episode; ``run()`` returns the EpisodeResult that was written to ``<out>/result.json``."""
+    """One episode in ``out``: ``settings`` (an :class:`~pyrua_ros.agent.config.EpisodeSettings`), ``output`` and
+    ``compat`` settings, an :class:`AgentStrategy`, and optionally a lent :class:`EpisodeHost` (kept open).
 
-    def __init__(self, cfg: PlayConfig, *, progress=None, node=None):
-        self.cfg = cfg
-        self.node = node     # the launched agent node robo runs on (agent_node); None: robo makes its own
-        self.out = pathlib.Path(cfg.out).resolve()
+    Fields the strategy and the result read: ``out``, ``workspace``, ``host`` (EpisodeHost), ``robot``
+    (RobotHost), ``card``, ``prompt``, ``task_language``, ``status``, ``reason``, ``error``, ``notes``,
+    ``environment_success``, ``env_steps_total``, ``startup_s``, ``policy_wall_s``, ``t0`` (the one clock of the
+    episode: ``time.monotonic()`` at its start), ``interrupted_by`` (signal number of an interrupt).
+    """
+
+    def __init__(self, settings, strategy: AgentStrategy, *, out: pathlib.Path, output=None, compat=None,
+                 host: EpisodeHost | None = None, progress=None, node=None):
+        from pyrua_ros.agent.config import CompatSettings, OutputSettings
+
+        self.settings = settings
+        self.strategy = strategy
+        self.output = output or OutputSettings(out=out)
+        self.compat = compat or CompatSettings()
+        self.out = pathlib.Path(out).resolve()
         self.workspace = self.out / "workspace"
         self.progress = progress
+        self.host = host
+        self.node = node     # for a host of its own: the process's ROS node robo runs on (None: robo makes one)
+        self._own_host = host is None
+        self.robot = None
+        self.recorder = self.video = self.publisher = None
+        self.card: CardRecord | None = None
+        self.prompt = None
+        self.task_language: str | None = None
         self.notes: list[str] = []
         self.status, self.reason, self.error = "error", None, None
-        self.t0 = time.monotonic()
-        self.startup_s = self.policy_wall_s = None
-        self.driver = self.host = self.kernel = self.runtime = self.toolkit = self.recorder = self.video = None
-        self.publisher = None
-        self.card = None
-        self.prompt = None
-        self.guides = False
-        self.outcome = None
         self.environment_success = False
-        self.env_steps_total = None
-        self.task_language = None
-        self.events = None
+        self.env_steps_total: int | None = None
+        self.startup_s = self.policy_wall_s = None
+        self.interrupted_by: int | None = None
+        self.t0 = getattr(progress, "t0", None) or time.monotonic()   # the progress view's clock when there is one
+
+    # ------------------------------------------------------------------ progress
+    def phase(self, name: str, detail: str = "") -> None:
+        """Tell the person watching what the episode is doing now (boot, reset, card, prompt, agent, ...)."""
+        if self.progress is not None:
+            self.progress.phase(name, detail, elapsed_s=time.monotonic() - self.t0)
 
     # ------------------------------------------------------------------ steps
-    def prepare_run_directory(self) -> None:
+    def prepare(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
-        if self.workspace.exists():
-            shutil.rmtree(self.workspace)
-        self.workspace.mkdir(parents=True)
-        for name in ("result.json", "tool_turns.json", "calls.jsonl", "last_message.md"):
-            with contextlib.suppress(FileNotFoundError):
-                (self.out / name).unlink()
+        self.workspace.mkdir(exist_ok=True)
         self.write_result(placeholder=True)
-        if self.cfg.cuda_device is not None or self.cfg.rpent_root:
+        if self.compat.cuda_device is not None or self.compat.rpent_root:
             self.notes.append("--cuda-device and RPENT_ROOT have no meaning for a ROS backend; recorded only")
-        if self.cfg.runtime == "replay":
-            self.notes.append("runtime replay: the cells come from a recording or program file, not a model")
 
     def boot(self) -> None:
-        from pyrua_ros.robo.host import RobotHost
-        from pyrua_ros.robo.ros_backend import RosBackend
-
-        if self.cfg.driver != "external":
-            self.driver = _Driver(self.cfg, self.out / "host.log")
-        backend = RosBackend(node=self.node)
-        segmenter = None
-        if self.cfg.sam3_endpoint:
-            from pyrua_ros.robo.segmenters import HttpSegmenter
-
-            endpoint = self.cfg.sam3_endpoint
-            url = endpoint if "://" in endpoint else f"http://{endpoint}/segment"   # reference style host:port
-            segmenter = HttpSegmenter(url)
-        vla = None
-        if self.cfg.primitives == "full" and self.cfg.vla_endpoint:
-            from pyrua_ros.robo.vla import connect
-
-            vla = connect(self.cfg.vla_endpoint)
-        self.host = RobotHost.for_libero(backend, primitives=self.cfg.primitives, segmenter=segmenter, vla=vla)
-        try:
-            status = backend.reset(self.cfg.suite, self.cfg.task, self.cfg.seed, self.cfg.max_episode_steps)
-        except Exception as exc:
-            if self.driver:
-                self.driver.check()
-            raise BootError(f"episode reset failed: {type(exc).__name__}: {exc}") from exc
+        e = self.settings
+        if self.host is None:
+            self.host = EpisodeHost(e, on_phase=self.phase, node=self.node)
+            self.host.open(self.out / "host.log")
+        node = self.host.backend.node
+        if self.output.record:
+            self._start_recorder(self.host.backend)
+        self.phase("reset", f"{e.suite} task {e.task} seed {e.seed} (the first reset waits for the driver to "
+                            "build its scene)")
+        status = self.host.reset(e)
         self.task_language = status.task_language
-        if self.cfg.record:
-            from pyrua_ros.agent.recorder import record_episode
-
-            self.recorder = record_episode(backend.node, self.out / "episode.mcap")
+        self.robot = self.host.robot(e)
         from pyrua_ros.agent.publisher import AgentPublisher
 
-        self.publisher = AgentPublisher(backend.node, self.host.ledger)
-        if self.cfg.video:
+        self.publisher = AgentPublisher(node, self.robot.ledger, clock=self.host.backend.followed_clock)
+        if self.output.video:
             from pyrua_ros.agent.video import EpisodeVideo
 
-            self.video = EpisodeVideo(backend.node)
-        state = self.host.robo.state()
-        self.host.capture_boot_images("high")
+            self.video = EpisodeVideo(node, task=self.task_language or "")
+        self.phase("card", f'"{self.task_language}": capturing the card images')
+        state = self.robot.robo.state()
+        self.host.while_driver_alive(lambda: self.robot.capture_boot_images("high"), "card capture")
         self.card = self._write_card(state)
+        if self.video is not None:   # the first state of the video is the card view
+            from pyrua_ros.robo.host import decode_png
+
+            for camera in self.host.backend.cameras:
+                self.video.add_frame(camera, status.sim_time, decode_png(self.robot.artifact(f"{camera}_high.png",
+                                                                                             step=0)))
         self.startup_s = round(time.monotonic() - self.t0, 3)
+
+    def _start_recorder(self, backend) -> None:
+        """Record before the reset, matched with the driver's state publishers, so the bag holds the step-0 state
+        the reset publishes (a driver still booting gets the reset's deadline to appear)."""
+        from pyrua_ros.agent.recorder import record_episode, state_topics
+
+        self.recorder = record_episode(backend.node, self.out / "episode.mcap")
+        unmatched = self.recorder.wait_for_publishers(state_topics(), backend.names.timeouts.reset_s)
+        if unmatched:
+            self.notes.append(f"recording started before {', '.join(unmatched)} had a publisher: the bag may "
+                              "lack the step-0 state")
 
     def _write_card(self, state) -> CardRecord:
         card_dir = self.out / "card"
@@ -171,126 +315,69 @@ class Episode:
         images = {}
         for camera in self.host.backend.cameras:
             name = f"{camera}_high.png"
-            (card_dir / name).write_bytes(self.host.artifact(name, step=0))
+            (card_dir / name).write_bytes(self.robot.artifact(name, step=0))
             images[camera] = f"card/{name}"
-        card = CardRecord(suite=self.cfg.suite, task=self.cfg.task, seed=self.cfg.seed,
+        card = CardRecord(suite=self.settings.suite, task=self.settings.task, seed=self.settings.seed,
                           task_language=state.task, object_names=tuple(state.object_names),
                           eef_pos=tuple(float(v) for v in state.eef_pos),
                           eef_quat=tuple(float(v) for v in state.eef_quat),
                           gripper_opening=float(state.gripper_opening), images=images,
-                          max_env_steps=self.cfg.max_episode_steps)
+                          max_env_steps=self.settings.max_episode_steps)
         card.write(self.out)
         return card
 
-    def build_prompt(self):
-        from pyrua_ros.agent import prompt as prompt_mod
-
-        if self.cfg.guides:
-            self.guides = prompt_mod.copy_guides(self.workspace, self.cfg.guides_dir)
-        options = prompt_mod.PromptOptions(arm=self.cfg.arm, robot=self.cfg.robot, primitives=self.cfg.primitives,
-                                           feedback=self.cfg.feedback, images=self.cfg.images,
-                                           budget_s=self.cfg.budget_s, max_turns=self.cfg.max_turns,
-                                           max_programs=self.cfg.max_programs, guides=self.cfg.guides,
-                                           cell_timeout_s=self.cfg.cell_timeout_s)
-        self.prompt = prompt_mod.build_prompt(self.host.robo, self.card, options, card_dir=self.out)
-        (self.out / "prompt.txt").write_text(self.prompt.text)
-
-    def start_agent(self) -> None:
+    def open_kernel(self):
+        """The sandboxed cell kernel for this episode's ``robo`` (the strategy closes it)."""
         from pyrua_ros.agent.kernel import Kernel, KernelLimits
-        from pyrua_ros.agent.runtimes import make_runtime
-        from pyrua_ros.agent.runtimes.base import JsonlEventSink
-        from pyrua_ros.agent.toolkit import ArmToolkit
 
-        self.kernel = Kernel(self.host.robo, self.workspace, limits=KernelLimits(),
-                             dynamic_methods=tuple(self.host.robo.VLA_PRIMITIVES))
-        self.events = JsonlEventSink(self.out / f"{self.cfg.runtime}_events.jsonl")
-        self.runtime = make_runtime(self.cfg, events=self.events)
-        self.toolkit = ArmToolkit(self.cfg, self.host, self.kernel, self.workspace, on_turn=self._on_turn)
+        return Kernel(self.robot.robo, self.workspace, limits=KernelLimits(),
+                      dynamic_methods=tuple(self.robot.robo.VLA_PRIMITIVES))
 
-    def agent_status(self, last: str = "") -> dict:
-        """The agent status people watch (``/agent/status`` JSON and the terminal progress view)."""
-        episode = {}
+    def episode_status(self) -> dict:
+        """The driver's episode status as a small dict (empty when it cannot be read)."""
         with contextlib.suppress(Exception):
             st = self.host.backend.status()
-            episode = {"step": st.step, "success": st.success, "terminated": st.terminated,
-                       "truncated": st.truncated}
-        return {"turn": len(self.toolkit.turns) if self.toolkit else 0, "max_turns": self.cfg.max_turns or 0,
-                "steps": episode.get("step"), "tokens": self._usage().get("total_tokens"), "last": last,
-                "elapsed_s": round(time.monotonic() - self.t0, 1), "episode": episode}
-
-    def _on_turn(self, record, reply) -> None:
-        payload = reply.payload
-        last = payload.get("error") or payload.get("exception") or payload.get("episode_finished") \
-            or (payload.get("stdout") or "").strip().splitlines()[-1:] or ""
-        if isinstance(last, list):
-            last = last[0] if last else ""
-        status = self.agent_status(f"{record.tool}: {last}" if last else record.tool)
-        if self.progress:
-            self.progress.update(status)
-        if self.publisher:
-            self.publisher(status, record, reply, code=self.toolkit.last_code if self.toolkit else None)
-
-    def _usage(self) -> dict:
-        with contextlib.suppress(Exception):
-            return self.runtime.usage_totals()
+            return {"step": st.step, "success": st.success, "terminated": st.terminated, "truncated": st.truncated}
         return {}
 
-    def run_loop(self) -> None:
-        from pyrua_ros.agent.loop import run_loop
-
-        started = time.monotonic()
-        deadline = started + self.cfg.budget_s
-        images = [self.host.artifact(f"{c}_high.png", step=0) for c in self.host.backend.cameras]
-        tool = "python" if self.cfg.arm == "cells" else "run_program"
-        try:
-            self.outcome = run_loop(self.runtime, self.toolkit, deadline=deadline, first_prompt=self.prompt.text,
-                                    first_images=images, tool_name=tool)
-        finally:
-            self.policy_wall_s = round(time.monotonic() - started, 3)
-        self.notes.extend(self.outcome.notes)
-        if self.outcome.status == "timeout":
-            self.host.stop("timeout")
-        self.status, self.reason = self.outcome.status, self.outcome.reason
-
-    def _read_environment_outcome(self) -> None:
+    def read_environment_outcome(self) -> None:
         """The benchmark's verdict (the sim's latched success check) and its step counter, never the agent's claim."""
         status = self.host.backend.status()
         self.environment_success = bool(status.success)
         self.env_steps_total = int(status.step)
 
-    def judge(self) -> None:
-        self._read_environment_outcome()
-        if self.status == "call_budget" and self.environment_success:
-            self.status = "completed"
-        if self.status == "planner_error" and self.toolkit and self.toolkit.finish is not None:
-            self.status = "completed"
-
     # ------------------------------------------------------------------ the whole episode
-    def run(self) -> EpisodeResult:
+    def run(self):
+        """Run every step; returns the result record that was written to ``<out>/result.json``."""
         old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
         with contextlib.suppress(ValueError):  # only the main thread may install handlers
             for s in old:
                 signal.signal(s, _raise_interrupt)
         stage = "boot"
         try:
-            self.prepare_run_directory()
+            self.prepare()
             self.boot()
             stage = "agent"
-            self.build_prompt()
-            self.start_agent()
-            self.run_loop()
-            self.judge()
+            self.strategy.start(self)
+            self.strategy.run(self)
+            self.read_environment_outcome()
         except BootError as exc:
             self.status, self.reason = "boot_error", str(exc)
             self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
             self.notes.append("host failed before the agent started")
         except KeyboardInterrupt as exc:
+            signum = re.fullmatch(r"signal (\d+)", str(exc))
+            self.interrupted_by = int(signum.group(1)) if signum else signal.SIGINT
             self.status, self.reason = ("boot_error" if stage == "boot" else "error"), "interrupted"
+            self.notes.append(f"interrupted by {signal.Signals(self.interrupted_by).name}")
             self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
             self._judge_quietly()
         except Exception as exc:
             self.status = "boot_error" if stage == "boot" else "error"
             self.reason = f"{type(exc).__name__}: {exc}"
+            driver = self.host.driver if self.host is not None else None
+            if driver is not None and not driver.alive():
+                self.reason = f"{self.reason} ({driver.death_message()})"
             self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
             if stage == "boot":
                 self.notes.append("host failed before the agent started")
@@ -306,20 +393,22 @@ class Episode:
         return result
 
     def _judge_quietly(self) -> None:
-        if self.host is None:
+        if self.host is None or self.host.backend is None:
             return
         with contextlib.suppress(Exception):
-            self._read_environment_outcome()
+            self.read_environment_outcome()
 
     def shutdown(self) -> None:
         """Stop everything this episode started, each step guarded so one failure does not skip the rest."""
+        self.phase("shutdown", "writing the records")
         steps = [
-            ("kernel", lambda: self.kernel and self.kernel.close()),
-            ("records", self._write_side_records),
+            ("agent", lambda: self.strategy.close(self)),
+            ("streams", self._let_streams_finish),
+            ("calls", lambda: self.robot and self.robot.ledger.write_jsonl(self.out / "calls.jsonl")),
+            ("video", self._write_video),
             ("recorder", lambda: self.recorder and self.recorder.close()),
-            ("events", lambda: self.events and self.events.close()),
-            ("robo", lambda: self.host and self.host.close()),
-            ("driver", lambda: self.driver and self.driver.stop()),
+            ("publisher", lambda: self.publisher and self.publisher.close()),
+            ("host", lambda: self._own_host and self.host and self.host.close()),
         ]
         for name, step in steps:
             try:
@@ -327,72 +416,56 @@ class Episode:
             except Exception as exc:
                 self.notes.append(f"shutdown of {name} failed: {type(exc).__name__}: {exc}")
 
-    def _write_robot_records(self) -> None:
-        """calls.jsonl and episode.mp4: what any episode of the robot leaves (play and single shot)."""
-        if self.host is not None:
-            self.host.ledger.write_jsonl(self.out / "calls.jsonl")
-        if self.video is not None:
-            if self.video.write(self.out / "episode.mp4") == 0:
+    def _let_streams_finish(self) -> None:
+        """The driver renders stream frames off its control path, so when the policy ends the last ones may still
+        be on their way: before the video and the recording are closed, wait until no new frame arrived for
+        STREAM_QUIET_S (at most STREAM_FLUSH_MAX_S)."""
+        if self.video is None:
+            return
+        deadline = time.monotonic() + STREAM_FLUSH_MAX_S
+        seen, quiet_since = len(self.video.frames), time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - quiet_since < STREAM_QUIET_S:
+            time.sleep(0.05)
+            if len(self.video.frames) != seen:
+                seen, quiet_since = len(self.video.frames), time.monotonic()
+
+    def _write_video(self) -> None:
+        if self.video is None:
+            return
+        try:
+            final = self.episode_status()
+            if final and (self.host.driver is None or self.host.driver.alive()):
+                for camera in self.host.backend.cameras:   # the final state, whatever the stream rate
+                    with contextlib.suppress(Exception):
+                        frame = self.host.backend.capture(camera, "low")
+                        self.video.add_frame(camera, frame.stamp, frame.color)
+            if self.video.write(self.out / "episode.mp4", success=bool(final.get("success"))) == 0:
                 self.notes.append("episode.mp4 not written: no camera frames arrived")
+        finally:
             self.video.close()
 
-    def _write_side_records(self) -> None:
-        import json
+    def write_result(self, placeholder: bool = False):
+        from pyrua_ros.agent.records import write_json
 
-        self._write_robot_records()
-        if self.toolkit is not None:
-            write_turns(self.out / "tool_turns.json", self.toolkit.turns)
-        if self.runtime is not None:
-            (self.out / "transcript.json").write_text(json.dumps(self.runtime.transcript(), indent=1, default=str))
-        (self.out / "last_message.md").write_text((self.outcome.last_message if self.outcome else "") or "")
-
-    # ------------------------------------------------------------------ result.json
-    def write_result(self, placeholder: bool = False) -> EpisodeResult:
-        cfg = self.cfg
-        ledger = self.host.ledger if self.host is not None else None
-        usage = self._usage() if self.runtime is not None else {}
-        generation = Generation(
-            runtime=cfg.runtime, model=cfg.model if cfg.runtime == "openai" else None,
-            input_tokens=usage.get("input_tokens"), cached_input_tokens=usage.get("cached_input_tokens"),
-            output_tokens=usage.get("output_tokens"), reasoning_output_tokens=usage.get("reasoning_output_tokens"),
-            total_tokens=usage.get("total_tokens"), requests=int(usage.get("requests") or 0),
-            turns=len(self.toolkit.turns) if self.toolkit else 0,
-            usage_source="server usage" if cfg.runtime == "openai" else "none",
-            sandbox_flags=tuple(self.toolkit.sandbox_flags) if self.toolkit else (),
-            extra={"kernel_restarts": self.toolkit.kernel_restarts if self.toolkit else 0},
-        )
-        notes = list(self.notes)
-        status, reason = self.status, self.reason
-        if placeholder:
-            status, reason = "error", "killed: the episode host started but did not finish (this placeholder " \
-                                      "is replaced when the episode ends)"
-        result = EpisodeResult(
-            arm=cfg.arm, backend="ros2", robot=cfg.robot, suite=cfg.suite, task=cfg.task, seed=cfg.seed,
-            task_language=self.task_language, model=cfg.model if cfg.runtime == "openai" else None,
-            reasoning_effort=cfg.reasoning, max_programs=cfg.max_programs, images=cfg.images,
-            feedback=cfg.feedback, guides=self.guides, max_turns=cfg.max_turns, budget_mode=cfg.budget_mode,
-            environment_success=bool(self.environment_success), status=status, reason=reason, error=self.error,
-            finish=self.toolkit.finish if self.toolkit else None,
-            calls=len(ledger.records) if ledger is not None else 0,
-            stateful_calls=int(ledger.stateful_calls()) if ledger is not None else 0,
-            env_steps=int(ledger.env_steps()) if ledger is not None else 0,
-            tool_turns=len(self.toolkit.turns) if self.toolkit else 0,
-            policy_wall_s=self.policy_wall_s, startup_s=self.startup_s,
-            total_wall_s=round(time.monotonic() - self.t0, 3), timeout_s=cfg.budget_s,
-            max_episode_steps=cfg.max_episode_steps,
-            prompt=PromptRecord(self.prompt.chars, self.prompt.sha256, tuple(self.prompt.images))
-            if self.prompt else None,
-            generation=generation,
-            host=HostInfo(python=sys.version.split()[0], cuda_device=cfg.cuda_device, primitive_set=cfg.primitives,
-                          runtime=cfg.runtime, boot_options=cfg.boot_options(), sandbox=SANDBOX_DESCRIPTION,
-                          rpent_root=cfg.rpent_root),
-            created_at=now_iso(), notes=tuple(notes), runtime_returncode=None if placeholder else 0,
-            planner_attempts=1, env_steps_total=self.env_steps_total)
-        write_result(self.out / "result.json", result)
+        result = self.strategy.result(self, placeholder=placeholder)
+        write_json(self.out / "result.json", result.to_json())
         return result
 
 
-def play(cfg: PlayConfig, *, progress=None, node=None) -> EpisodeResult:
-    """Run one episode and return its result (also written to ``<cfg.out>/result.json``). ``node``: the process's
-    own ROS node for robo (the launched ``agent`` node), else robo makes one."""
-    return Episode(cfg, progress=progress, node=node).run()
+def default_out(episode, kind: str = "") -> pathlib.Path:
+    """``runs/<suite>_t<task>_s<seed>[-kind]-<time>``: where a run goes when no ``--out`` is given."""
+    return pathlib.Path("runs") / f"{episode.tag}{'-' + kind if kind else ''}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def play(cfg, *, progress=None, host: EpisodeHost | None = None, node=None):
+    """Run one ``play`` episode (the loop arm of ``cfg``) and return its result (also in ``<out>/result.json``).
+
+    ``host``: a lent, already open :class:`EpisodeHost` (a batch runner reusing one driver); kept open.
+    ``node``: without a lent host, the process's own ROS node for robo (the launched ``agent`` node: one node per
+    process role); else robo makes one.
+    """
+    from pyrua_ros.agent.arms import LoopAgent
+
+    out = cfg.out or default_out(cfg.episode)
+    return Episode(cfg.episode, LoopAgent(cfg), out=out, output=cfg.output, compat=cfg.compat, host=host,
+                   progress=progress, node=node).run()

@@ -17,6 +17,7 @@ TOOL_CHOICES = ("auto", "required", "none")
 FINISH_STATUSES = ("success", "failure", "stuck")
 PLAY_STATUSES = ("completed", "timeout", "call_budget", "planner_error", "error", "boot_error")
 BUDGET_MODES = ("calls", "wall")
+PROGRESS_MODES = ("auto", "rich", "plain", "off")
 
 __all__ = ["ARMS", "BUDGET_MODES", "CLOCK_MODES", "DRIVERS", "FEEDBACK_MODES", "FINISH_STATUSES", "IMAGE_POLICIES",
-           "PLAY_STATUSES", "PRIMITIVE_SETS", "PROMPT_ARMS", "ROBOTS", "RUNTIMES", "TOOL_CHOICES"]
+           "PLAY_STATUSES", "PRIMITIVE_SETS", "PROGRESS_MODES", "PROMPT_ARMS", "ROBOTS", "RUNTIMES", "TOOL_CHOICES"]

@@ -6,7 +6,8 @@
 - ``/agent/output`` (String): a short summary of its result (stdout tail, exception, episode end).
 - ``/agent/markers`` (MarkerArray): move targets (green spheres), segmented points (blue spheres) from the call
   ledger, and the status as a text marker (ns ``status``) above the table, since rviz has no String display.
-Names come from config/interfaces.yaml (``agent`` section); frames are the world frame.
+Names come from config/interfaces.yaml (``agent`` section); frames are the world frame. Marker stamps follow the
+driver's ``/clock`` (``driver.followed_clock``): sim time in sim runs, like every other stamp of an episode bag.
 """
 
 from __future__ import annotations
@@ -19,15 +20,20 @@ OUTPUT_LIMIT = 2000
 
 
 class AgentPublisher:
-    """Publishes on ``node`` after every turn; call it as ``publisher(status, record, reply)``."""
+    """Publishes on ``node`` after every turn; call it as ``publisher(status, record, reply)``. ``clock``: the
+    :class:`~pyrua_ros.driver.followed_clock.FollowedClock` to stamp markers with."""
 
-    def __init__(self, node, ledger, *, names: Interfaces | None = None):
+    def __init__(self, node, ledger, *, names: Interfaces | None = None, clock=None):
         from std_msgs.msg import String
         from visualization_msgs.msg import MarkerArray
 
         from pyrua_ros.driver import qos
+        from pyrua_ros.driver.followed_clock import FollowedClock
 
         self.names = names or load()
+        # ``clock``: a FollowedClock that already saw the reset's /clock (RosBackend.followed_clock); one made
+        # here would stamp system time until the next motion step.
+        self._clock = clock or FollowedClock(node, names=self.names)
         a = self.names.agent
         self._string = String
         self._status = node.create_publisher(String, a.status, qos.LATCHED)
@@ -64,7 +70,7 @@ class AgentPublisher:
     def _marker_array(self, status: dict):
         from visualization_msgs.msg import Marker, MarkerArray
 
-        stamp = self._node.get_clock().now().to_msg()
+        stamp = self._clock.now_msg()
         markers = []
         colors = {"target": (0.1, 0.9, 0.2), "segment": (0.2, 0.4, 1.0)}
         for i, (kind, (x, y, z)) in enumerate(self._points):
@@ -87,3 +93,8 @@ class AgentPublisher:
                      f"success {episode.get('success')}")
         markers.append(text)
         return MarkerArray(markers=markers)
+
+    def close(self) -> None:
+        """Destroy the publishers (the node may outlive this episode when a host is reused)."""
+        for pub in (self._status, self._cell, self._output, self._markers):
+            self._node.destroy_publisher(pub)

@@ -1,10 +1,24 @@
 """Episode recording: the episode's topics, as published, into one MCAP file that ``ros2 bag`` and Foxglove read.
 
 :class:`EpisodeRecorder` subscribes with raw (CDR bytes) subscriptions on a node someone else spins, and
-writes each message unchanged: MCAP ``ros2`` profile, ``cdr`` message encoding, one ``ros2msg`` schema per type.
+writes each message unchanged: MCAP ``ros2`` profile, ``cdr`` message encoding, one ``ros2msg`` schema per type
+(an empty one, as rosbag2 writes, for the generated parts of actions and services).
 Schemas are generated from the message classes (:func:`ros2msg_schema`, from ``get_fields_and_field_types()``,
 dependencies appended as ``MSG:`` sections), never written by hand. Constants of a type are not part of the
 generated text; decoding does not need them.
+
+What rosbag2's MCAP storage writes, so ``ros2 bag play`` replays the bag as recorded: a channel is created when
+its first message arrives, with the QoS its publishers offered (``offered_qos_profiles``, rosbag2's YAML:
+:func:`offered_qos_yaml`, so ``/tf_static`` and ``/robot_description`` come back transient local and a late
+rviz still shows the robot) and the type's RIHS01 hash (``topic_type_hash``); :meth:`EpisodeRecorder.close`
+adds the ``rosbag2`` metadata record (``serialized_metadata``, bag metadata version
+:data:`ROSBAG2_METADATA_VERSION`, whose integer QoS encoding every player from Humble to Kilted reads).
+
+An episode bag is a dataset (:func:`episode_topics`): robot state and the step-0 state (the episode host starts
+the recorder before the reset, :meth:`EpisodeRecorder.wait_for_publishers`), camera streams and the captures the
+model saw with their camera_info, and the commands: servo twists, e-stop, and both actions' goals, results and
+cancels (their service-event topics, published where introspection is on: robo's gripper client does it on
+Kilted), feedback and status.
 
 Threading: callbacks may run on any executor thread; one lock guards the writer. :meth:`close` destroys the
 subscriptions first, then finishes the file, so no callback writes after the footer.
@@ -20,10 +34,13 @@ import importlib
 import os
 import pathlib
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import yaml
 
 from pyrua_ros.driver import interfaces
 
@@ -36,26 +53,101 @@ _PRIMITIVE_NAMES = {"boolean": "bool", "octet": "byte", "double": "float64", "fl
 
 STRING = "std_msgs/msg/String"
 TF_MESSAGE = "tf2_msgs/msg/TFMessage"
+IMAGE = "sensor_msgs/msg/Image"
+CAMERA_INFO = "sensor_msgs/msg/CameraInfo"
+ROSBAG2_METADATA_VERSION = 8        # integer QoS policies: read by rosbag2 from Humble to Kilted alike
+INFINITE_NS = 2**63 - 1             # RMW_DURATION_INFINITE
+_KINDS = ("msg", "action", "srv")
 
 
 def message_class(type_name: str) -> type:
-    """``"sensor_msgs/msg/Image"`` (or ``"sensor_msgs/Image"``) -> the generated Python class."""
+    """``"sensor_msgs/msg/Image"`` (or ``"sensor_msgs/Image"``) -> the generated Python class. Generated parts of
+    actions and services resolve too: ``"control_msgs/action/GripperCommand_FeedbackMessage"``,
+    ``"action_msgs/srv/CancelGoal_Event"`` (or without the kind, as nested field types name them)."""
     parts = type_name.split("/")
-    if len(parts) == 2:
-        parts = [parts[0], "msg", parts[1]]
-    if len(parts) != 3 or not all(parts):
+    if len(parts) not in (2, 3) or not all(parts) or (len(parts) == 3 and parts[1] not in _KINDS):
         raise ValueError(f"message type {type_name!r} is not package/msg/Name")
-    package, kind, name = parts
-    try:
-        return getattr(importlib.import_module(f"{package}.{kind}"), name)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"message type {type_name!r} is not installed: {exc}") from None
+    package, name = parts[0], parts[-1]
+    kinds = [parts[1]] if len(parts) == 3 else list(_KINDS)
+    problems = []
+    for kind in kinds:
+        try:
+            module = importlib.import_module(f"{package}.{kind}")
+        except ImportError as exc:
+            problems.append(str(exc))
+            continue
+        if hasattr(module, name):
+            return getattr(module, name)
+        base = getattr(module, name.split("_", 1)[0], None)       # Name_Part lives beside its interface
+        if base is not None and hasattr(sys.modules[base.__module__], name):
+            return getattr(sys.modules[base.__module__], name)
+        problems.append(f"no {name} in {package}.{kind}")
+    raise ValueError(f"message type {type_name!r} is not installed: {'; '.join(problems)}")
 
 
 def type_name_of(cls: type) -> str:
-    """The class's ``package/msg/Name``."""
-    package = cls.__module__.split(".")[0]
-    return f"{package}/msg/{cls.__name__}"
+    """The class's ``package/msg|action|srv/Name``."""
+    package, kind = cls.__module__.split(".")[:2]
+    return f"{package}/{kind if kind in _KINDS else 'msg'}/{cls.__name__}"
+
+
+def _duration(ns: int) -> dict[str, int]:
+    ns = INFINITE_NS if ns < 0 or ns >= INFINITE_NS else int(ns)
+    return {"sec": ns // 1_000_000_000, "nsec": ns % 1_000_000_000}
+
+
+def offered_qos_yaml(profiles: Iterable[Any]) -> str:
+    """rosbag2's ``offered_qos_profiles`` text for rclpy QoS profiles: a YAML list, one mapping per publisher with
+    ``history``, ``depth``, ``reliability``, ``durability``, ``deadline``, ``lifespan``, ``liveliness``,
+    ``liveliness_lease_duration`` (``{sec, nsec}``) and ``avoid_ros_namespace_conventions``; policies as the rmw
+    enum integers (metadata version 8). A zero duration is written infinite, as rmw reports "no deadline"."""
+    out = []
+    for q in profiles:
+        out.append({
+            "history": int(q.history.value), "depth": int(q.depth),
+            "reliability": int(q.reliability.value), "durability": int(q.durability.value),
+            "deadline": _duration(q.deadline.nanoseconds or INFINITE_NS),
+            "lifespan": _duration(q.lifespan.nanoseconds or INFINITE_NS),
+            "liveliness": int(q.liveliness.value),
+            "liveliness_lease_duration": _duration(q.liveliness_lease_duration.nanoseconds or INFINITE_NS),
+            "avoid_ros_namespace_conventions": bool(q.avoid_ros_namespace_conventions),
+        })
+    return yaml.safe_dump(out, sort_keys=False, default_flow_style=False)
+
+
+_POLICY_NAMES = {"history": {"system_default": 0, "keep_last": 1, "keep_all": 2, "unknown": 3},
+                 "reliability": {"system_default": 0, "reliable": 1, "best_effort": 2, "unknown": 3,
+                                 "best_available": 4},
+                 "durability": {"system_default": 0, "transient_local": 1, "volatile": 2, "unknown": 3,
+                                "best_available": 4},
+                 "liveliness": {"system_default": 0, "automatic": 1, "manual_by_topic": 3, "unknown": 4,
+                                "best_available": 5}}
+
+
+def qos_profiles_from_yaml(text: str) -> list:
+    """rclpy ``QoSProfile`` objects from an ``offered_qos_profiles`` text, in either encoding rosbag2 writes
+    (enum integers, metadata version <= 8, or names such as ``transient_local``, version 9+)."""
+    from rclpy.duration import Duration
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, LivelinessPolicy, QoSProfile, ReliabilityPolicy
+
+    def policy(kind, value, cls):
+        return cls(value if isinstance(value, int) else _POLICY_NAMES[kind][str(value)])
+
+    def duration(d):
+        return Duration(seconds=int(d["sec"]), nanoseconds=int(d["nsec"]))
+
+    profiles = []
+    for entry in yaml.safe_load(text) or []:
+        history = policy("history", entry["history"], HistoryPolicy)
+        profiles.append(QoSProfile(
+            history=history, depth=int(entry["depth"]),
+            reliability=policy("reliability", entry["reliability"], ReliabilityPolicy),
+            durability=policy("durability", entry["durability"], DurabilityPolicy),
+            deadline=duration(entry["deadline"]), lifespan=duration(entry["lifespan"]),
+            liveliness=policy("liveliness", entry["liveliness"], LivelinessPolicy),
+            liveliness_lease_duration=duration(entry["liveliness_lease_duration"]),
+            avoid_ros_namespace_conventions=bool(entry["avoid_ros_namespace_conventions"])))
+    return profiles
 
 
 def _field_type(text: str, nested: list[str]) -> str:
@@ -96,14 +188,29 @@ def ros2msg_schema(cls: type) -> str:
     return "".join(sections)
 
 
+def action_topics(action: str, action_type: str) -> dict[str, str]:
+    """The topics of one action as rosbag2 records it: feedback and status, and the service-event topics of its
+    goal, result and cancel services (published by endpoints with introspection on)."""
+    package, _, name = action_type.split("/")
+    return {
+        f"{action}/_action/feedback": f"{package}/action/{name}_FeedbackMessage",
+        f"{action}/_action/status": "action_msgs/msg/GoalStatusArray",
+        f"{action}/_action/send_goal/_service_event": f"{package}/action/{name}_SendGoal_Event",
+        f"{action}/_action/get_result/_service_event": f"{package}/action/{name}_GetResult_Event",
+        f"{action}/_action/cancel_goal/_service_event": "action_msgs/srv/CancelGoal_Event",
+    }
+
+
 def episode_topics(names: interfaces.Interfaces | None = None, *, cameras: bool = True) -> dict[str, str]:
-    """``{topic: type}`` of one episode: robot state, clock, camera color streams, sim status, agent topics.
+    """``{topic: type}`` of one episode, a dataset: robot state, clock, sim status, agent topics; the captures the
+    model saw (color + camera_info of each camera and resolution); the commands (servo twists, e-stop, both
+    actions); and, with ``cameras``, the camera streams with their camera_info.
 
     Camera streams render only while someone subscribes, at the sim's ``camera_rate_hz``; ``cameras=False``
-    leaves them out (and so costs no rendering).
+    leaves them out (and so costs no rendering). Captures render only on request, whoever listens.
     """
     names = names or interfaces.load()
-    d = names.driver
+    d, s = names.driver, names.sim
     topics = {
         d.joint_states: "sensor_msgs/msg/JointState",
         d.tf: TF_MESSAGE,
@@ -112,21 +219,33 @@ def episode_topics(names: interfaces.Interfaces | None = None, *, cameras: bool 
         d.ee_pose: "geometry_msgs/msg/PoseStamped",
         d.clock: "rosgraph_msgs/msg/Clock",
         d.safety_events: STRING,
-        names.sim.episode_status: STRING,
+        d.servo_twist: "geometry_msgs/msg/TwistStamped",
+        d.estop: "std_msgs/msg/Bool",
+        s.episode_status: STRING,
         names.agent.status: STRING,
         names.agent.cell: STRING,
         names.agent.output: STRING,
         names.agent.markers: "visualization_msgs/msg/MarkerArray",
     }
-    if cameras:
-        topics.update({d.color(cam): "sensor_msgs/msg/Image" for cam in names.robot.cameras})
+    topics.update(action_topics(d.gripper_command, "control_msgs/action/GripperCommand"))
+    topics.update(action_topics(d.follow_joint_trajectory, "control_msgs/action/FollowJointTrajectory"))
+    for cam in names.robot.cameras:
+        for resolution in s.resolutions:
+            capture = s.capture_topics(cam, resolution)
+            topics.update({capture["color"]: IMAGE, capture["camera_info"]: CAMERA_INFO})
+        if cameras:
+            topics.update({d.color(cam): IMAGE, d.info(cam): CAMERA_INFO})
     return topics
 
 
 def latched_topics(names: interfaces.Interfaces | None = None) -> frozenset[str]:
-    """Topics published transient local, which a late recorder must still get."""
+    """Topics published transient local, which a late recorder must still get (a transient-local subscription
+    would not match a volatile publisher, so only these)."""
     names = names or interfaces.load()
-    return frozenset({names.driver.tf_static, names.driver.robot_description, names.sim.episode_status})
+    s = names.sim
+    captures = {topic for cam in names.robot.cameras for resolution in s.resolutions
+                for kind, topic in s.capture_topics(cam, resolution).items() if kind in ("color", "camera_info")}
+    return frozenset({names.driver.tf_static, names.driver.robot_description, s.episode_status, *captures})
 
 
 def _absolute(node: Any, topic: str) -> str:
@@ -140,8 +259,9 @@ class EpisodeRecorder:
     """Record ``topics`` (``{topic: "pkg/msg/Type"}``) seen by ``node`` into the MCAP file ``path``.
 
     ``latched`` topics are subscribed transient local (depth 10), the others reliable volatile with depth 100 so
-    a lockstep burst is not dropped. ``counts`` holds messages written per topic. Use as a context manager or
-    call :meth:`close`.
+    a lockstep burst is not dropped. A topic's channel is written when its first message arrives, with the QoS
+    its publishers offer then. ``counts`` holds messages written per topic. Use as a context manager or call
+    :meth:`close`.
     """
 
     def __init__(self, node: Any, path: str | os.PathLike, topics: Mapping[str, str], *,
@@ -152,31 +272,74 @@ class EpisodeRecorder:
         self.path = pathlib.Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.counts: dict[str, int] = {topic: 0 for topic in topics}
+        self.topics = dict(topics)
         self._node = node
         self._lock = threading.Lock()
         self._file = open(self.path, "wb")
         self._writer = Writer(self._file)
         self._writer.start(profile="ros2", library="pyrua_ros recorder")
         self._closed = False
+        self._started_ns: int | None = None
+        self._last_ns = 0
         latched = set(latched)
-        schemas: dict[str, int] = {}
-        self._subscriptions = []
+        self._schemas: dict[str, int] = {}
+        self._channels: dict[str, int] = {}
+        self._offered: dict[str, str] = {}
+        self._classes: dict[str, type] = {}
+        self._requested: dict[str, Any] = {}
+        self._subscriptions: dict[str, Any] = {}
         for topic, type_name in topics.items():
             cls = message_class(type_name)
-            full_name = type_name_of(cls)
-            if full_name not in schemas:
-                schemas[full_name] = self._writer.register_schema(
-                    name=full_name, encoding="ros2msg", data=ros2msg_schema(cls).encode())
-            channel = self._writer.register_channel(topic=_absolute(node, topic), message_encoding="cdr",
-                                                    schema_id=schemas[full_name])
+            self._classes[topic] = cls
             durable = topic in latched
             qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10 if durable else 100,
                              reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL if durable else DurabilityPolicy.VOLATILE)
-            self._subscriptions.append(node.create_subscription(cls, topic, self._callback(topic, channel), qos,
-                                                                raw=True))
+            self._requested[topic] = qos
+            self._subscriptions[topic] = node.create_subscription(cls, topic, self._callback(topic), qos, raw=True)
 
-    def _callback(self, topic: str, channel: int):
+    def wait_for_publishers(self, topics: Iterable[str], timeout: float) -> list[str]:
+        """Wait until each of ``topics`` has a publisher matched with its subscription (at most ``timeout`` s),
+        so what the driver publishes next (the reset's step-0 state) is recorded; return those still unmatched."""
+        deadline = time.monotonic() + timeout
+        pending = [t for t in topics if t in self._subscriptions]
+        while pending:
+            pending = [t for t in pending if self._subscriptions[t].get_publisher_count() == 0]
+            if not pending or time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+        return pending
+
+    def _channel(self, topic: str) -> int:
+        """The topic's channel, registered now (with its schema and its publishers' offered QoS) if new.
+        Called with the lock held."""
+        if topic in self._channels:
+            return self._channels[topic]
+        from pyrua_ros.driver.distro import installed_type_hash
+
+        cls = self._classes[topic]
+        full_name = type_name_of(cls)
+        if full_name not in self._schemas:
+            # A generated part of an action or service (GripperCommand_SendGoal_Event) has no .msg form that
+            # ros2msg readers accept (their names may not hold "_"); rosbag2 writes those with an empty schema,
+            # and players decode them by type name with the installed type support. So do we.
+            generated = "_" in cls.__name__
+            self._schemas[full_name] = self._writer.register_schema(
+                name=full_name, encoding="" if generated else "ros2msg",
+                data=b"" if generated else ros2msg_schema(cls).encode())
+        try:
+            offered = [info.qos_profile for info in self._node.get_publishers_info_by_topic(topic)]
+        except Exception:       # the graph may be gone at shutdown; the requested profile still describes it
+            offered = []
+        self._offered[topic] = offered_qos_yaml(offered or [self._requested[topic]])
+        metadata = {"offered_qos_profiles": self._offered[topic],
+                    "topic_type_hash": installed_type_hash(full_name) or ""}
+        self._channels[topic] = self._writer.register_channel(topic=_absolute(self._node, topic),
+                                                              message_encoding="cdr",
+                                                              schema_id=self._schemas[full_name], metadata=metadata)
+        return self._channels[topic]
+
+    def _callback(self, topic: str):
         sequence = [0]
 
         def on_message(data: bytes, info) -> None:
@@ -186,12 +349,41 @@ class EpisodeRecorder:
             with self._lock:
                 if self._closed:
                     return
+                channel = self._channel(topic)
                 sequence[0] += 1
                 self._writer.add_message(channel_id=channel, log_time=received, data=data, publish_time=source,
                                          sequence=sequence[0])
                 self.counts[topic] += 1
+                self._started_ns = received if self._started_ns is None else min(self._started_ns, received)
+                self._last_ns = max(self._last_ns, received)
 
         return on_message
+
+    def _bag_metadata(self) -> str:
+        """rosbag2's ``serialized_metadata`` YAML (``rosbag2_bagfile_information``) for the ``rosbag2`` record."""
+        from pyrua_ros.driver.distro import installed_type_hash, ros_distro
+
+        try:
+            distro = ros_distro()
+        except RuntimeError:
+            distro = ""
+        start = self._started_ns or 0
+        duration = max(0, self._last_ns - start)
+        total = sum(self.counts.values())
+        topics = [{"topic_metadata": {"name": _absolute(self._node, topic),
+                                      "type": type_name_of(self._classes[topic]),
+                                      "serialization_format": "cdr", "offered_qos_profiles": self._offered[topic],
+                                      "type_description_hash": installed_type_hash(type_name_of(
+                                          self._classes[topic])) or ""},
+                   "message_count": self.counts[topic]} for topic in self._channels]
+        info = {"version": ROSBAG2_METADATA_VERSION, "storage_identifier": "mcap",
+                "duration": {"nanoseconds": duration}, "starting_time": {"nanoseconds_since_epoch": start},
+                "message_count": total, "topics_with_message_count": topics, "compression_format": "",
+                "compression_mode": "", "relative_file_paths": [self.path.name],
+                "files": [{"path": self.path.name, "starting_time": {"nanoseconds_since_epoch": start},
+                           "duration": {"nanoseconds": duration}, "message_count": total}],
+                "custom_data": {"recorded_by": "pyrua_ros"}, "ros_distro": distro}
+        return yaml.safe_dump({"rosbag2_bagfile_information": info}, sort_keys=False)
 
     def close(self) -> dict[str, int]:
         """Stop recording and finish the file (idempotent); return the per-topic message counts."""
@@ -199,10 +391,17 @@ class EpisodeRecorder:
             if self._closed:
                 return dict(self.counts)
             self._closed = True
-        for sub in self._subscriptions:
+        for sub in self._subscriptions.values():
             self._node.destroy_subscription(sub)
         self._subscriptions.clear()
         with self._lock:
+            from pyrua_ros.driver.distro import ros_distro
+
+            try:
+                distro = ros_distro()
+            except RuntimeError:
+                distro = ""
+            self._writer.add_metadata("rosbag2", {"serialized_metadata": self._bag_metadata(), "ROS_DISTRO": distro})
             self._writer.finish()
             self._file.close()
         return dict(self.counts)
@@ -212,6 +411,13 @@ class EpisodeRecorder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def state_topics(names: interfaces.Interfaces | None = None) -> list[str]:
+    """The volatile topics of the robot's state, which the recorder must be matched on before a reset."""
+    names = names or interfaces.load()
+    d = names.driver
+    return [d.joint_states, d.ee_pose, d.tf, d.clock]
 
 
 def record_episode(node: Any, path: str | os.PathLike, *, cameras: bool = True,

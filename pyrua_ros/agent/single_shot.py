@@ -6,9 +6,9 @@
 ``prompt.txt``, ``response.md``, ``openai_events.jsonl``, ``generation.json`` (:class:`GenerationRecord`, written
 also when the server fails or the answer has no code block, then with ``error``) and ``policy.py``.
 
-``run_policy(RunConfig)`` boots the robot exactly as ``play`` does (it is an :class:`~pyrua_ros.agent.episode.Episode`
-whose agent steps are replaced), runs ``run(robo)`` exactly once in the sandboxed kernel under a wall-clock
-watchdog (no model, no feedback), judges with the benchmark's success check and writes ``result.json``
+``run_policy(RunConfig)`` boots the robot exactly as ``play`` does (an :class:`~pyrua_ros.agent.episode.Episode`
+whose agent strategy is :class:`SingleShotAgent`), runs ``run(robo)`` exactly once in the sandboxed kernel under a
+wall-clock watchdog (no model, no feedback), judges with the benchmark's success check and writes ``result.json``
 (:class:`RunResult`), ``policy.py`` (copy), ``policy_output.txt``, ``prompt.txt``, the card, ``calls.jsonl`` and
 ``workspace/``. The watchdog is two-fold: a timer stops the episode at ``timeout_s`` (a running motion ends with
 ``EpisodeFinished("timeout")``, the backend command is cancelled) and the kernel interrupts, then kills, a program
@@ -27,8 +27,8 @@ import threading
 import time
 from typing import Any
 
-from pyrua_ros.agent.config import PlayConfig
-from pyrua_ros.agent.episode import SANDBOX_DESCRIPTION, Episode
+from pyrua_ros.agent.config import GenerateConfig, RunConfig
+from pyrua_ros.agent.episode import SANDBOX_DESCRIPTION
 from pyrua_ros.agent.records import (
     SCHEMA,
     SYSTEM,
@@ -70,37 +70,6 @@ def extract_policy(text: str | None) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------- generate
-
-
-@dataclasses.dataclass(frozen=True)
-class GenerateConfig:
-    """Settings of one ``pyrualean generate``. ``budget_s``: the run's wall-clock budget stated in the prompt [s];
-    ``timeout_s``: hard limit of the whole generation (all attempts) [s]; ``reasoning``: recorded only (send it via
-    ``extra_body`` if the server takes it); the ``openai_*`` fields as for ``play`` (None = not sent)."""
-
-    card: pathlib.Path
-    out: pathlib.Path
-    base_url: str
-    model: str = "DAGroup-PKU/PyRUA-Lean-Coder-v0.1-4B"
-    reasoning: str | None = None
-    budget_s: float = 1200.0
-    timeout_s: float = 3600.0
-    transfer: bool = False
-    api_key_env: str | None = None
-    primitives: str = "full"
-    openai_max_tokens: int | None = None
-    openai_temperature: float | None = None
-    openai_extra_body: dict | None = None
-    openai_max_retries: int = 5
-    context_window: int = 65536
-
-    def __post_init__(self) -> None:
-        if not self.base_url:
-            raise ValueError("generate needs --base-url (an OpenAI-compatible chat-completions endpoint, "
-                             "e.g. http://127.0.0.1:30000/v1)")
-        for name in ("budget_s", "timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be positive; got {getattr(self, name)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,35 +116,31 @@ class GenerationRecord:
 
 
 def generate(cfg: GenerateConfig) -> GenerationRecord:
-    """Render, send once, extract; returns the record written to ``<out>/generation.json``."""
+    """Render, send once, extract; returns the record written to ``<out>/generation.json``.
+
+    The output directory is used as given (the front door applies the run-directory rules before)."""
     from pyrua_ros.agent.runtimes.base import JsonlEventSink, RuntimeFailure
     from pyrua_ros.agent.runtimes.openai_runtime import OpenAIRuntime
-    from pyrua_ros.agent.runtimes.settings import ModelSettings
     from pyrua_ros.robo.libero import robot_class
 
-    out = pathlib.Path(cfg.out).resolve()
+    g, settings = cfg.generate, cfg.model
+    out = pathlib.Path(g.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("policy.py", "response.md", "generation.json", "openai_events.jsonl"):
-        (out / name).unlink(missing_ok=True)
-    card_path = pathlib.Path(cfg.card)
+    card_path = pathlib.Path(g.card)
     card = CardRecord.read(card_path)
     card_dir = card_path if card_path.is_dir() else card_path.parent
-    text, bundle = single_shot_prompt(robot_class(cfg.primitives), card, card_dir=card_dir, budget_s=cfg.budget_s,
-                                      transfer=cfg.transfer, primitives=cfg.primitives)
+    text, bundle = single_shot_prompt(robot_class(g.primitives), card, card_dir=card_dir, budget_s=g.budget_s,
+                                      transfer=g.transfer, primitives=g.primitives)
     (out / "prompt.txt").write_text(text, encoding="utf-8")
     images = [pathlib.Path(p).read_bytes() for p in bundle.images]
     started_at, t0 = now_iso(), time.monotonic()
-    settings = ModelSettings(model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
-                             max_tokens=cfg.openai_max_tokens, temperature=cfg.openai_temperature,
-                             extra_body=cfg.openai_extra_body, request_timeout_s=cfg.timeout_s,
-                             max_retries=cfg.openai_max_retries, context_window=cfg.context_window)
     events = JsonlEventSink(out / "openai_events.jsonl")
     response, error, usage = None, None, {}
     try:
         runtime = OpenAIRuntime(settings, tools=[], event_sink=events)   # one completion, no tools
         runtime.start(text, images)
         try:
-            response = runtime.respond(deadline=t0 + cfg.timeout_s)
+            response = runtime.respond(deadline=t0 + g.timeout_s)
         finally:
             usage = runtime.usage_totals()
     except RuntimeFailure as exc:
@@ -196,8 +161,8 @@ def generate(cfg: GenerateConfig) -> GenerationRecord:
             policy_path.write_text(code if code.endswith("\n") else code + "\n", encoding="utf-8")
             lines = len(code.splitlines())
     record = GenerationRecord(
-        model=cfg.model, reasoning_effort=cfg.reasoning, base_url=settings.endpoint(), api_key_env=cfg.api_key_env,
-        mode="transfer" if cfg.transfer else "per_cell",
+        model=settings.model, reasoning_effort=settings.reasoning, base_url=settings.endpoint(),
+        api_key_env=settings.api_key_env, mode="transfer" if g.transfer else "per_cell",
         card={"suite": card.suite, "task": card.task, "seed": card.seed}, prompt_chars=len(text),
         images=tuple(str(p) for p in bundle.images), started_at=started_at,
         wall_s=round(time.monotonic() - t0, 3), returncode=0 if response is not None else 1,
@@ -210,27 +175,6 @@ def generate(cfg: GenerateConfig) -> GenerationRecord:
 
 
 # ---------------------------------------------------------------------------------------------- run
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """Settings of one ``pyrualean run``: the ``policy`` file, the cell (``play`` = a PlayConfig whose ``budget_s``
-    is the watchdog ``timeout_s`` [s]; its agent settings are unused) and the ``generation.json`` to attach
-    (default: the one next to the policy, if any)."""
-
-    policy: pathlib.Path
-    play: PlayConfig
-    generation: pathlib.Path | None = None
-
-    def __post_init__(self) -> None:
-        if not pathlib.Path(self.policy).is_file():
-            raise ValueError(f"--policy {self.policy}: no such file")
-        if self.generation is not None and not pathlib.Path(self.generation).is_file():
-            raise ValueError(f"--generation {self.generation}: no such file")
-
-    @property
-    def timeout_s(self) -> float:
-        return self.play.budget_s
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,56 +249,49 @@ def error_from_text(text: str) -> ErrorInfo:
     return ErrorInfo(type=kind.rsplit(".", 1)[-1], message=message.strip() if sep else last, traceback=text)
 
 
-class SingleShotRun(Episode):
-    """An Episode whose agent is one ``run(robo)`` call: boot, card, judge and shutdown are the play host's."""
+class SingleShotAgent:
+    """The single-shot arm as an agent strategy: ``run(robo)`` of ``policy.py`` once in the sandboxed kernel under
+    a watchdog, no model; boot, card, verdict and shutdown are the episode's."""
 
     def __init__(self, cfg: RunConfig):
-        super().__init__(cfg.play)
-        self.run_cfg = cfg
+        self.cfg = cfg
         self.policy_record: PolicyRecord | None = None
         self.program = None
-        self.generation = self._load_generation()
+        self.kernel = None
+        self.generation: dict[str, Any] | None = None
 
-    def _load_generation(self) -> dict[str, Any] | None:
-        path = self.run_cfg.generation or pathlib.Path(self.run_cfg.policy).resolve().parent / "generation.json"
+    def _load_generation(self, ep) -> dict[str, Any] | None:
+        single = self.cfg.single
+        path = single.generation or pathlib.Path(single.policy).resolve().parent / "generation.json"
         if not pathlib.Path(path).is_file():
             return None
         try:
             data = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
-            self.notes.append(f"generation.json at {path} could not be read: {exc}")
+            ep.notes.append(f"generation.json at {path} could not be read: {exc}")
             return None
         return data if isinstance(data, dict) else None
 
-    def prepare_run_directory(self) -> None:
-        source = pathlib.Path(self.run_cfg.policy).resolve()
+    def start(self, ep) -> None:
+        self.generation = self._load_generation(ep)
+        source = pathlib.Path(self.cfg.single.policy).resolve()
         code = source.read_bytes()
-        super().prepare_run_directory()
-        self.notes = [n for n in self.notes if not n.startswith("runtime replay")]   # no runtime runs here
-        for name in ("policy_output.txt", "prompt.txt"):
-            (self.out / name).unlink(missing_ok=True)
-        if source != (self.out / "policy.py").resolve():
-            (self.out / "policy.py").write_bytes(code)
-        (self.workspace / "policy.py").write_bytes(code)
+        if source != (ep.out / "policy.py").resolve():
+            (ep.out / "policy.py").write_bytes(code)
+        (ep.workspace / "policy.py").write_bytes(code)
         self.policy_record = PolicyRecord(path=str(source), sha256=hashlib.sha256(code).hexdigest(), bytes=len(code))
+        ep.phase("prompt", "single shot: the prompt the policy's author saw is kept as prompt.txt")
+        text, bundle = single_shot_prompt(ep.robot.robo, ep.card, card_dir=ep.out, budget_s=self.cfg.timeout_s,
+                                          primitives=ep.settings.primitive_set)
+        (ep.out / "prompt.txt").write_text(text, encoding="utf-8")
+        ep.prompt = PromptRecord(len(text), hashlib.sha256(text.encode("utf-8")).hexdigest(), tuple(bundle.images))
+        self.kernel = ep.open_kernel()
 
-    def build_prompt(self) -> None:
-        text, bundle = single_shot_prompt(self.host.robo, self.card, card_dir=self.out, budget_s=self.cfg.budget_s,
-                                          primitives=self.cfg.primitives)
-        (self.out / "prompt.txt").write_text(text, encoding="utf-8")
-        self.prompt = PromptRecord(len(text), hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                                   tuple(bundle.images))
-
-    def start_agent(self) -> None:
-        from pyrua_ros.agent.kernel import Kernel, KernelLimits
-
-        self.kernel = Kernel(self.host.robo, self.workspace, limits=KernelLimits(),
-                             dynamic_methods=tuple(self.host.robo.VLA_PRIMITIVES))
-
-    def run_loop(self) -> None:
+    def run(self, ep) -> None:
         """Run ``run(robo)`` once under the watchdog; map the program outcome to status and reason."""
-        timeout_s = self.cfg.budget_s
-        watchdog = threading.Timer(timeout_s, self.host.stop, args=("timeout",))
+        timeout_s = self.cfg.timeout_s
+        ep.phase("agent", f"run(robo) of {self.cfg.single.policy} once; watchdog {timeout_s:g} s")
+        watchdog = threading.Timer(timeout_s, ep.robot.stop, args=("timeout",))
         watchdog.daemon = True
         started = time.monotonic()
         watchdog.start()
@@ -362,58 +299,62 @@ class SingleShotRun(Episode):
             self.program = self.kernel.run_program(path="policy.py", timeout_s=timeout_s)
         finally:
             watchdog.cancel()
-            self.policy_wall_s = round(time.monotonic() - started, 3)
+            ep.policy_wall_s = round(time.monotonic() - started, 3)
         outcome = self.program
         self.policy_record = dataclasses.replace(self.policy_record, sandbox_flags=tuple(outcome.sandbox_flags))
         output = outcome.stdout + (("\n--- stderr ---\n" + outcome.stderr) if outcome.stderr else "")
-        (self.out / "policy_output.txt").write_text(output, encoding="utf-8")
-        timed_out = outcome.status == "timeout" or self.host.stop_reason == "timeout"
+        (ep.out / "policy_output.txt").write_text(output, encoding="utf-8")
+        timed_out = outcome.status == "timeout" or ep.robot.stop_reason == "timeout"
         if timed_out:
-            self.status, self.reason = "timeout", "timeout"
-            self.notes.append(f"the program ran past its {timeout_s:g} s wall-clock budget and was stopped")
-            self.error = ErrorInfo(type="TimeoutError", message=f"run(robo) ran past its {timeout_s:g} s watchdog",
-                                   traceback=outcome.exception)
+            ep.status, ep.reason = "timeout", "timeout"
+            ep.notes.append(f"the program ran past its {timeout_s:g} s wall-clock budget and was stopped")
+            ep.error = ErrorInfo(type="TimeoutError", message=f"run(robo) ran past its {timeout_s:g} s watchdog",
+                                 traceback=outcome.exception)
         elif outcome.status == "error":
             text = outcome.exception or "Error: the program failed"
-            self.status = "error"
-            self.reason = "load" if outcome.refused or text.startswith("PolicyLoadError") else "exception"
-            self.error = error_from_text(text)
+            ep.status = "error"
+            ep.reason = "load" if outcome.refused or text.startswith("PolicyLoadError") else "exception"
+            ep.error = error_from_text(text)
         elif outcome.status == "finished":
-            self.status, self.reason = "finished", outcome.reason
+            ep.status, ep.reason = "finished", outcome.reason
         else:
-            self.status, self.reason = "completed", "returned"
+            ep.status, ep.reason = "completed", "returned"
         if outcome.restarted:
-            self.notes.append("the kernel process was killed and restarted after the program")
+            ep.notes.append("the kernel process was killed and restarted after the program")
 
-    def _write_side_records(self) -> None:
-        self._write_robot_records()   # no tool turns, transcript or last message in a single shot
+    def close(self, ep) -> None:
+        if self.kernel is not None:
+            self.kernel.close()   # no tool turns, transcript or last message in a single shot
 
-    def write_result(self, placeholder: bool = False) -> RunResult:
-        cfg = self.cfg
-        ledger = self.host.ledger if self.host is not None else None
-        status, reason = self.status, self.reason
+    def result(self, ep, placeholder: bool = False) -> RunResult:
+        cfg, e = self.cfg, ep.settings
+        ledger = ep.robot.ledger if ep.robot is not None else None
+        status, reason = ep.status, ep.reason
         if placeholder:
             status, reason = "error", ("killed: the single-shot host started but did not finish (this placeholder "
                                        "is replaced when the run ends)")
-        host = {"python": sys.version.split()[0], "cuda_device": cfg.cuda_device, "libero_type": cfg.libero_type,
-                "boot_options": cfg.boot_options(), "rpent_root": cfg.rpent_root, "sandbox": SANDBOX_DESCRIPTION}
-        policy = self.policy_record or PolicyRecord(str(self.run_cfg.policy), "", 0)
-        result = RunResult(
-            backend="ros2", robot=cfg.robot, suite=cfg.suite, task=cfg.task, seed=cfg.seed,
-            task_language=self.task_language, policy=policy, environment_success=bool(self.environment_success),
-            status=status, reason=reason, error=self.error,
+        host = {"python": sys.version.split()[0], "cuda_device": cfg.compat.cuda_device,
+                "libero_type": cfg.compat.libero_type, "boot_options": cfg.boot_options(),
+                "rpent_root": cfg.compat.rpent_root, "sandbox": SANDBOX_DESCRIPTION}
+        policy = self.policy_record or PolicyRecord(str(cfg.single.policy), "", 0)
+        return RunResult(
+            backend="ros2", robot=e.robot, suite=e.suite, task=e.task, seed=e.seed,
+            task_language=ep.task_language, policy=policy, environment_success=bool(ep.environment_success),
+            status=status, reason=reason, error=ep.error,
             calls=len(ledger.records) if ledger else 0,
             stateful_calls=int(ledger.stateful_calls()) if ledger else 0,
-            env_steps=int(ledger.env_steps()) if ledger else 0, env_steps_total=self.env_steps_total,
-            policy_wall_s=self.policy_wall_s, startup_s=self.startup_s,
-            total_wall_s=round(time.monotonic() - self.t0, 3), timeout_s=cfg.budget_s,
-            max_episode_steps=cfg.max_episode_steps, prompt=self.prompt, host=host, created_at=now_iso(),
-            notes=tuple(self.notes), generation=self.generation)
-        write_json(self.out / "result.json", result.to_json())
-        return result
+            env_steps=int(ledger.env_steps()) if ledger else 0, env_steps_total=ep.env_steps_total,
+            policy_wall_s=ep.policy_wall_s, startup_s=ep.startup_s,
+            total_wall_s=round(time.monotonic() - ep.t0, 3), timeout_s=cfg.timeout_s,
+            max_episode_steps=e.max_episode_steps, prompt=ep.prompt, host=host, created_at=now_iso(),
+            notes=tuple(ep.notes), generation=self.generation)
 
 
-def run_policy(cfg: RunConfig) -> RunResult:
+def run_policy(cfg: RunConfig, *, progress=None, host=None) -> RunResult:
     """Run one single-shot episode; the result is also written to ``<out>/result.json``."""
-    return SingleShotRun(cfg).run()
+    from pyrua_ros.agent.episode import Episode, default_out
 
+    out = cfg.out or default_out(cfg.episode, "single")
+    episode = Episode(cfg.episode, SingleShotAgent(cfg), out=out, output=cfg.output, compat=cfg.compat, host=host,
+                      progress=progress)
+    return episode.run()

@@ -16,7 +16,7 @@ import pathlib
 import time
 from typing import Any
 
-from pyrua_ros.agent.config import PlayConfig
+from pyrua_ros.agent.config import AgentSettings
 from pyrua_ros.agent.modes import FINISH_STATUSES
 from pyrua_ros.agent.records import FinishRecord, TurnRecord
 
@@ -54,7 +54,7 @@ def _usage_dict(usage) -> dict | None:
 class ArmToolkit:
     """Executes the tools of one arm against a kernel whose ``robo`` proxies ``host.robo``."""
 
-    def __init__(self, cfg: PlayConfig, host, kernel, workspace: pathlib.Path, *, on_turn=None):
+    def __init__(self, cfg: AgentSettings, host, kernel, workspace: pathlib.Path, *, on_turn=None, on_call=None):
         self.cfg = cfg
         self.host = host
         self.kernel = kernel
@@ -66,6 +66,7 @@ class ArmToolkit:
         self.kernel_restarts = 0
         self.last_code: str | None = None
         self._on_turn = on_turn
+        self._on_call = on_call
 
     # ------------------------------------------------------------------ dispatch
     @property
@@ -79,6 +80,8 @@ class ArmToolkit:
         ``usage``/``latency_s``: of the model request that made the call, kept in the turn record.
         """
         started = time.monotonic()
+        if self._on_call:
+            self._on_call(name)
         ledger_mark = len(self.host.ledger.records)
         steps_mark = self._env_step()
         flags: list[str] = []

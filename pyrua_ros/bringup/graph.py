@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import pathlib
 import shutil
@@ -39,14 +38,13 @@ from typing import Any
 
 import yaml
 
+from pyrua_ros.agent.schema import convert_text
 from pyrua_ros.driver import interfaces
 
 PACKAGE = "pyrua_ros"
 LAUNCH_NAMES = ("libero_sim",)
 RVIZ_CONFIG = "libero_sim.rviz"
 
-_TRUE = ("true", "1", "yes", "on")
-_FALSE = ("false", "0", "no", "off")
 _BOOL = ("true", "false")
 
 
@@ -55,9 +53,10 @@ class Argument:
     """One launch argument. ``default`` is the documented default text; :meth:`convert` gives the typed value.
 
     ``kind`` is ``str``, ``int``, ``float``, ``bool`` or ``json`` (a string that must hold a JSON object).
-    ``to`` names the graph nodes (keys of :data:`NODES`) that receive it as a parameter of the same name; such an
-    argument is unset by default (``''``: the node's parameter file decides, and ``default`` is the value the node
-    declares when no file sets it).
+    ``to`` names the graph roles (``driver``, ``agent``: :attr:`NodeSpec.role`) whose node receives it as a
+    parameter of the same name; such an argument is unset by default (``''``: the node's parameter file decides,
+    and ``default`` is the value the node declares when no file sets it). ``optional``: the setting itself may be
+    unset (None), so even a node's declared default is "unset".
     """
 
     name: str
@@ -66,6 +65,7 @@ class Argument:
     kind: str = "str"
     choices: tuple[str, ...] = ()
     to: tuple[str, ...] = ()
+    optional: bool = False
 
     @property
     def launch_default(self) -> str:
@@ -80,85 +80,58 @@ class Argument:
         """Validate ``text`` and return the typed value (None for an unset node parameter); a bad value raises
         ValueError naming what is accepted."""
         text = str(text)
-        if self.to and text == "":
+        if (self.to or self.optional) and text == "":
             return None
         return self._typed(text)
 
     def _typed(self, text: str) -> Any:
+        if self.optional and text == "":
+            return None
         if self.choices and text not in self.choices:
             raise ValueError(f"{self.name}:={text!r} is not valid; choose one of {', '.join(self.choices)}")
         try:
-            if self.kind == "int":
-                return int(text)
-            if self.kind == "float":
-                return float(text)
-            if self.kind == "bool":
-                low = text.strip().lower()
-                if low not in _TRUE + _FALSE:
-                    raise ValueError
-                return low in _TRUE
-            if self.kind == "json":
-                value = json.loads(text or "{}")
-                if not isinstance(value, dict):
-                    raise ValueError
-                return text or "{}"
+            value = convert_text(self.kind, (text or "{}") if self.kind == "json" else text)
         except ValueError:
             expected = {"int": "an integer", "float": "a number", "bool": "true or false",
                         "json": "a JSON object such as '{\"top_p\": 0.95}'"}[self.kind]
             raise ValueError(f"{self.name}:={text!r} is not valid; expected {expected}") from None
-        return text
+        return (text or "{}") if self.kind == "json" else value
 
 
 AGENT = ("agent",)
 EPISODE = ("driver", "agent")   # the driver starts on these; the agent resets it to them (DESIGN.md layer 2)
+SCOPE_TARGETS = {"episode": EPISODE, "agent": AGENT, "driver": ("driver",), "graph": ()}
+_KINDS = {"str": "str", "path": "str", "int": "int", "float": "float", "bool": "bool", "json": "json"}
+
+
+def settings_arguments() -> tuple[Argument, ...]:
+    """One launch argument per launch setting of the settings schema (``PlayConfig``), in schema order.
+
+    Defaults, descriptions and choices are the schema's; which nodes receive a setting follows its scope. A
+    setting that reaches a node is unset unless given (the node's parameter file decides).
+    """
+    from pyrua_ros.agent import schema
+    from pyrua_ros.agent.config import PlayConfig
+
+    out = []
+    for leaf in schema.leaves(PlayConfig):
+        if not leaf.spec.launch:
+            continue
+        choices = tuple(map(str, leaf.choices)) or (_BOOL if leaf.kind == "bool" else ())
+        out.append(Argument(leaf.name, leaf.text(leaf.default), leaf.spec.help, kind=_KINDS[leaf.kind],
+                            choices=choices, to=SCOPE_TARGETS[leaf.spec.scope], optional=leaf.optional))
+    return tuple(out)
+
 
 ARGUMENTS: tuple[Argument, ...] = (
-    Argument("robot", "sim", "which driver serves the robot interfaces: sim (LIBERO-PRO), fake (kinematic "
-             "fake arm, no LIBERO), external (start no driver; a real arm's drivers serve them)",
-             choices=("sim", "fake", "external")),
+    *settings_arguments(),
     Argument("namespace", "", "namespace of every node of this robot, e.g. robot1 (empty: the root namespace)"),
+    Argument("driver_params", "", "parameter file of the driver (empty: config/sim.yaml or config/fake_arm.yaml)"),
+    Argument("agent_params", "", "parameter file of the agent (empty: config/agent.yaml)"),
     Argument("rviz", "false", "start rviz2 with config/libero_sim.rviz (checked before anything starts)",
              kind="bool", choices=_BOOL),
     Argument("use_sim_time", "auto", "agent and rviz follow the driver's clock: auto = true unless robot:=external",
              choices=("auto", "true", "false")),
-    Argument("driver_params", "", "parameter file of the driver (empty: config/sim.yaml or config/fake_arm.yaml)"),
-    Argument("agent_params", "", "parameter file of the agent (empty: config/agent.yaml)"),
-    Argument("clock_mode", "lockstep", "driver clock: lockstep (time advances only for commands) or realtime "
-             "(20 Hz wall clock, last command held)", choices=("lockstep", "realtime"), to=("driver",)),
-    Argument("suite", "libero_goal", "suite of the episode (unset: the driver's parameter file's)", to=EPISODE),
-    Argument("task", "8", "task index in the suite (unset: the driver's parameter file's)", kind="int",
-             to=EPISODE),
-    Argument("seed", "0", "episode seed, official init state seed % n (unset: the driver's parameter file's)",
-             kind="int", to=EPISODE),
-    Argument("max_episode_steps", "10000", "simulator step budget of the episode [control steps]", kind="int",
-             to=EPISODE),
-    Argument("arm", "cells", "agent arm: cells (python tool, one cell per call) or program (run_program)",
-             choices=("cells", "program"), to=AGENT),
-    Argument("runtime", "replay", "who writes the cells: replay (a recorded run or program file) or openai "
-             "(chat completions)", choices=("replay", "openai"), to=AGENT),
-    Argument("replay_path", "", "replay runtime: a run directory, a tool_turns.json or a .py program (empty: the "
-             "packaged program of the task)", to=AGENT),
-    Argument("model", "", "model id for the openai runtime (empty: the runtime's default)", to=AGENT),
-    Argument("base_url", "", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000/v1", to=AGENT),
-    Argument("api_key_env", "OPENAI_API_KEY", "name of the environment variable holding the API key", to=AGENT),
-    Argument("reasoning", "", "reasoning effort sent to the model (empty: not sent)", to=AGENT),
-    Argument("openai_max_tokens", "8192", "max_tokens per model response", kind="int", to=AGENT),
-    Argument("openai_tool_choice", "auto", "tool_choice sent to the model", choices=("auto", "required", "none"),
-             to=AGENT),
-    Argument("openai_temperature", "1.0", "sampling temperature", kind="float", to=AGENT),
-    Argument("openai_extra_body", "{}", "JSON object merged into each request body", kind="json", to=AGENT),
-    Argument("images", "on-motion", "images given to the model", choices=("on-motion", "on-demand", "none"),
-             to=AGENT),
-    Argument("feedback", "rich", "cell result feedback", choices=("pure", "rich"), to=AGENT),
-    Argument("guides", "false", "copy the robot guides into the workspace and mention them", kind="bool",
-             choices=_BOOL, to=AGENT),
-    Argument("vla_endpoint", "", "host:port of a VLA policy server (empty: no VLA skills)", to=AGENT),
-    Argument("max_turns", "0", "decision budget in tool calls (0: unbounded, wall-clock budget only)", kind="int",
-             to=AGENT),
-    Argument("budget_s", "1200.0", "wall-clock budget of the agent loop [s]", kind="float", to=AGENT),
-    Argument("out", "", "run directory (empty: the agent picks runs/<suite>_<task>_<seed>_<time>)", to=AGENT),
-    Argument("record", "true", "record the episode to <out>/episode.mcap", kind="bool", choices=_BOOL,
-             to=AGENT),
     Argument("remap", "", "agent remappings, from:=to pairs separated by commas, applied to its node (docs/"
              "BRINGUP.md has an example)", to=AGENT),
     Argument("interfaces", "", "interfaces.yaml replacing the packaged one for every node (PYRUA_INTERFACES)"),
@@ -297,6 +270,11 @@ def parse_remaps(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def remap_arguments(pairs: Iterable[tuple[str, str]]) -> list[str]:
+    """``-r from:=to`` command-line arguments of remapping pairs."""
+    return [arg for src, dst in pairs for arg in ("-r", f"{src}:={dst}")]
+
+
 def node_parameters(path: pathlib.Path, node_name: str) -> dict[str, Any]:
     """The ``ros__parameters`` a ROS 2 parameter file gives node ``node_name`` (keys ``/**``, ``/**/<name>``,
     ``<name>``, ``/<name>``; later, more specific keys win)."""
@@ -343,6 +321,16 @@ def plan(values: Mapping[str, str]) -> tuple[PlannedNode, ...]:
             env=dict(env), arguments=arguments, shutdown_on_exit=spec.shutdown_on_exit,
             is_agent=spec.key == AGENT_KEY))
     return tuple(planned)
+
+
+def agent_episode(planned: Iterable[PlannedNode]) -> dict[str, Any]:
+    """The episode (suite, task, seed, max_episode_steps) the planned agent resets the driver to: its parameter
+    overrides, else its parameter file, else the schema's defaults."""
+    agent = next(n for n in planned if n.is_agent)
+    from_file = node_parameters(agent.params_file, agent.name) if agent.params_file and agent.params_file.is_file() \
+        else {}
+    names = [a.name for a in ARGUMENTS if a.to == EPISODE]
+    return {n: agent.parameters.get(n, from_file.get(n, ARGUMENTS_BY_NAME[n].typed_default())) for n in names}
 
 
 def find_executable(node: PlannedNode | NodeSpec, prefix: str | os.PathLike = sys.prefix) -> str | None:

@@ -181,16 +181,37 @@ class Runner:
         return code
 
 
-def _show_arguments(out: TextIO) -> None:
+def arguments_text() -> str:
+    lines = []
     for arg in graph.ARGUMENTS:
         choices = f" (one of {', '.join(arg.choices)})" if arg.choices else ""
         unset = f"; unset: the parameter file decides (node default {arg.default!r})" if arg.to else ""
-        out.write(f"  {arg.name}:={arg.launch_default!r}\n      {arg.description}{choices}{unset}\n")
+        lines.append(f"  {arg.name}:={arg.launch_default!r}\n      {arg.description}{choices}{unset}")
+    return "\n".join(lines) + "\n"
+
+
+def _show_arguments(out: TextIO) -> None:
+    out.write(arguments_text())
+
+
+def check_episode_arguments(values: Mapping[str, str]) -> None:
+    """Refuse, before anything starts, an episode the chosen driver does not serve (ValueError naming the valid
+    suites / tasks / seeds): the episode the agent will reset to (given, else the driver's or the agent's parameter
+    file's); ``robot:=external`` leaves the suites to the external driver."""
+    from pyrua_ros.sim_interfaces.episodes import check_episode
+
+    typed = graph.resolve(values)
+    episode = graph.agent_episode(graph.plan(values))
+    check_episode(episode["suite"], episode["task"], episode["seed"], typed["robot"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``pyrua-ros launch <launch> [name:=value ...]``; returns the process exit code."""
-    ap = argparse.ArgumentParser(prog="pyrua-ros launch", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="pyrua-ros launch",
+                                 description="Start the libero_sim node graph (driver, agent, optional rviz) "
+                                             "without ros2 launch.",
+                                 epilog="launch arguments of libero_sim (name:=value):\n" + arguments_text(),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("launch", choices=graph.LAUNCH_NAMES, help="launch description to run")
     ap.add_argument("arguments", nargs="*", help="launch arguments as name:=value")
     ap.add_argument("-s", "--show-args", action="store_true", help="list the launch arguments and exit")
@@ -200,7 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _show_arguments(sys.stdout)
         return 0
     try:
-        kids = children(graph.plan(graph.parse_launch_args(args.arguments)))
+        values = graph.parse_launch_args(args.arguments)
+        kids = children(graph.plan(values))
+        check_episode_arguments(values)
     except (ValueError, LaunchError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,56 +1,77 @@
-"""Flags shared by several subcommands, defined once: the cell/driver flags (``play``, ``run``) and the
-OpenAI-compatible server flags (``play``, ``generate``)."""
+"""CLI flags generated from the settings schema (``pyrua_ros.agent.config``), never written by hand.
+
+:func:`add_settings` adds one argument group per section of a settings tree, each flag with its help text, its
+choices and its default shown (environment variables named); :func:`settings_from_args` builds the tree back from
+the parsed namespace. A bad value is an argparse error (one line naming the valid values, exit 2) raised before
+anything boots.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-import pathlib
+
+from pyrua_ros.agent import schema
+
+SECTION_TITLES = {
+    "episode": "episode and robot stack",
+    "agent": "agent loop",
+    "model": "model server (--runtime openai)",
+    "output": "run directory and display",
+    "compat": "accepted for PyRUA-Lean compatibility (recorded, unused on ROS)",
+    "single": "single shot",
+    "generate": "single-shot generation",
+}
 
 
-def env_setting(name: str, default: str | None = None) -> str | None:
-    """``PYRUALEAN_<NAME>`` from the environment (an empty value counts as unset), else ``default``."""
-    value = os.environ.get(f"PYRUALEAN_{name}")
-    return value if value not in (None, "") else default
+def _dest(leaf: schema.Leaf) -> str:
+    return "setting__" + "__".join(leaf.path)
 
 
-def add_cell_args(p: argparse.ArgumentParser) -> None:
-    """Which episode and which driver: the flags that boot the robot."""
-    p.add_argument("--robot", default="libero", choices=["libero"], help="robot adapter")
-    p.add_argument("--suite", default="libero_goal",
-                   help="LIBERO / LIBERO-PRO suite, e.g. libero_goal_swap (fake_table for --driver fake)")
-    p.add_argument("--task", type=int, required=True, help="task index within the suite")
-    p.add_argument("--seed", type=int, default=0, help="episode seed (official init state = seed modulo 50)")
-    p.add_argument("--out", required=True, type=pathlib.Path, help="run directory")
-    p.add_argument("--max-episode-steps", type=int, default=10000, help="simulator step budget")
-    p.add_argument("--primitives", default=env_setting("PRIMITIVES", "full"), choices=["full", "no-vla"],
-                   help="primitive set (full needs --vla-endpoint; without one the VLA skills are absent)")
-    p.add_argument("--vla-endpoint", default=None, help="host:port of an openpi-compatible policy server")
-    p.add_argument("--sam3-endpoint", default=None,
-                   help="host:port or URL of an HTTP segmentation service (default: the simulator's ground truth)")
-    p.add_argument("--driver", default="sim", choices=["sim", "fake", "external"],
-                   help="start the LIBERO sim node, the kinematic fake arm, or nothing (drivers already running)")
-    p.add_argument("--clock", default="lockstep", choices=["lockstep", "realtime"], help="sim clock mode")
-    p.add_argument("--no-video", dest="video", action="store_false", help="do not write episode.mp4")
-    p.add_argument("--no-record", dest="record", action="store_false", help="do not write episode.mcap")
-    # Accepted for command-line compatibility with PyRUA-Lean; recorded, meaningless for a ROS backend.
-    p.add_argument("--cuda-device", default=None, help="accepted and recorded (no meaning for a ROS backend)")
-    p.add_argument("--rpent-root", default=os.environ.get("RPENT_ROOT") or os.environ.get("RPENT_REPO_ROOT"),
-                   help="accepted and recorded (RPENT_ROOT); no meaning for a ROS backend")
-    p.add_argument("--libero-type", default="pro", help="accepted and recorded")
-    p.add_argument("--python", default=None, help="accepted for compatibility; the episode runs in this interpreter")
+def _type(leaf: schema.Leaf):
+    def convert(text: str):
+        try:
+            return leaf.parse(text)
+        except schema.SettingError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = leaf.kind
+    return convert
 
 
-def add_openai_args(p: argparse.ArgumentParser, *, base_url_required: bool) -> None:
-    """The OpenAI-compatible server and sampling flags."""
-    p.add_argument("--base-url", required=base_url_required, default=None,
-                   help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000/v1")
-    p.add_argument("--api-key-env", default=None, help="name of the environment variable that holds the API key")
-    p.add_argument("--model", default="DAGroup-PKU/PyRUA-Lean-Coder-v0.1-4B", help="model id sent to the server")
-    p.add_argument("--reasoning", default=None, help="reasoning effort (recorded; send it via --openai-extra-body)")
-    p.add_argument("--openai-max-tokens", type=int, default=None, help="max_tokens per response")
-    p.add_argument("--openai-temperature", type=float, default=None, help="sampling temperature")
-    p.add_argument("--openai-extra-body", default=None, help="JSON object merged into every request body")
-    p.add_argument("--openai-max-retries", type=int, default=None,
-                   help="retries on connection errors, timeouts, 429 and 5xx (exponential backoff; default 5)")
-    p.add_argument("--context-window", type=int, default=65536, help="tokens the server accepts per request")
+def add_settings(parser: argparse.ArgumentParser, cls: type, *, environ=None) -> None:
+    """One flag per leaf of tree ``cls``, grouped by section, with help text, choices and the default shown."""
+    environ = os.environ if environ is None else environ
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for leaf in schema.leaves(cls):
+        section = leaf.path[0] if len(leaf.path) > 1 else ""
+        if section not in groups:
+            groups[section] = parser.add_argument_group(SECTION_TITLES.get(section, section or "settings"))
+        group = groups[section]
+        help_text = leaf.spec.help.replace("%", "%%")
+        required = leaf.required or leaf.spec.cli_required
+        if required:
+            help_text += " (required)"
+        else:
+            help_text += f" (default: {leaf.shown_default(environ).replace('%', '%%')})"
+        kwargs = {"dest": _dest(leaf), "help": help_text}
+        if leaf.kind == "bool":
+            group.add_argument(leaf.flag, action=argparse.BooleanOptionalAction,
+                               default=leaf.env_default(environ), **kwargs)
+            continue
+        kwargs["type"] = _type(leaf)
+        if leaf.choices:
+            kwargs["choices"] = leaf.choices
+            kwargs["metavar"] = "{" + ",".join(map(str, leaf.choices)) + "}"
+        else:
+            kwargs["metavar"] = leaf.spec.metavar or {"int": "N", "float": "X", "path": "PATH", "json": "JSON"}.get(
+                leaf.kind, "TEXT")
+        if required:
+            group.add_argument(leaf.flag, required=True, **kwargs)
+        else:
+            group.add_argument(leaf.flag, default=leaf.env_default(environ), **kwargs)
+
+
+def settings_from_args(cls: type, args: argparse.Namespace):
+    """The tree ``cls`` from a namespace that :func:`add_settings` filled (SettingError on a bad combination)."""
+    values = {leaf.name: getattr(args, _dest(leaf)) for leaf in schema.leaves(cls)}
+    return schema.build(cls, values)

@@ -1,12 +1,13 @@
 """The single-shot CLI subcommands: ``generate`` (one chat completion -> ``policy.py``) and ``run`` (``run(robo)``
 executed once on the booted robot, no model).
 
-``add_single_parsers(subparsers)`` registers both on the main parser's subparsers (flags per PYRUALEAN-CONTRACT.md
-4.2 "Other subcommands", plus the openai runtime's ``--openai-*`` flags). ``generate`` prints
-``{policy, policy_lines, wall_s, input_tokens, output_tokens}`` and exits 2 when the server failed or the answer
-held no fenced python block (``generation.json`` then says why). ``run`` prints ``{status, reason,
-environment_success, calls, env_steps, policy_wall_s}`` and exits 2 on ``boot_error`` or when the host was killed
-before it finished; a program that raised or timed out is a measured outcome (exit 0).
+``add_single_parsers(subparsers)`` registers both on the main parser's subparsers (flags generated from the
+settings schema: PYRUALEAN-CONTRACT.md 4.2 "Other subcommands" plus the openai runtime's ``--openai-*`` flags).
+``generate`` prints ``{policy, policy_lines, wall_s, input_tokens, output_tokens}`` and exits 4 (planner error)
+when the server failed or the answer held no fenced python block (``generation.json`` then says why). ``run``
+prints ``{status, reason, environment_success, calls, env_steps, policy_wall_s, exit_code, out}``; a program that
+raised is a measured outcome (exit 0), its timeout is the budget code (5), a boot error 3 (see
+:mod:`pyrua_ros.cli.exit_codes`).
 """
 
 from __future__ import annotations
@@ -17,95 +18,102 @@ import pathlib
 import sys
 from typing import Any
 
-from pyrua_ros.cli.args import add_cell_args, add_openai_args, env_setting
-
-EXIT_FAILED = 2
+from pyrua_ros.cli import exit_codes
+from pyrua_ros.cli.args import add_settings, settings_from_args
 
 
 def _fail(command: str, message: str) -> int:
     print(f"pyrualean {command}: error: {message}", file=sys.stderr)
-    return EXIT_FAILED
+    return exit_codes.BAD_INPUT
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """``generate --card PATH --out DIR ...``: one completion, the largest python block -> ``DIR/policy.py``."""
-    from pyrua_ros.agent.config import ConfigError, parse_extra_body
-    from pyrua_ros.agent.single_shot import GenerateConfig, generate
+    from pyrua_ros.agent.config import GenerateConfig
+    from pyrua_ros.agent.schema import SettingError
+    from pyrua_ros.agent.single_shot import generate
+    from pyrua_ros.agent.validate import check_input_path, check_model_server, check_run_directory, claim_run_directory
 
     try:
-        cfg = GenerateConfig(card=args.card, out=args.out, base_url=args.base_url, model=args.model,
-                             reasoning=args.reasoning, budget_s=args.budget_s, timeout_s=args.timeout_s,
-                             transfer=args.transfer, api_key_env=args.api_key_env, primitives=args.primitives,
-                             openai_max_tokens=args.openai_max_tokens, openai_temperature=args.openai_temperature,
-                             openai_extra_body=parse_extra_body(args.openai_extra_body),
-                             openai_max_retries=5 if args.openai_max_retries is None else args.openai_max_retries,
-                             context_window=args.context_window)
-    except (ConfigError, ValueError) as exc:
+        cfg = settings_from_args(GenerateConfig, args)
+        g = cfg.generate
+        check_input_path("--card", g.card, kind="any")
+        check_run_directory("--out", g.out, overwrite=g.overwrite, resume=None)
+        if cfg.model.preflight:
+            for line in check_model_server(cfg.model):
+                print(f"pyrualean generate: warning: {line}", file=sys.stderr)
+        claim_run_directory("--out", g.out, overwrite=g.overwrite, resume=None)
+    except SettingError as exc:
         return _fail("generate", str(exc))
     try:
         record = generate(cfg)
-    except (OSError, ValueError) as exc:   # unreadable card or card images, bad settings
+    except (OSError, ValueError) as exc:   # unreadable card or card images
         return _fail("generate", f"{type(exc).__name__}: {exc}")
     print(json.dumps({"policy": record.policy, "policy_lines": record.policy_lines, "wall_s": record.wall_s,
                       "input_tokens": record.input_tokens, "output_tokens": record.output_tokens}))
     if record.error:
-        return _fail("generate", f"{record.error} (recorded in {pathlib.Path(args.out) / 'generation.json'})")
-    return 0
-
-
-def run_config_from_args(args: argparse.Namespace):
-    """The RunConfig of parsed ``run`` arguments (ConfigError / ValueError on bad values)."""
-    from pyrua_ros.agent.config import PlayConfig
-    from pyrua_ros.agent.single_shot import RunConfig
-
-    if args.timeout_s <= 0:
-        raise ValueError(f"--timeout-s must be positive; got {args.timeout_s}")
-    play = PlayConfig(out=args.out, task=args.task, suite=args.suite, seed=args.seed, arm="program",
-                      robot=args.robot, budget_s=args.timeout_s, max_episode_steps=args.max_episode_steps,
-                      primitives=args.primitives, vla_endpoint=args.vla_endpoint, sam3_endpoint=args.sam3_endpoint,
-                      driver=args.driver, clock=args.clock, video=args.video, record=args.record,
-                      cuda_device=args.cuda_device, rpent_root=args.rpent_root, libero_type=args.libero_type)
-    return RunConfig(policy=args.policy, play=play, generation=args.generation)
+        print(f"pyrualean generate: {record.error} (recorded in {pathlib.Path(g.out) / 'generation.json'})",
+              file=sys.stderr)
+        return exit_codes.PLANNER_ERROR
+    return exit_codes.OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``run --policy PATH [--timeout-s] [--generation]`` + cell args."""
-    from pyrua_ros.agent.config import ConfigError
+    import dataclasses
+
+    from pyrua_ros.agent.config import RunConfig
+    from pyrua_ros.agent.episode import default_out
+    from pyrua_ros.agent.progress import make_progress
+    from pyrua_ros.agent.schema import SettingError
+    from pyrua_ros.agent.validate import check_episode, check_input_path, check_run_directory, claim_run_directory
 
     try:
-        cfg = run_config_from_args(args)
-    except (ConfigError, ValueError) as exc:
+        cfg = settings_from_args(RunConfig, args)
+        e, o = cfg.episode, cfg.output
+        check_episode(e.suite, e.task, e.seed, e.driver)
+        check_input_path("--policy", cfg.single.policy, suffixes=(".py",))
+        check_input_path("--generation", cfg.single.generation)
+        out = pathlib.Path(cfg.out or default_out(e, "single"))
+        check_run_directory("--out", out, overwrite=o.overwrite, resume=o.resume)
+        rundir = claim_run_directory("--out", out, overwrite=o.overwrite, resume=o.resume)
+    except SettingError as exc:
         return _fail("run", str(exc))
+    if rundir.action == "keep":
+        data = rundir.result or {}
+        print(f"pyrualean run: --resume: {out} already holds a finished run; kept", file=sys.stderr)
+        print(json.dumps({k: data.get(k) for k in ("status", "reason", "environment_success", "calls", "env_steps",
+                                                    "policy_wall_s")} | {"out": str(out)}))
+        return exit_codes.for_result(data.get("status", "error"), data.get("reason"))
+    cfg = dataclasses.replace(cfg, output=dataclasses.replace(o, out=out))
     from pyrua_ros.cli.main import prepare_ros_environment
 
     prepare_ros_environment()
     from pyrua_ros.agent.single_shot import run_policy
 
-    result = run_policy(cfg)
+    progress = make_progress(o.progress)
+    result = run_policy(cfg, progress=progress)
+    code = exit_codes.for_result(result.status, result.reason)
+    if progress is not None:
+        progress.finish({"status": result.status, "reason": result.reason,
+                         "environment_success": result.environment_success, "env_steps": result.env_steps,
+                         "total_wall_s": result.total_wall_s, "startup_s": result.startup_s, "exit_code": code,
+                         "out": str(out)})
     print(json.dumps({"status": result.status, "reason": result.reason,
                       "environment_success": result.environment_success, "calls": result.calls,
-                      "env_steps": result.env_steps, "policy_wall_s": result.policy_wall_s, "out": str(args.out)}))
-    killed = (result.reason or "").startswith("killed")
-    return EXIT_FAILED if result.status == "boot_error" or killed else 0
+                      "env_steps": result.env_steps, "policy_wall_s": result.policy_wall_s, "exit_code": code,
+                      "out": str(out)}))
+    return code
 
 
 def add_single_parsers(subparsers: Any) -> None:
-    """Register ``generate`` and ``run`` on an ``add_subparsers()`` object."""
+    """Register ``generate`` and ``run`` on an ``add_subparsers()`` object (flags from the settings schema)."""
+    from pyrua_ros.agent.config import GenerateConfig, RunConfig
+
     gen = subparsers.add_parser("generate", help="single shot: one chat completion writes policy.py (no tools)")
-    gen.add_argument("--card", required=True, type=pathlib.Path, help="card.json (file or run directory)")
-    gen.add_argument("--out", required=True, type=pathlib.Path, help="output directory")
-    gen.add_argument("--budget-s", type=float, default=1200.0, help="run budget stated in the prompt [s]")
-    gen.add_argument("--timeout-s", type=float, default=3600.0, help="hard limit of the generation [s]")
-    gen.add_argument("--transfer", action="store_true", help="card images show one example layout only")
-    gen.add_argument("--primitives", default=env_setting("PRIMITIVES", "full"), choices=["full", "no-vla"],
-                     help="primitive set the prompt documents (default $PYRUALEAN_PRIMITIVES or full)")
-    add_openai_args(gen, base_url_required=True)
+    add_settings(gen, GenerateConfig)
     gen.set_defaults(func=cmd_generate)
 
     run = subparsers.add_parser("run", help="single shot: run a policy.py once on the robot (no model)")
-    run.add_argument("--policy", required=True, type=pathlib.Path, help="file defining run(robo)")
-    run.add_argument("--timeout-s", type=float, default=1200.0, help="wall-clock watchdog of run(robo) [s]")
-    run.add_argument("--generation", type=pathlib.Path, default=None,
-                     help="generation.json to attach (default: the one next to the policy)")
-    add_cell_args(run)
+    add_settings(run, RunConfig)
     run.set_defaults(func=cmd_run)

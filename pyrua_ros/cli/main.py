@@ -1,11 +1,13 @@
-"""``pyrualean`` / ``pyrua-ros``: the project's CLI, compatible with PyRUA-Lean's command lines.
+"""pyrualean / pyrua-ros: the project's CLI, compatible with PyRUA-Lean's command lines.
 
 Subcommands: ``play`` (one episode: starts the driver node, runs the agent loop, writes the run directory),
 ``run`` (single shot: a ``run(robo)`` file executed once, no model), ``generate`` (single-shot generation of a
 ``policy.py`` through the openai runtime), ``api`` / ``prompt`` (print the generated reference / prompt without a
-simulator), ``summarize`` / ``compare`` (run records), ``launch`` (the pip-only launch runner). Every process this
-CLI starts stays on one machine, so DDS discovery defaults to LOCALHOST when ``ROS_AUTOMATIC_DISCOVERY_RANGE`` is
-unset, and ``play`` picks a free ROS domain of its own when ``ROS_DOMAIN_ID`` is unset.
+simulator), ``summarize`` / ``compare`` (run records), ``launch`` (the pip-only launch runner). The flags of
+``play``, ``run`` and ``generate`` are generated from the settings schema (``pyrua_ros.agent.config``). Every bad
+input is refused before anything boots, with one line and exit code 2. Every process this CLI starts stays on one
+machine, so DDS discovery defaults to LOCALHOST when ``ROS_AUTOMATIC_DISCOVERY_RANGE`` is unset, and an episode
+picks a free ROS domain of its own when ``ROS_DOMAIN_ID`` is unset.
 """
 
 from __future__ import annotations
@@ -13,64 +15,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pathlib
 import sys
 
 from pyrua_ros import __version__
-from pyrua_ros.cli.args import add_cell_args, add_openai_args, env_setting
+from pyrua_ros.cli import exit_codes
+from pyrua_ros.cli.args import add_settings, settings_from_args
 
-EXIT_BAD_INPUT = 2
-
-
-def add_play_args(p: argparse.ArgumentParser) -> None:
-    """The flags of ``play``: PyRUA-Lean's set that makes sense on ROS, the openai runtime's and the ROS ones."""
-    p.add_argument("--arm", required=True, choices=["cells", "program"], help="tool surface: python cells or programs")
-    add_cell_args(p)
-    p.add_argument("--runtime", default=env_setting("RUNTIME", "replay"), choices=["openai", "replay"],
-                   help="who writes the cells: openai (chat completions) or replay (default; no model server)")
-    p.add_argument("--replay", type=pathlib.Path, default=None,
-                   help="replay source: an earlier run directory or a run(robo) program file (default: the "
-                        "packaged example program for the suite and task)")
-    add_openai_args(p, base_url_required=False)
-    p.add_argument("--openai-tool-choice", default=None, choices=["auto", "required", "none"], help="tool_choice")
-    p.add_argument("--openai-request-timeout-s", type=float, default=600.0, help="hard timeout of one request [s]")
-    p.add_argument("--openai-system-prompt", default=None,
-                   help="optional system message (default none: the whole prompt is the first user message)")
-    p.add_argument("--images", default="on-motion", choices=["on-motion", "on-demand", "none"],
-                   help="camera images attached to tool results")
-    p.add_argument("--feedback", default="rich", choices=["pure", "rich"], help="what a tool result carries")
-    p.add_argument("--guides", action="store_true", help="copy the LIBERO guides into workspace/guides/")
-    p.add_argument("--guides-dir", type=pathlib.Path, default=None, help="copy every *.md of this folder instead")
-    p.add_argument("--max-turns", type=int, default=None, help="decision budget: python/run_program calls")
-    p.add_argument("--max-programs", type=int, default=None, help="program arm: at most N run_program calls")
-    p.add_argument("--budget-s", type=float, default=1200.0, help="wall-clock budget of the agent loop [s]")
-    p.add_argument("--cell-timeout-s", type=float, default=300.0, help="wall-clock limit of one cell [s]")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
+DESCRIPTION = "Run PyRUA-Lean robot agents on ROS 2 (PyRUA-Lean-compatible command lines)."
 
 
-def config_from_args(args: argparse.Namespace):
-    """Build the PlayConfig (ConfigError on bad values) from parsed ``play`` arguments."""
-    from pyrua_ros.agent.config import PlayConfig, parse_extra_body
-
-    replay = args.replay
-    if args.runtime == "replay" and replay is None:
-        from pyrua_ros.examples import program_for
-
-        replay = program_for(args.suite, args.task)
-    return PlayConfig(
-        out=args.out, task=args.task, suite=args.suite, seed=args.seed, arm=args.arm, robot=args.robot,
-        runtime=args.runtime, replay=replay, model=args.model, reasoning=args.reasoning, base_url=args.base_url,
-        api_key_env=args.api_key_env, openai_max_tokens=args.openai_max_tokens,
-        openai_tool_choice=args.openai_tool_choice, openai_temperature=args.openai_temperature,
-        openai_extra_body=parse_extra_body(args.openai_extra_body),
-        openai_request_timeout_s=args.openai_request_timeout_s, openai_max_retries=args.openai_max_retries,
-        system_prompt=args.openai_system_prompt, context_window=args.context_window,
-        images=args.images, feedback=args.feedback, guides=args.guides or args.guides_dir is not None,
-        guides_dir=args.guides_dir, max_turns=args.max_turns, max_programs=args.max_programs,
-        budget_s=args.budget_s, max_episode_steps=args.max_episode_steps, primitives=args.primitives,
-        vla_endpoint=args.vla_endpoint, sam3_endpoint=args.sam3_endpoint, cell_timeout_s=args.cell_timeout_s,
-        driver=args.driver, clock=args.clock, video=args.video, record=args.record,
-        cuda_device=args.cuda_device, rpent_root=args.rpent_root, libero_type=args.libero_type)
+def refuse(command: str, message: str) -> int:
+    """One line on stderr, exit code 2 (bad input: nothing booted)."""
+    print(f"pyrualean {command}: error: {message}", file=sys.stderr)
+    return exit_codes.BAD_INPUT
 
 
 def prepare_ros_environment() -> None:
@@ -82,28 +39,62 @@ def prepare_ros_environment() -> None:
         os.environ["ROS_DOMAIN_ID"] = str(claim_domain_id())
 
 
+def episode_summary(result, out, code: int) -> dict:
+    """The JSON line ``play`` prints on stdout (the reference's keys plus ours)."""
+    return {"arm": result.arm, "status": result.status, "reason": result.reason,
+            "environment_success": result.environment_success, "tool_turns": result.tool_turns,
+            "env_steps": result.env_steps, "total_tokens": result.generation.total_tokens,
+            "policy_wall_s": result.policy_wall_s, "startup_s": result.startup_s,
+            "total_wall_s": result.total_wall_s, "exit_code": code, "out": str(out)}
+
+
 def cmd_play(args: argparse.Namespace) -> int:
-    from pyrua_ros.agent.config import ConfigError
+    from pyrua_ros.agent.config import PlayConfig
+    from pyrua_ros.agent.progress import make_progress
+    from pyrua_ros.agent.schema import SettingError
+    from pyrua_ros.agent.validate import prepare_play
 
     try:
-        cfg = config_from_args(args)
-    except (ConfigError, ValueError) as exc:
-        print(f"pyrualean play: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    prepare_ros_environment()
-    from pyrua_ros.agent.episode import play
-    from pyrua_ros.agent.progress import ProgressView
+        cfg = settings_from_args(PlayConfig, args)
+    except SettingError as exc:
+        return refuse("play", str(exc))
+    progress = make_progress(cfg.output.progress)
 
-    progress = None if args.quiet else ProgressView(sys.stderr)
-    result = play(cfg, progress=progress)
-    summary = {"arm": result.arm, "status": result.status, "reason": result.reason,
-               "environment_success": result.environment_success, "tool_turns": result.tool_turns,
-               "env_steps": result.env_steps, "total_tokens": result.generation.total_tokens,
-               "policy_wall_s": result.policy_wall_s, "out": str(cfg.out)}
-    if progress:
+    def warn(text: str) -> None:
+        print(f"pyrualean play: {text}", file=sys.stderr)
+
+    try:
+        cfg, rundir = prepare_play(cfg, warn=warn, progress=progress)
+    except SettingError as exc:
+        if progress is not None:
+            progress.close()
+        return refuse("play", str(exc))
+    if rundir.action == "keep":
+        data = rundir.result or {}
+        code = exit_codes.for_result(data.get("status", "error"), data.get("reason"))
+        warn(f"--resume: {cfg.out} already holds an episode that ran to its end (status {data.get('status')}); "
+             "kept, nothing run")
+        if progress is not None:
+            progress.close()
+        print(json.dumps({k: data.get(k) for k in ("arm", "status", "reason", "environment_success", "tool_turns",
+                                                    "env_steps", "policy_wall_s")} | {"exit_code": code,
+                                                                                      "out": str(cfg.out)}))
+        return code
+    prepare_ros_environment()
+    from pyrua_ros.agent.arms import LoopAgent
+    from pyrua_ros.agent.episode import Episode
+
+    episode = Episode(cfg.episode, LoopAgent(cfg), out=cfg.out, output=cfg.output, compat=cfg.compat,
+                      progress=progress)
+    result = episode.run()
+    code = exit_codes.for_result(result.status, result.reason, interrupted_by=episode.interrupted_by)
+    summary = episode_summary(result, cfg.out, code)
+    if progress is not None:
         progress.finish(summary)
+    elif code != exit_codes.OK:
+        print(f"pyrualean play: {result.status}: {result.reason}", file=sys.stderr)
     print(json.dumps(summary))
-    return EXIT_BAD_INPUT if result.status in ("boot_error", "error") else 0
+    return code
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -112,19 +103,45 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return runner_main(args.launch_args)
 
 
+def _launch_epilog() -> str:
+    from pyrua_ros.bringup.runner import arguments_text
+
+    return "launch arguments of libero_sim (name:=value):\n" + arguments_text()
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the epilog's layout (exit codes, launch arguments) and wraps flag help normally."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose refusals are one line (no usage dump) and exit code 2."""
+
+    def error(self, message: str):
+        self.exit(exit_codes.BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from pyrua_ros.agent.config import PlayConfig
     from pyrua_ros.cli.commands_info import add_info_parsers
     from pyrua_ros.cli.commands_single import add_single_parsers
     from pyrua_ros.conformance.cli import add_parser as add_check_driver_parser
 
-    parser = argparse.ArgumentParser(prog="pyrualean", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="pyrualean", description=DESCRIPTION, epilog=exit_codes.help_epilog(),
+                                     formatter_class=_Formatter)
     parser.add_argument("--version", action="version", version=f"pyrua_ros {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    play = sub.add_parser("play", help="run one episode with the agent loop")
-    add_play_args(play)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    play = sub.add_parser("play", help="run one episode with the agent loop", formatter_class=_Formatter,
+                          description="Run one episode: start the driver node, boot robo, run the agent loop, judge "
+                                      "with the benchmark's success check, write the run directory.",
+                          epilog=exit_codes.help_epilog())
+    add_settings(play, PlayConfig)
     play.set_defaults(func=cmd_play)
-    launch = sub.add_parser("launch", help="start the node graph without ros2 launch (pip-only runner)")
-    launch.add_argument("launch_args", nargs=argparse.REMAINDER, help="libero_sim key:=value ...")
+    launch = sub.add_parser("launch", help="start the node graph without ros2 launch (pip-only runner)",
+                            formatter_class=_Formatter, epilog=_launch_epilog(),
+                            description="Start the libero_sim graph (driver + agent, optional rviz) without ros2 "
+                                        "launch: pyrualean launch libero_sim [name:=value ...] [--print] [-s].")
+    launch.add_argument("launch_args", nargs=argparse.REMAINDER, metavar="libero_sim [name:=value ...]",
+                        help="the launch and its arguments (listed below)")
     launch.set_defaults(func=cmd_launch)
     add_info_parsers(sub)
     add_single_parsers(sub)
@@ -133,7 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    from pyrua_ros.agent.schema import SettingError
+
+    try:
+        parser = build_parser()
+    except SettingError as exc:   # a PYRUALEAN_* environment variable with a bad value
+        return refuse("", str(exc))
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

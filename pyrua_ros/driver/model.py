@@ -14,6 +14,7 @@ into its own actuator command (LIBERO: the OSC gripper action -1..+1; the fake: 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -48,13 +49,15 @@ class ModelStep:
 
 @dataclasses.dataclass(frozen=True)
 class CameraImage:
-    """One rendered view, the true upright pinhole image. ``color``: uint8 (H, W, 3) RGB; ``depth``: float32 (H, W)
-    metres along the optical axis (0 = nothing hit); ``K``: 3x3 intrinsics of this image. The optical frame's pose
-    is in the model's TF tree (:meth:`ArmModel.transforms`) under ``frames.camera_optical`` of interfaces.yaml."""
+    """One rendered view, the true upright pinhole image, ``size`` x ``size`` px. ``color``: uint8 (H, W, 3) RGB;
+    ``depth``: float32 (H, W) metres along the optical axis (0 = nothing hit); a stream frame holds only the kinds
+    asked for (the other is None). ``K``: 3x3 intrinsics of this image. The optical frame's pose is in the model's
+    TF tree (:meth:`ArmModel.transforms`) under ``frames.camera_optical`` of interfaces.yaml."""
 
-    color: np.ndarray
-    depth: np.ndarray
+    color: np.ndarray | None
+    depth: np.ndarray | None
     K: np.ndarray
+    size: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,14 +105,21 @@ class ArmModel(Protocol):
     def gripper_opening(self) -> float:
         """The finger gap now [m]."""
 
-    def transforms(self) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
-        """(parent, child, translation [m], quat xyzw) of every frame of the robot and its cameras."""
+    def transforms(self, *, moving_only: bool = False) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
+        """(parent, child, translation [m], quat xyzw) of every frame of the robot and its cameras;
+        ``moving_only`` leaves out :meth:`static_frames` (what ``/tf`` after each step needs)."""
 
     def static_frames(self) -> set[str]:
         """Child frames of :meth:`transforms` that never move relative to their parent (``/tf_static``)."""
 
     def capture(self, camera: str, size: int) -> CameraImage:
         """Render ``camera`` now, ``size`` x ``size`` pixels (ValueError naming the cameras for an unknown one)."""
+
+    def stream(self, requests: dict[str, set[str]], size: int,
+               deliver: Callable[[dict[str, CameraImage]], None]) -> None:
+        """A best-effort stream frame of the current state: ``{camera: kinds}`` (``color`` and/or ``depth``).
+        ``deliver({camera: image})`` may run later and in another thread (LIBERO renders in a render thread of
+        its own, off the control path); a frame the model cannot keep up with may be dropped, never waited for."""
 
     def segmentation(self, camera: str, size: int) -> tuple[np.ndarray, dict[int, str]]:
         """Instance ids (int32 (H, W), 0 = nothing) of ``camera`` now, and id -> object or fixture name."""

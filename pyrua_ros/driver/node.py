@@ -79,6 +79,8 @@ PARAMETERS: dict[str, Param] = {
     "camera_rate_hz": Param(2.0, "[Hz] stream cameras (only while subscribed): sim time in lockstep, wall time "
                                  "in realtime"),
     "stream_resolution": Param(256, "[px] square stream camera images"),
+    "stream_backlog": Param(16, "stream frames waiting for the render thread before the oldest is dropped (sim)"),
+    "render_nice": Param(10, "CPU niceness added to the render thread, so control steps come first (sim)"),
     "republish_period_s": Param(1.0, "[s] lockstep: re-publish TF, clock and stream images this often while idle "
                                      "(0 = never)"),
     "workspace_min": Param([-0.70, -0.60, 0.00], "[m] world box min corner for the end effector"),
@@ -124,7 +126,7 @@ class DriverNode(Node):
         self.truth_gate = RateGate(float(values["camera_rate_hz"]))
         self._last_state_wall = time.monotonic()
         self._last_tf: TFMessage | None = None
-        self._stream_cache: dict[str, tuple[tuple[int, int], tuple]] = {}
+        self._stream_cache: dict[str, tuple[tuple, tuple]] = {}   # camera -> ((state, kinds), messages)
         self.reset_episode()
         self.get_logger().info(f"{label} ready ({self.config.clock_mode}); "
                                f"{self.core.status().to_json()}")
@@ -143,6 +145,9 @@ class DriverNode(Node):
 
     def _config(self, v: dict) -> DriverConfig:
         f, r = self.names.frames, self.names.robot
+        if int(v["stream_resolution"]) <= 0 or int(v["stream_backlog"]) < 1:
+            raise ValueError(f"stream_resolution must be > 0 and stream_backlog >= 1, got "
+                             f"{v['stream_resolution']!r} and {v['stream_backlog']!r}")
         limits = SafetyLimits(tuple(v["workspace_min"]), tuple(v["workspace_max"]), float(v["max_linear_speed"]),
                               float(v["max_angular_speed"]))
         gripper = goals.GripperSettings(goal_tolerance_m=float(v["gripper_goal_tolerance"]),
@@ -263,9 +268,8 @@ class DriverNode(Node):
         js = JointState(name=list(names), position=[float(x) for x in q], velocity=[float(x) for x in dq])
         js.header.stamp = stamp
         self.pub_joints.publish(js)
-        static = self.model.static_frames()
         self._last_tf = TFMessage(transforms=[transform_stamped_msg(p, c, t, r, stamp)
-                                              for p, c, t, r in self.model.transforms() if c not in static])
+                                              for p, c, t, r in self.model.transforms(moving_only=True)])
         self.pub_tf.publish(self._last_tf)
         self.pub_clock.publish(Clock(clock=stamp))
         self.publish_status()
@@ -293,29 +297,48 @@ class DriverNode(Node):
                 markers.markers.append(m)
         self.pub_truth.publish(markers)
 
-    def _wanted_streams(self) -> list[str]:
-        return [cam for cam, pubs in self.streams.items() if any(p.get_subscription_count() for p in pubs)]
+    def _wanted_streams(self) -> dict[str, frozenset[str]]:
+        """``{camera: kinds}`` of the stream cameras with subscribers: color and/or depth as subscribed
+        (camera_info alone still follows rendered color frames)."""
+        wanted = {}
+        for cam, (color, depth, info) in self.streams.items():
+            kinds = {k for k, pub in (("color", color), ("depth", depth)) if pub.get_subscription_count()}
+            if not kinds and info.get_subscription_count():
+                kinds = {"color"}
+            if kinds:
+                wanted[cam] = frozenset(kinds)
+        return wanted
 
     def publish_streams(self, stamp) -> None:
-        """Render the stream cameras that have subscribers (at most ``camera_rate_hz``; see publish_state)."""
-        for cam in self._wanted_streams():
-            self._render_stream(cam, stamp)
+        """Stream the cameras that have subscribers (at most ``camera_rate_hz``; see publish_state)."""
+        self._render_streams(self._wanted_streams(), stamp)
 
-    def _render_stream(self, cam: str, stamp) -> None:
-        image = self.core.capture(cam, self.stream_size)
-        msgs = self._camera_msgs(cam, image, stamp)
-        for pub, msg in zip(self.streams[cam], msgs):
-            pub.publish(msg)
-        self._stream_cache[cam] = (self._state_key(), msgs)
+    def _render_streams(self, wanted: dict[str, frozenset[str]], stamp) -> None:
+        """Ask the model for a stream frame of the current state; it publishes when rendered (LIBERO: in its
+        render thread, off the control path; a frame it cannot keep up with is dropped, never waited for)."""
+        if not wanted:
+            return
+        key = self._state_key()
+
+        def deliver(images) -> None:
+            for cam, image in images.items():
+                msgs = self._camera_msgs(cam, image, stamp)
+                for pub, msg in zip(self.streams[cam], msgs):
+                    if msg is not None:
+                        pub.publish(msg)
+                self._stream_cache[cam] = ((key, wanted[cam]), msgs)
+
+        self.model.stream({cam: set(kinds) for cam, kinds in wanted.items()}, self.stream_size, deliver)
 
     def _state_key(self) -> tuple[int, int]:
         return self.core.episode_id, self.model.last_step().step
 
     def _camera_msgs(self, cam: str, image, stamp) -> tuple:
+        """(color, depth, camera_info) messages of ``image``; None for a kind it does not hold."""
         frame = self.names.frames.optical(cam)
-        h, w = image.depth.shape
-        return (image_msg(image.color, stamp, frame, "rgb8"), image_msg(image.depth, stamp, frame, "32FC1"),
-                camera_info_msg(image.K, w, h, stamp, frame))
+        return (None if image.color is None else image_msg(image.color, stamp, frame, "rgb8"),
+                None if image.depth is None else image_msg(image.depth, stamp, frame, "32FC1"),
+                camera_info_msg(image.K, image.size, image.size, stamp, frame))
 
     def goal_feedback(self, goal: ActiveGoal, fields: dict) -> None:
         if goal.kind == "gripper":
@@ -366,13 +389,16 @@ class DriverNode(Node):
         stamp = self.stamp()
         self.pub_tf.publish(self._last_tf)
         self.pub_clock.publish(Clock(clock=stamp))
-        for cam in self._wanted_streams():
+        stale = {}
+        for cam, kinds in self._wanted_streams().items():
             key, msgs = self._stream_cache.get(cam, (None, ()))
-            if key != self._state_key():
-                self._render_stream(cam, stamp)
+            if key != (self._state_key(), kinds):
+                stale[cam] = kinds
             else:
                 for pub, msg in zip(self.streams[cam], msgs):
-                    pub.publish(msg)
+                    if msg is not None:
+                        pub.publish(msg)
+        self._render_streams(stale, stamp)
 
     # ---------------------------------------------------------------- actions
     def _sync_cancels(self) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pyrua_ros.driver.convert import stamp_to_seconds, transform_to_matrix
+from pyrua_ros.driver.convert import quat_to_matrix, stamp_to_seconds
 
 
 class TransformError(LookupError):
@@ -52,7 +52,7 @@ class _Edge:
 
     def at(self, stamp: float | None, tolerance_s: float, child: str) -> np.ndarray:
         if self.static or stamp is None:
-            return self.mats[-1]
+            return self._matrix(len(self.mats) - 1)
         if stamp > self.stamps[-1] + tolerance_s:
             # Like tf2's ExtrapolationException: the sample for this time has not arrived yet, so wait_for keeps
             # waiting instead of answering with an older pose.
@@ -62,7 +62,21 @@ class _Edge:
         if i < 0:
             raise TransformError(f"{self.parent} -> {child}: no transform at or before t={stamp:.4f} s "
                                  f"(cache holds {self.stamps[0]:.4f} .. {self.stamps[-1]:.4f} s)")
-        return self.mats[i]
+        return self._matrix(i)
+
+    def _matrix(self, i: int) -> np.ndarray:
+        """Sample ``i`` as a 4x4 matrix; a sample stored as (translation, quaternion) is converted on first use."""
+        T = self.mats[i]
+        if isinstance(T, tuple):
+            T = self.mats[i] = _tq_matrix(*T)
+        return T
+
+
+def _tq_matrix(t, q_xyzw) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3] = quat_to_matrix(q_xyzw)
+    T[:3, 3] = t
+    return T
 
 
 class TransformStore:
@@ -74,12 +88,17 @@ class TransformStore:
         self._edges: dict[str, _Edge] = {}
         self._lock = threading.Lock()
 
-    def add(self, parent: str, child: str, stamp: float, T_parent_child: np.ndarray, static: bool = False) -> None:
+    def add(self, parent: str, child: str, stamp: float, T_parent_child: np.ndarray | tuple,
+            static: bool = False) -> None:
+        """Add a sample: a 4x4 matrix, or (translation [m], (x, y, z, w) quaternion), which is converted only
+        when a lookup uses it (a lockstep client receives every step's /tf and looks up a few of them)."""
+        if not isinstance(T_parent_child, tuple):
+            T_parent_child = np.asarray(T_parent_child, dtype=float)
         with self._lock:
             edge = self._edges.get(child)
             if edge is None or edge.parent != parent or edge.static != static:
                 edge = self._edges[child] = _Edge(parent, static)
-            edge.add(stamp, np.asarray(T_parent_child, dtype=float), self.cache_s)
+            edge.add(stamp, T_parent_child, self.cache_s)
 
     def frames(self) -> set[str]:
         with self._lock:
@@ -134,8 +153,9 @@ class TfBuffer(TransformStore):
 
     def _take(self, msg, static: bool) -> None:
         for tf in msg.transforms:
+            t, r = tf.transform.translation, tf.transform.rotation
             self.add(tf.header.frame_id, tf.child_frame_id, stamp_to_seconds(tf.header.stamp),
-                     transform_to_matrix(tf.transform), static=static)
+                     ((t.x, t.y, t.z), (r.x, r.y, r.z, r.w)), static=static)
         with self._cond:
             self._cond.notify_all()
         if self._on_update:

@@ -7,6 +7,9 @@ by at most ``FINGER_STEP_M`` per step (closing on an object stalls at its width 
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+
 import numpy as np
 
 from pyrua_ros.driver.convert import matrix_to_quat
@@ -77,10 +80,11 @@ class FakeArm:
                 (HAND, f.end_effector, kin.T_HAND_TCP), (HAND, f.optical("wrist"), T_HAND_WRIST),
                 (f.world, f.optical("agentview"), AGENTVIEW)]
 
-    def transforms(self):
+    def transforms(self, *, moving_only: bool = False):
         e, f = self.episode, self.frames
         links = [f.base] + [f"robot0_link{i}" for i in range(1, 8)]
-        out = [(p, c, T[:3, 3].copy(), matrix_to_quat(T[:3, :3])) for p, c, T in self._static()]
+        out = [] if moving_only else [(p, c, T[:3, 3].copy(), matrix_to_quat(T[:3, :3]))
+                                      for p, c, T in self._static()]
         for i in range(7):
             T = kin.dh_transform(*kin.DH[i], float(e.q[i]))
             out.append((links[i], links[i + 1], T[:3, 3].copy(), matrix_to_quat(T[:3, :3])))
@@ -97,7 +101,17 @@ class FakeArm:
 
     def capture(self, camera: str, size: int) -> CameraImage:
         cam, (color, depth, _seg) = self._render(camera, size)
-        return CameraImage(color, depth, cam.K)
+        return CameraImage(color, depth, cam.K, size)
+
+    def stream(self, requests: dict[str, set[str]], size: int,
+               deliver: Callable[[dict[str, CameraImage]], None]) -> None:
+        """Rendered now, in the caller's thread (the fake's renderer is cheap)."""
+        images = {}
+        for cam, kinds in requests.items():
+            image = self.capture(cam, size)
+            images[cam] = dataclasses.replace(image, color=image.color if "color" in kinds else None,
+                                              depth=image.depth if "depth" in kinds else None)
+        deliver(images)
 
     def segmentation(self, camera: str, size: int):
         _cam, (_color, _depth, seg) = self._render(camera, size)

@@ -1,68 +1,93 @@
 """Executable of the agent node ``agent``: one episode of the cell-writing loop over ROS 2, then exit.
 
 Run by the launch file / pip runner (``pyrua-ros launch libero_sim ...``) next to a driver node that serves the
-interfaces of config/interfaces.yaml. Its parameters (config/agent.yaml, names in
-``pyrua_ros.bringup.graph.AGENT_PARAMETERS``) become a :class:`~pyrua_ros.agent.config.PlayConfig`; the episode
-host does the rest (reset, prompt, loop, judge, run directory).
+interfaces of config/interfaces.yaml. Its parameters are the launch settings of the settings schema
+(:class:`~pyrua_ros.agent.config.PlayConfig`, scopes ``episode`` and ``agent``), declared from it with their
+defaults and descriptions (config/agent.yaml is generated from the same schema); an optional setting left unset
+is a declared parameter without a value. The parameters become a PlayConfig (driver ``external``: the launch
+started the driver), the same checks as ``pyrualean play`` run before anything else, and the episode host does
+the rest. Exit status: the table of :mod:`pyrua_ros.cli.exit_codes` (0 when the episode ran to its end).
 
 One node per process role: robo's ROS clients run on this very node (its namespace, remappings and parameters
 hold for them, and ``ros2 param get /agent task`` answers while the episode runs). The ``remap`` parameter
-(``from:=to`` pairs) is applied to this node's names.
+(``from:=to`` pairs, a graph argument outside the settings schema) is applied to every node of the process.
 
-Exit status: 0 when the episode ran (whatever its success), 2 on a boot error, an error or an invalid parameter,
-130 when interrupted. The first SIGINT interrupts the episode, which still stops its kernel and writes
-``result.json``; further SIGINTs while it cleans up are ignored, so a double Ctrl-C cannot leave a process behind.
+Interrupts: the first SIGINT interrupts the episode, which still stops its kernel and writes ``result.json`` (exit
+130); further SIGINTs while it cleans up are ignored, so a double Ctrl-C cannot leave a process behind.
 """
 
 from __future__ import annotations
 
-import pathlib
+import dataclasses
 import signal
 import sys
-import time
 
-from pyrua_ros.driver.rosenv import node_preamble
+from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
 
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 2, 130
+NODE_SCOPES = ("episode", "agent")
+
+
+def node_leaves():
+    """The schema settings this node declares as parameters."""
+    from pyrua_ros.agent import schema
+    from pyrua_ros.agent.config import PlayConfig
+
+    return [leaf for leaf in schema.leaves(PlayConfig) if leaf.spec.launch and leaf.spec.scope in NODE_SCOPES]
+
+
+def parameters_yaml() -> str:
+    """config/agent.yaml: this node's parameters with their schema defaults (scripts/generate_config.py writes it)."""
+    from pyrua_ros.agent import schema
+    from pyrua_ros.agent.config import PlayConfig
+
+    header = ("Parameters of the agent node (node name `agent`, in any namespace), generated from the settings\n"
+              "schema (pyrua_ros/agent/config.py) by scripts/generate_config.py: edit the schema, not this file.\n"
+              "Launch arguments of the same names override them only when given; optional settings are commented\n"
+              "out (unset). The episode fields apply with robot:=external: with a driver the launch hands the agent\n"
+              "the episode of the driver's parameter file (config/sim.yaml, config/fake_arm.yaml) unless\n"
+              "suite/task/seed are given.")
+    return schema.yaml_text(PlayConfig, "/**/agent", scopes=NODE_SCOPES, header=header)
 
 
 def declare_parameters(node) -> dict:
-    """Declare every agent parameter with its default from the launch graph; return their values."""
+    """Declare every agent parameter (typed, default and description from the schema); return their values
+    (None for an optional parameter nobody set; JSON objects and paths as their text)."""
     from rcl_interfaces.msg import ParameterDescriptor
+    from rclpy.exceptions import ParameterUninitializedException
+    from rclpy.parameter import Parameter
 
-    from pyrua_ros.bringup import graph
-
+    types = {"str": Parameter.Type.STRING, "path": Parameter.Type.STRING, "json": Parameter.Type.STRING,
+             "int": Parameter.Type.INTEGER, "float": Parameter.Type.DOUBLE, "bool": Parameter.Type.BOOL}
     values = {}
-    for name in graph.AGENT_PARAMETERS:
-        if name == "use_sim_time":
-            continue
-        arg = graph.ARGUMENTS_BY_NAME[name]
-        values[name] = node.declare_parameter(name, arg.typed_default(),
-                                              ParameterDescriptor(description=arg.description)).value
+    for leaf in node_leaves():
+        descriptor = ParameterDescriptor(description=leaf.spec.help)
+        if leaf.default is None:
+            node.declare_parameter(leaf.name, types[leaf.kind], descriptor)
+        else:
+            node.declare_parameter(leaf.name, leaf.text(leaf.default) if leaf.kind in ("path", "json")
+                                   else leaf.default, descriptor)
+        try:
+            value = node.get_parameter(leaf.name).value
+        except ParameterUninitializedException:
+            value = None
+        values[leaf.name] = value
     return values
 
 
 def config_from_parameters(values: dict):
     """PlayConfig from agent parameter values (the launch started the driver, so ``driver="external"``)."""
-    from pyrua_ros.agent.config import PlayConfig, parse_extra_body
+    from pyrua_ros.agent import schema
+    from pyrua_ros.agent.config import PlayConfig
 
-    out = values["out"] or f"runs/{values['suite']}_{values['task']}_{values['seed']}_{time.strftime('%Y%m%d-%H%M%S')}"
-    replay = pathlib.Path(values["replay_path"]) if values["replay_path"] else None
-    if values["runtime"] == "replay" and replay is None:
-        from pyrua_ros.examples import program_for
-
-        replay = program_for(values["suite"], values["task"])
-    return PlayConfig(
-        out=pathlib.Path(out), suite=values["suite"], task=int(values["task"]), seed=int(values["seed"]),
-        max_episode_steps=int(values["max_episode_steps"]), arm=values["arm"], runtime=values["runtime"],
-        replay=replay, model=values["model"] or "DAGroup-PKU/PyRUA-Lean-Coder-v0.1-4B",
-        reasoning=values["reasoning"] or None, base_url=values["base_url"] or None,
-        api_key_env=values["api_key_env"] or None, openai_max_tokens=int(values["openai_max_tokens"]),
-        openai_tool_choice=values["openai_tool_choice"], openai_temperature=float(values["openai_temperature"]),
-        openai_extra_body=parse_extra_body(values["openai_extra_body"]), images=values["images"],
-        feedback=values["feedback"], guides=bool(values["guides"]), vla_endpoint=values["vla_endpoint"] or None,
-        max_turns=int(values["max_turns"]) or None, budget_s=float(values["budget_s"]),
-        record=bool(values["record"]), driver="external")
+    leaves = {leaf.name: leaf for leaf in schema.leaves(PlayConfig)}
+    typed = {}
+    for name, value in values.items():
+        if value is None or name not in leaves:   # unset, or a graph parameter such as use_sim_time
+            continue
+        leaf = leaves[name]
+        typed[name] = leaf.parse(value) if leaf.kind in ("path", "json") and isinstance(value, str) else value
+    cfg = schema.build(PlayConfig, typed)
+    return dataclasses.replace(cfg, episode=dataclasses.replace(cfg.episode, driver="external"))
 
 
 class _FirstInterruptOnly:
@@ -78,19 +103,27 @@ class _FirstInterruptOnly:
         print(f"[agent] signal {signum} again: already stopping the episode", file=sys.stderr, flush=True)
 
 
-def _make_node(rclpy):
-    """The ``agent`` node, with its ``remap`` parameter applied (the node is made again when it sets remaps)."""
+def remap_arguments(argv: list[str]) -> list[str]:
+    """The node's ``remap`` parameter (its parameter file or an override in ``argv``) as global ``-r`` arguments,
+    so the remappings hold for every node of this process (robo's state node included). Read on a short-lived
+    probe node in a context of its own."""
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+
     from pyrua_ros.bringup import graph
 
-    node = rclpy.create_node("agent")
-    remap = node.declare_parameter("remap", graph.ARGUMENTS_BY_NAME["remap"].typed_default()).value
-    pairs = graph.parse_remaps(remap)
-    if not pairs:
-        node.undeclare_parameter("remap")
-        return node
-    node.destroy_node()
-    cli_args = ["--ros-args", *(arg for src, dst in pairs for arg in ("-r", f"{src}:={dst}"))]
-    return rclpy.create_node("agent", cli_args=cli_args)
+    context = rclpy.Context()
+    rclpy.init(args=argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        probe = rclpy.create_node("agent", context=context, start_parameter_services=False, enable_rosout=False)
+        try:
+            text = probe.declare_parameter("remap", graph.ARGUMENTS_BY_NAME["remap"].typed_default()).value
+        finally:
+            probe.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+    pairs = graph.parse_remaps(text)
+    return ["--ros-args", *graph.remap_arguments(pairs)] if pairs else []
 
 
 def main(args: list[str] | None = None) -> int:
@@ -98,45 +131,52 @@ def main(args: list[str] | None = None) -> int:
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
-    from pyrua_ros.agent.config import ConfigError
+    from pyrua_ros.agent.episode import play
+    from pyrua_ros.agent.progress import PlainProgress
+    from pyrua_ros.agent.schema import SettingError
+    from pyrua_ros.agent.validate import prepare_play
+    from pyrua_ros.cli import exit_codes
 
     interrupts = _FirstInterruptOnly()
     signal.signal(signal.SIGINT, interrupts)
-    # rclpy's own handler would shut the context down on SIGINT, taking robo's clients away while the episode
-    # still cleans up; the episode handles the interrupt itself.
-    rclpy.init(args=sys.argv if args is None else args, signal_handler_options=SignalHandlerOptions.NO)
     node = None
+    argv = list(sys.argv if args is None else args)
     try:
-        node = _make_node(rclpy)
         try:
-            cfg = config_from_parameters(declare_parameters(node))
-        except (ConfigError, ValueError) as exc:
-            node.get_logger().error(f"invalid parameter: {exc}")
-            return EXIT_FAILED
-        return _run(node, cfg, interrupts)
+            argv += remap_arguments(argv)
+        except ValueError as exc:
+            print(f"[agent] invalid parameter remap: {exc}", file=sys.stderr, flush=True)
+            return exit_codes.BAD_INPUT
+        # rclpy's own SIGINT handler would shut the context down, taking robo's clients away while the episode
+        # still cleans up; the episode handles the interrupt itself.
+        with rclpy_session(argv, signal_handler_options=SignalHandlerOptions.NO):
+            try:
+                node = rclpy.create_node("agent")
+                node.declare_parameter("remap", "")    # applied above; declared so ros2 param get shows it
+                progress = PlainProgress(sys.stdout)
+                try:
+                    cfg, _rundir = prepare_play(config_from_parameters(declare_parameters(node)),
+                                                warn=node.get_logger().warning)
+                except (SettingError, ValueError) as exc:
+                    node.get_logger().error(f"invalid parameter: {exc}")
+                    return exit_codes.BAD_INPUT
+                node.get_logger().info(f"episode {cfg.episode.tag}: runtime {cfg.agent.runtime}, arm "
+                                       f"{cfg.agent.arm}, out {cfg.out}")
+                result = play(cfg, progress=progress, node=node)
+                code = exit_codes.for_result(result.status, result.reason)
+                progress.finish({"status": result.status, "reason": result.reason,
+                                 "environment_success": result.environment_success,
+                                 "tool_turns": result.tool_turns, "env_steps": result.env_steps,
+                                 "total_tokens": result.generation.total_tokens,
+                                 "total_wall_s": result.total_wall_s, "startup_s": result.startup_s,
+                                 "exit_code": code, "out": str(cfg.out)})
+                return code
+            finally:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)   # nothing interrupts the teardown
+                if node is not None:
+                    node.destroy_node()
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)   # nothing interrupts the teardown
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-
-
-def _run(node, cfg, interrupts: _FirstInterruptOnly) -> int:
-    from pyrua_ros.agent.episode import play
-    from pyrua_ros.agent.progress import ProgressView
-
-    node.get_logger().info(f"episode {cfg.tag}: runtime {cfg.runtime}, arm {cfg.arm}, out {cfg.out}")
-    progress = ProgressView(sys.stdout)
-    result = play(cfg, progress=progress, node=node)
-    progress.finish({"status": result.status, "environment_success": result.environment_success,
-                     "tool_turns": result.tool_turns, "env_steps": result.env_steps,
-                     "total_tokens": result.generation.total_tokens, "policy_wall_s": result.policy_wall_s,
-                     "out": str(cfg.out)})
-    if interrupts.count:
-        return EXIT_INTERRUPTED
-    return EXIT_FAILED if result.status in ("boot_error", "error") else EXIT_OK
+        return exit_codes.INTERRUPTED + signal.SIGINT
 
 
 if __name__ == "__main__":

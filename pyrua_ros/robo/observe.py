@@ -14,7 +14,7 @@ import numpy as np
 
 from pyrua_ros.robo import perception
 from pyrua_ros.robo.errors import ToolError
-from pyrua_ros.robo.host import ArtifactStore, encode_png
+from pyrua_ros.robo.host import ArtifactStore
 from pyrua_ros.robo.results import BackProjection, RegionCenter, Segment
 from pyrua_ros.robo.segmenters import Segmenter, SegmentRequest
 
@@ -66,7 +66,7 @@ def segment(store: ArtifactStore, segmenter: Segmenter, *, prompt: str | None, c
                        overlay_artifact=None, error=answer.error or "not found")
     stats = perception.surface_stats(world, answer.mask)
     name = f"segment_{index:03d}_{camera}.png"
-    store.put(step, name, encode_png(overlay(color, answer.mask)))
+    store.put_image(step, name, overlay(color, answer.mask))
     extras: dict[str, Any] = {"label": answer.label, "score": answer.score, "n_pixels": 0, "instances": []}
     if stats is not None:
         extras.update(median_xyz=list(stats.median), box_center_xyz=list(stats.box_center),

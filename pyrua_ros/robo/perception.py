@@ -29,12 +29,15 @@ def world_map(depth: np.ndarray, K: np.ndarray, T_world_optical: np.ndarray) -> 
     T = np.asarray(T_world_optical, dtype=np.float64)
     ok = valid_depth(depth)
     z = np.where(ok, depth, 0.0)
-    rows, cols = np.mgrid[0:h, 0:w].astype(np.float64)
-    x = (cols - K[0, 2]) / K[0, 0] * z
-    y = (rows - K[1, 2]) / K[1, 1] * z
-    pts = np.stack([x, y, z], axis=-1) @ T[:3, :3].T + T[:3, 3]
-    pts[~ok] = 0.0
-    return pts.astype(np.float32)
+    # per-pixel ray factors as a row and a column, broadcast (no (H, W) grids of pixel coordinates)
+    x = ((np.arange(w, dtype=np.float64) - K[0, 2]) / K[0, 0])[None, :] * z
+    y = ((np.arange(h, dtype=np.float64) - K[1, 2]) / K[1, 1])[:, None] * z
+    R, t = T[:3, :3], T[:3, 3]
+    out = np.empty((h, w, 3), dtype=np.float32)
+    for i in range(3):
+        out[..., i] = R[i, 0] * x + R[i, 1] * y + R[i, 2] * z + t[i]
+    out[~ok] = 0.0
+    return out
 
 
 def pixel_to_world(row: int, col: int, depth_m: float, K: np.ndarray, T_world_optical: np.ndarray) -> np.ndarray:
@@ -56,7 +59,7 @@ def world_to_pixel(xyz: np.ndarray, K: np.ndarray, T_world_optical: np.ndarray) 
 
 
 def _valid_points(wmap: np.ndarray) -> np.ndarray:
-    """Boolean (H, W): pixels of a world map that hold a point (finite and not all-zero)."""
+    """Boolean (...): which points of a (..., 3) world map or point list hold a point (finite, not all-zero)."""
     finite = np.all(np.isfinite(wmap), axis=-1)
     return finite & np.any(wmap != 0.0, axis=-1)
 
@@ -80,7 +83,8 @@ def surface_stats(wmap: np.ndarray, mask: np.ndarray) -> SurfaceStats | None:
     mask = np.asarray(mask, dtype=bool)
     if mask.shape != wmap.shape[:2]:
         raise ValueError(f"mask shape {mask.shape} does not match world map {wmap.shape[:2]}")
-    pts = wmap[mask & _valid_points(wmap)].astype(np.float64)
+    pts = wmap[mask]                              # the masked points first: a mask is a small part of the map
+    pts = pts[_valid_points(pts)].astype(np.float64)
     if len(pts) == 0:
         return None
     lo = np.percentile(pts, 2, axis=0)

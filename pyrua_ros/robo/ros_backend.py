@@ -5,14 +5,21 @@ It speaks only the interfaces of ``config/interfaces.yaml``: the driver surface 
 episode status, capture and segmentation). Any driver that serves them works: the LIBERO sim node, the
 kinematic fake arm, or a real arm's remapped drivers.
 
-Threading model: the backend spins one node (its own, in a context of its own, or the process's node when one is
-given) in one ``MultiThreadedExecutor`` in one named daemon thread. Public methods are called from the agent's
-thread; they publish or send requests and then wait on ``threading.Event``/futures, always with a deadline from
-``timeouts`` in interfaces.yaml. Nothing here ever spins the node itself.
+Threading model: the backend has two nodes in one rclpy context, each with a ``SingleThreadedExecutor``
+spinning in a named daemon thread. The *state* node (``<node>_state``, in the same namespace with the same
+remappings) carries only what every control step publishes (``/ee_pose``, ``/joint_states``, episode status,
+safety events, ``/tf``): its executor has five subscriptions to wait on, so a step's messages are dispatched in a
+fraction of a millisecond. ``node`` (public: the episode host adds its recorder, video and agent publishers to it)
+carries everything else: capture topics, clients, the gripper action. ``node`` is the backend's own, in a context
+of its own, or the process's node when one is given (the launched ``agent`` node). Callbacks never block (they
+store a value and notify), so one thread per executor is enough. Public methods are called from the agent's
+thread; they publish or send requests and then wait on a condition or a future, always with a deadline from
+``timeouts`` in interfaces.yaml. Nothing here ever spins a node itself.
 
-Lockstep protocol of :meth:`servo`: publish one TwistStamped, then wait for an ``/ee_pose`` newer than the last
-one *and* an episode status for that step (the driver publishes the status last), so the caller sees whether the
-step ended the episode. A refusal reported on the safety-events topic for the command ends the wait at once.
+Lockstep protocol of :meth:`servo`: publish one TwistStamped, then wait on one condition, woken by every state
+message, until the step's ``/ee_pose`` (newer than the last), its episode status (the driver publishes it last,
+so the caller sees whether the step ended the episode) and its joint states are in, or a refusal of the command
+arrives on the safety-events topic, or :meth:`cancel` is called. No polling, no sleep slices.
 """
 
 from __future__ import annotations
@@ -42,10 +49,11 @@ SETTLE_S = 1.0   # [s] longest wait for the other topics of a control step once 
 
 class _Latest:
     """Holds the newest value of a stream and wakes waiters; ``wait(pred, timeout)`` returns the first value
-    satisfying ``pred`` (the current one if it already does)."""
+    satisfying ``pred`` (the current one if it already does). Streams given the same ``cond`` share it, so one
+    wait can watch several of them."""
 
-    def __init__(self):
-        self._cond = threading.Condition()
+    def __init__(self, cond: threading.Condition | None = None):
+        self._cond = cond or threading.Condition()
         self.value = None
 
     def put(self, value) -> None:
@@ -83,8 +91,7 @@ class RosBackend:
         from geometry_msgs.msg import PoseStamped, TwistStamped
         from rcl_interfaces.srv import SetParametersAtomically
         from rclpy.action import ActionClient
-        from rclpy.callback_groups import ReentrantCallbackGroup
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import CameraInfo, Image, JointState
         from std_msgs.msg import String
         from std_srvs.srv import Trigger
@@ -109,61 +116,89 @@ class RosBackend:
             self._context = node.context
         self.node = node
         name = node.get_name()
-        group = ReentrantCallbackGroup()
+        # The state node follows the node's namespace and remappings (the process's global arguments); only its
+        # name is its own (a node-local __node remap wins over a global one such as the launch's __node:=agent).
+        self._state_node = rclpy.create_node(f"{name}_state", context=self._context,
+                                             cli_args=["--ros-args", "-r", f"__node:={name}_state"])
+        from pyrua_ros.driver.followed_clock import FollowedClock
+
+        # The driver's /clock from the start (the reset publishes one): what the agent side stamps (markers,
+        # goal events) shares the driver's time line. On the main node, off the per-step state executor.
+        self.followed_clock = FollowedClock(self.node, names=self.names)
         d, s = self.names.driver, self.names.sim
 
-        self._pose = _Latest()
-        self._joints = _Latest()
-        self._status = _Latest()
+        self._step_cond = threading.Condition()    # woken by every state message and by cancel()
+        self._pose = _Latest(self._step_cond)
+        self._joints = _Latest(self._step_cond)
+        self._status = _Latest(self._step_cond)
         self._events: list[dict] = []
-        self._events_lock = threading.Condition()
+        self._events_lock = self._step_cond
         self._frames: dict[str, _Latest] = {}
 
+        state_sub = self._state_node.create_subscription
+        state_sub(PoseStamped, d.ee_pose, self._on_pose, qos.EVENTS)
+        state_sub(JointState, d.joint_states, self._joints.put, qos.EVENTS)
+        state_sub(String, s.episode_status, self._on_status, qos.LATCHED)
+        state_sub(String, d.safety_events, self._on_safety_event, qos.EVENTS)
+        self.tf = TfBuffer(self._state_node, cache_s=30.0)
         sub = self.node.create_subscription
-        sub(PoseStamped, d.ee_pose, self._on_pose, qos.EVENTS, callback_group=group)
-        sub(JointState, d.joint_states, self._joints.put, qos.EVENTS, callback_group=group)
-        sub(String, s.episode_status, self._on_status, qos.LATCHED, callback_group=group)
-        sub(String, d.safety_events, self._on_safety_event, qos.EVENTS, callback_group=group)
-        self.tf = TfBuffer(self.node, cache_s=30.0, callback_group=group)
         self._msg_types = {"color": Image, "depth": Image, "segmentation": Image, "camera_info": CameraInfo}
         for camera in self.cameras:
             for resolution in self.resolutions:
                 for kind, topic in s.capture_topics(camera, resolution).items():
                     latest = _Latest()
                     self._frames[topic] = latest
-                    sub(self._msg_types[kind], topic, latest.put, qos.LATCHED, callback_group=group)
+                    sub(self._msg_types[kind], topic, latest.put, qos.LATCHED)
         self._labels = _Latest()
-        sub(String, s.segmentation_labels, lambda m: self._labels.put(json.loads(m.data)), qos.LATCHED,
-            callback_group=group)
+        sub(String, s.segmentation_labels, lambda m: self._labels.put(json.loads(m.data)), qos.LATCHED)
 
         self._twist_pub = self.node.create_publisher(TwistStamped, d.servo_twist, qos.LOCKSTEP)
         self._twist_type = TwistStamped
-        self._gripper = ActionClient(self.node, GripperCommand, d.gripper_command, callback_group=group)
+        self._gripper = ActionClient(self.node, GripperCommand, d.gripper_command)
+        self._introspect(self._gripper)
         self._gripper_type = GripperCommand
-        self._reset = self.node.create_client(Trigger, s.reset, callback_group=group)
-        self._set_params = self.node.create_client(SetParametersAtomically, f"{s.node}/set_parameters_atomically",
-                                                   callback_group=group)
+        self._reset = self.node.create_client(Trigger, s.reset)
+        self._set_params = self.node.create_client(SetParametersAtomically, f"{s.node}/set_parameters_atomically")
         self._trigger_type = Trigger
         self._captures = {}
         for camera in self.cameras:
             for resolution in self.resolutions:
                 self._captures[("color", camera, resolution)] = self.node.create_client(
-                    Trigger, s.capture_service(camera, resolution), callback_group=group)
+                    Trigger, s.capture_service(camera, resolution))
                 self._captures[("segmentation", camera, resolution)] = self.node.create_client(
-                    Trigger, s.segmentation_service(camera, resolution), callback_group=group)
+                    Trigger, s.segmentation_service(camera, resolution))
         self._goal_handles: list = []
 
-        self._executor = MultiThreadedExecutor(num_threads=4, context=self._context)
-        self._executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, name=f"{name}-executor", daemon=True)
-        self._thread.start()
+        self._executors, self._threads = [], []
+        for node in (self._state_node, self.node):
+            executor = SingleThreadedExecutor(context=self._context)
+            executor.add_node(node)
+            thread = threading.Thread(target=self._spin, args=(executor,), name=f"{node.get_name()}-executor",
+                                      daemon=True)
+            self._executors.append(executor)
+            self._threads.append(thread)
+            thread.start()
 
     # ------------------------------------------------------------------ plumbing
-    def _spin(self) -> None:
+    def _introspect(self, action_client) -> None:
+        """Publish the client's goal, result and cancel requests and answers on the action's service-event topics
+        (stamped on the driver's /clock), so an episode bag records the gripper commands themselves. Action
+        introspection exists from Kilted on; on Jazzy the bag keeps the action's feedback and status only."""
+        if not hasattr(action_client, "configure_introspection"):
+            return
+        from rclpy.service_introspection import ServiceIntrospectionState
+
+        from pyrua_ros.driver import qos
+
+        action_client.configure_introspection(self.followed_clock.clock, qos.EVENTS,
+                                              ServiceIntrospectionState.CONTENTS)
+
+    @staticmethod
+    def _spin(executor) -> None:
         from rclpy.executors import ExternalShutdownException
 
         with contextlib.suppress(ExternalShutdownException):
-            self._executor.spin()
+            executor.spin()
 
     def _on_pose(self, msg) -> None:
         from pyrua_ros.driver.convert import pose_to_numpy, stamp_to_seconds
@@ -300,25 +335,49 @@ class RosBackend:
         msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z = (float(v) for v in lin)
         msg.twist.angular.x, msg.twist.angular.y, msg.twist.angular.z = (float(v) for v in ang)
         self._twist_pub.publish(msg)
-        deadline = time.monotonic() + self._timeouts.step_reply_s
-        while True:
-            pose = self._pose.wait(lambda p: p.stamp > before.stamp, 0.02)
-            if pose is not None:
-                t_pose = pose.stamp
-                st = self._status.wait(lambda s, t=t_pose: s.sim_time >= t - 1e-6 or s.over, 1.0)
-                if st is None:
-                    raise BackendTimeout(f"{self.names.sim.episode_status}: no status for t={pose.stamp:.3f} s")
-                self._settle(t_pose)
-                return pose
+        return self._await_step(before.stamp, n_events)
+
+    def _await_step(self, last_stamp: float, n_events: int) -> EePose:
+        """Block until the step after ``last_stamp`` is in (pose, its status, its joint states) and return its pose;
+        BackendRefused for a refusal reported after event ``n_events`` or a cancel; BackendTimeout at the
+        deadline. One condition wait, woken by each state message."""
+        from pyrua_ros.driver.convert import stamp_to_seconds
+
+        pose_t = [None]
+
+        def settled():
+            pose = self._pose.value
+            if pose is None or pose.stamp <= last_stamp:
+                return False
+            st = self._status.value
+            if st is None or not (st.sim_time >= pose.stamp - 1e-6 or st.over):
+                return False
+            pose_t[0] = pose
+            js = self._joints.value
+            return js is not None and stamp_to_seconds(js.header.stamp) >= pose.stamp - 1e-6
+
+        def ended():
+            return settled() or self._refusal_since(n_events) is not None or self._cancelled.is_set()
+
+        timeout = self._timeouts.step_reply_s
+        with self._step_cond:
+            self._step_cond.wait_for(ended, timeout)
             refusal = self._refusal_since(n_events)
-            if refusal is not None:
-                raise BackendRefused(f"servo: {refusal.get('reason', 'refused by the driver')}",
-                                     reason=self._refusal_reason())
-            if self._cancelled.is_set():
-                raise BackendRefused("servo: cancelled", reason="cancelled")
-            if time.monotonic() > deadline:
-                raise BackendTimeout(f"{self.names.driver.ee_pose}: no pose after a servo command within "
-                                     f"{self._timeouts.step_reply_s} s")
+            if settled():
+                return self._pose.value
+        if pose_t[0] is not None:
+            # pose and status are in, the joint states of that step are late: give them SETTLE_S more
+            self._settle(pose_t[0].stamp)
+            return pose_t[0]
+        if refusal is not None:
+            raise BackendRefused(f"servo: {refusal.get('reason', 'refused by the driver')}",
+                                 reason=self._refusal_reason())
+        if self._cancelled.is_set():
+            raise BackendRefused("servo: cancelled", reason="cancelled")
+        if self._pose.value is not None and self._pose.value.stamp > last_stamp:
+            raise BackendTimeout(f"{self.names.sim.episode_status}: no status for t={self._pose.value.stamp:.3f} "
+                                 f"s within {timeout} s")
+        raise BackendTimeout(f"{self.names.driver.ee_pose}: no pose after a servo command within {timeout} s")
 
     def gripper(self, position_m: float, max_effort: float = 0.0) -> GripperOutcome:
         if self._cancelled.is_set():
@@ -415,6 +474,8 @@ class RosBackend:
     # ------------------------------------------------------------------ lifecycle
     def cancel(self) -> None:
         self._cancelled.set()
+        with self._step_cond:              # wake a servo waiting for its step
+            self._step_cond.notify_all()
         for handle in list(self._goal_handles):
             with contextlib.suppress(Exception):
                 handle.cancel_goal_async()
@@ -425,12 +486,15 @@ class RosBackend:
         if self._closed:
             return
         self._closed = True
-        self._executor.shutdown(timeout_sec=5.0)
-        self._thread.join(timeout=5.0)
+        for executor in self._executors:
+            executor.shutdown(timeout_sec=5.0)
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+        for node in (self.node, self._state_node) if self._owns_node else (self._state_node,):
+            with contextlib.suppress(Exception):
+                node.destroy_node()
         if not self._owns_node:
-            return
-        with contextlib.suppress(Exception):
-            self.node.destroy_node()
+            return   # the process's node and context are its owner's
         with contextlib.suppress(Exception):
             rclpy.shutdown(context=self._context)
 

@@ -12,6 +12,8 @@ Commands are LIBERO's own action (OSC_POSE delta, 20 Hz), mapped the way the ben
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from pyrua_ros.driver.model import CameraImage, ModelEpisode, ModelStep, TruthObject
@@ -27,8 +29,10 @@ class LiberoArm:
 
     DEFAULT_EPISODE = ("libero_goal", 8, 0, 10000)   # suite, task, seed, max_episode_steps: a task with a program
 
-    def __init__(self, *, stream_resolution: int, gripper_open_m: float, control_period_s: float):
-        self.episode = LiberoEpisode(stream_resolution=stream_resolution)
+    def __init__(self, *, stream_resolution: int, gripper_open_m: float, control_period_s: float,
+                 stream_backlog: int = 16, render_nice: int = 10):
+        self.episode = LiberoEpisode(stream_resolution=stream_resolution, stream_backlog=stream_backlog,
+                                     render_nice=render_nice)
         self.gripper_open_m = float(gripper_open_m)
         self.control_period_s = float(control_period_s)
 
@@ -69,15 +73,21 @@ class LiberoArm:
     def gripper_opening(self) -> float:
         return self.episode.gripper_opening()
 
-    def transforms(self):
-        return self.episode.link_transforms()
+    def transforms(self, *, moving_only: bool = False):
+        return self.episode.link_transforms(moving_only=moving_only)
 
     def static_frames(self) -> set[str]:
         return self.episode.static_frames()
 
     def capture(self, camera: str, size: int) -> CameraImage:
         cap = self.episode.capture(camera, size)
-        return CameraImage(cap.color, cap.depth, cap.K)
+        return CameraImage(cap.color, cap.depth, cap.K, cap.width)
+
+    def stream(self, requests: dict[str, set[str]], size: int,
+               deliver: Callable[[dict[str, CameraImage]], None]) -> None:
+        """Queued for the episode's render thread at its stream resolution (``size`` is that resolution)."""
+        self.episode.stream(requests, lambda caps: deliver({c.camera: CameraImage(c.color, c.depth, c.K, c.width)
+                                                            for c in caps}))
 
     def segmentation(self, camera: str, size: int):
         return self.episode.segmentation(camera, size)

@@ -6,9 +6,16 @@ camera captures (color + depth + intrinsics + optical pose) and instance segment
 
 Design points:
 
-- The env is built once per (suite, task) with ``hard_reset=False`` (0.2 s resets instead of 2 s) and with
-  ``use_camera_obs=False``: ``step()`` never renders. Rendering (about 100 ms on llvmpipe) happens only in
-  :meth:`LiberoEpisode.capture` and :meth:`LiberoEpisode.segmentation`.
+- The env is built once per (suite, task) with ``hard_reset=False`` (0.2 s resets instead of 2 s), without
+  robosuite's offscreen renderer and with ``use_camera_obs=False``: ``step()`` never renders. Every image comes
+  from a :class:`~pyrua_ros.sim.render.Renderer` (its own thread and GL context, rendering copies of the state,
+  same pixels as robosuite's renderer): :meth:`LiberoEpisode.capture` and :meth:`LiberoEpisode.segmentation`
+  synchronously (cached per state: a capture and a segmentation of the same state render each pass once),
+  :meth:`LiberoEpisode.stream` best-effort, dropping frames rather than delaying a step. Rendering costs about
+  100 ms per camera on llvmpipe, ten control steps.
+- A control step is the lean step of :mod:`pyrua_ros.sim.stepper` (the same controller and physics without the
+  observation dict, bit-identical to ``env.step``); ``LiberoEpisode(lean_step=False)`` runs the stock
+  ``env.step`` instead (benchmarks compare the two).
 - A reset is the benchmark's: ``env.seed(seed)`` (LIBERO re-samples fixture positions from numpy's global RNG),
   ``env.reset()``, ``set_init_state(init_states[seed % n])``, then :data:`SETTLE_STEPS` zero-motion steps with the
   gripper opening, as LIBERO's evaluation scripts do. The settle steps are not counted in ``step``.
@@ -31,18 +38,22 @@ import dataclasses
 import io
 import numbers
 import os
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
 from pyrua_ros.driver import interfaces
 from pyrua_ros.driver.convert import matrix_to_quat
-from pyrua_ros.sim import cameras, suites, urdf
+from pyrua_ros.sim import cameras, render, suites, urdf
 from pyrua_ros.sim.joint_control import JointPositionMode
+from pyrua_ros.sim.stepper import LeanStep
 
 SETTLE_STEPS = 10            # zero-motion steps after set_init_state, like LIBERO's evaluation scripts
 SETTLE_ACTION = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0])   # hold pose, open the gripper
 MAX_RESOLUTION = 2048        # largest square capture [px]
+RENDER_TIMEOUT_S = 120.0     # longest wait for a synchronous render (a loaded 2-core machine takes ~1 s)
+_FIELD = {"color": "color", "depth": "depth", "segmentation": "geom"}   # render kind -> render.View field
 
 
 class EpisodeOver(RuntimeError):
@@ -86,18 +97,37 @@ class Capture:
     """One rendered camera view: the true upright pinhole view (see :mod:`pyrua_ros.sim.cameras`).
 
     ``color``: uint8 (H, W, 3) RGB; ``depth``: float32 (H, W) metres along the optical axis, 0 where nothing was
-    hit; ``K``: 3x3 float64 pinhole intrinsics of this image (fx = fy > 0); ``T_world_optical``: 4x4 pose of
-    the REP-103 optical frame (z forward, x right,
-    y down) in the world. A pixel (row, col) with depth z is at ``T @ [(col-cx) z/fx, (row-cy) z/fy, z, 1]``.
+    hit (a stream frame holds only what was asked for; the other is None); ``K``: 3x3 float64 pinhole
+    intrinsics of this image (fx = fy > 0); ``T_world_optical``: 4x4 pose of the REP-103 optical frame (z
+    forward, x right, y down) in the world. A pixel (row, col) with depth z is at
+    ``T @ [(col-cx) z/fx, (row-cy) z/fy, z, 1]``.
     """
 
     camera: str
     width: int
     height: int
-    color: np.ndarray
-    depth: np.ndarray
+    color: np.ndarray | None
+    depth: np.ndarray | None
     K: np.ndarray
     T_world_optical: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class _ModelIds:
+    """Indices into MjData that every step reads, looked up once per built model (name lookups cost ~10 us)."""
+
+    grip_site: int
+    hand_body: int
+    qpos: np.ndarray      # qpos address of each published joint
+    qvel: np.ndarray      # dof address of each published joint
+    frames: tuple[int, ...]   # urdf.source_ids of the published frames
+
+    @classmethod
+    def of(cls, model, joint_names: list[str], frames: tuple[urdf.FrameSpec, ...]) -> _ModelIds:
+        joints = [model.joint(n).id for n in joint_names]
+        return cls(model.site("gripper0_grip_site").id, model.body("robot0_right_hand").id,
+                   np.asarray(model.jnt_qposadr[joints]), np.asarray(model.jnt_dofadr[joints]),
+                   urdf.source_ids(model, frames))
 
 
 class LiberoEpisode:
@@ -105,14 +135,26 @@ class LiberoEpisode:
 
     CAMERAS: ClassVar[dict[str, str]] = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
 
-    def __init__(self, *, stream_resolution: int = 256):
-        """Nothing is built until :meth:`reset`. ``stream_resolution`` [px] is the nominal size of streamed images."""
+    def __init__(self, *, stream_resolution: int = 256, lean_step: bool = True, stream_backlog: int = 8,
+                 render_nice: int = render.DEFAULT_NICE):
+        """Nothing is built until :meth:`reset`. ``stream_resolution`` [px] is the nominal size of streamed images;
+        ``lean_step`` False steps with the stock ``env.step`` (same trajectory, about twice the time);
+        ``stream_backlog`` and ``render_nice`` configure the :class:`~pyrua_ros.sim.render.Renderer`."""
         self.stream_resolution = self._check_resolution(stream_resolution)
+        self.lean_step = bool(lean_step)
+        self.stream_backlog, self.render_nice = int(stream_backlog), int(render_nice)
+        self._renderer: render.Renderer | None = None
+        self._camera_ids: dict[str, int] = {}
+        self._cache_state: render.StateCopy | None = None
+        self._cache: dict[tuple[int, int], render.View] = {}
+        self._lean: LeanStep | None = None
+        self._ids: _ModelIds | None = None
         self._names = interfaces.load()
         frames, robot = self._names.frames, self._names.robot
         self._frames = urdf.robot_frames(frames.world, frames.base, frames.end_effector,
                                          {frames.optical(cam): mj for cam, mj in self.CAMERAS.items()})
         self._joint_names = list(robot.arm_joints) + list(robot.finger_joints)
+        self._static = frozenset(f.name for f in self._frames if f.joint is None)
         self._env = None
         self._key: tuple[str, int] | None = None
         self._info: EpisodeInfo | None = None
@@ -134,6 +176,8 @@ class LiberoEpisode:
         if self._key != (suite, task):
             self._build(suite, task)
         self._joint_mode = None  # env.reset() rebuilds the OSC controller
+        self._renderer.clear_stream()   # frames of the last episode; the renderer shares the model a reset edits
+        self._cache_state = None
         env = self._env
         env.seed(seed)
         env.reset()
@@ -141,8 +185,9 @@ class LiberoEpisode:
         gripper = env.env.robots[0].gripper
         gripper.current_action = np.zeros_like(gripper.current_action)
         env.set_init_state(self._init_states[seed % len(self._init_states)])
+        self._lean = LeanStep(env.env) if self.lean_step else None   # the controller is new after env.reset()
         for _ in range(SETTLE_STEPS):
-            env.step(SETTLE_ACTION)
+            self._physics_step(SETTLE_ACTION)
         env.env.sim.forward()
         self._info = EpisodeInfo(suite, int(task), int(seed), str(env.language_instruction), self.object_names(),
                                  int(max_episode_steps))
@@ -155,16 +200,26 @@ class LiberoEpisode:
         benchmark = suites.load_suite(suite)
         with contextlib.redirect_stdout(io.StringIO()):
             from libero.libero import get_libero_path
-            from libero.libero.envs import OffScreenRenderEnv
+            from libero.libero.envs.env_wrapper import ControlEnv
 
             t = benchmark.get_task(task)
             bddl = os.path.join(get_libero_path("bddl_files"), t.problem_folder, t.bddl_file)
             self._init_states = benchmark.get_task_init_states(task)
-            self._env = OffScreenRenderEnv(
-                bddl_file_name=bddl, hard_reset=False, has_offscreen_renderer=True, use_camera_obs=False,
+            # LIBERO's OffScreenRenderEnv is this env with robosuite's offscreen renderer; rendering here is the
+            # Renderer's (its own thread and GL context), so the env gets none (faster to build and to reset)
+            self._env = ControlEnv(
+                bddl_file_name=bddl, hard_reset=False, has_offscreen_renderer=False, use_camera_obs=False,
                 camera_heights=self.stream_resolution, camera_widths=self.stream_resolution, ignore_done=True)
+        inner = self._env.env
+        self._renderer = render.Renderer(
+            self._model, render.RenderSettings(visual_geoms=bool(inner.render_visual_mesh),
+                                               collision_geoms=bool(inner.render_collision_mesh)),
+            max_resolution=max(self.stream_resolution, *self._names.sim.resolutions.values()),
+            stream_backlog=self.stream_backlog, nice=self.render_nice)
+        self._camera_ids = {mj: self._model.camera(mj).id for mj in self.CAMERAS.values()}
         self._key = (suite, task)
         self._urdf = None
+        self._ids = _ModelIds.of(self._model, self._joint_names, self._frames)
         self._build_labels()
 
     def _build_labels(self) -> None:
@@ -230,8 +285,14 @@ class LiberoEpisode:
             why = "succeeded" if self._last.terminated else f"was truncated at {self._last.step} steps"
             raise EpisodeOver(f"the episode {why}; reset before moving again")
 
+    def _physics_step(self, action: np.ndarray) -> bool:
+        """One control step of the env (lean or stock); LIBERO's success check after it."""
+        if self._lean is not None:
+            return self._lean.step(action)
+        return bool(self._env.step(action)[2])   # done is LIBERO's check_success()
+
     def _advance(self, action: np.ndarray) -> StepInfo:
-        _, _, done, _ = self._env.step(action)   # done is LIBERO's check_success()
+        done = self._physics_step(action)
         # mj_step leaves body/site poses one physics substep behind qpos; recompute them so that eef_pose, TF and
         # joint_state describe the same instant (the next step starts with the same forward pass anyway)
         self._env.env.sim.forward()
@@ -275,35 +336,39 @@ class LiberoEpisode:
         Equals LIBERO's ``robot0_eef_pos`` / ``robot0_eef_quat`` observations and the TF of the end-effector frame.
         """
         self._require()
-        m, d = self._model, self._data
-        pos = d.site_xpos[m.site("gripper0_grip_site").id].copy()
-        return pos, cameras.wxyz_to_xyzw(d.xquat[m.body("robot0_right_hand").id])
+        d, ids = self._data, self._ids
+        return d.site_xpos[ids.grip_site].copy(), cameras.wxyz_to_xyzw(d.xquat[ids.hand_body])
 
     def joint_state(self) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Names (7 arm joints then 2 finger joints), positions [rad | m] and velocities [rad/s | m/s]."""
         self._require()
-        m, d = self._model, self._data
-        ids = [m.joint(n).id for n in self._joint_names]
-        return list(self._joint_names), d.qpos[m.jnt_qposadr[ids]].copy(), d.qvel[m.jnt_dofadr[ids]].copy()
+        d, ids = self._data, self._ids
+        return list(self._joint_names), d.qpos[ids.qpos].copy(), d.qvel[ids.qvel].copy()
 
     def gripper_opening(self) -> float:
         """Finger gap [m]: |q_finger1| + |q_finger2| (about 0.08 fully open, near 0 closed on nothing)."""
         q = self.joint_state()[1]
         return float(abs(q[7]) + abs(q[8]))
 
-    def link_transforms(self) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
-        """(parent_frame, child_frame, translation [m], quat xyzw) of every robot and camera frame, for TF."""
+    def link_transforms(self, *, moving_only: bool = False) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
+        """(parent_frame, child_frame, translation [m], quat xyzw) of every robot and camera frame, for TF;
+        ``moving_only`` leaves out the static ones (:meth:`static_frames`), as /tf after each step needs."""
         self._require()
-        poses = urdf.world_poses(self._model, self._data, self._frames, self._names.frames.world)
+        poses = urdf.world_poses(self._model, self._data, self._frames, self._names.frames.world, self._ids.frames)
+        static = self._static if moving_only else frozenset()
         out = []
         for f in self._frames:
-            T = urdf.relative(poses, f.parent, f.name)
-            out.append((f.parent, f.name, T[:3, 3].copy(), matrix_to_quat(T[:3, :3])))
+            if f.name in static:
+                continue
+            parent, child = poses[f.parent], poses[f.name]
+            R_parent = parent[:3, :3]                   # rigid inverse: T_parent^-1 T_child
+            out.append((f.parent, f.name, R_parent.T @ (child[:3, 3] - parent[:3, 3]),
+                        matrix_to_quat(R_parent.T @ child[:3, :3])))
         return out
 
     def static_frames(self) -> set[str]:
         """Child frames whose transform to their parent never changes (publish on /tf_static)."""
-        return {f.name for f in self._frames if f.joint is None}
+        return set(self._static)
 
     def object_names(self) -> tuple[str, ...]:
         """The episode's movable objects (LIBERO ``objects_dict`` names, e.g. ``akita_black_bowl_1``)."""
@@ -332,25 +397,33 @@ class LiberoEpisode:
                              f"got {resolution!r}")
         return int(resolution)
 
-    def _render(self, camera: str, resolution: int, *, depth: bool, segmentation: bool):
+    def _views(self, camera: str, resolution: int, kinds: set[str]) -> render.View:
+        """The view of ``camera`` at ``resolution`` of the current state with at least ``kinds``, rendered now
+        (synchronously, ahead of stream frames) for what the per-state cache does not already hold."""
         self._require()
-        mj_camera = self._camera(camera)
+        cid = self._camera_ids[self._camera(camera)]
         res = self._check_resolution(resolution)
-        sim = self._env.env.sim
-        sim._render_context_offscreen.gl_ctx.make_current()  # the calling thread may not be the building one
-        return mj_camera, res, sim.render(width=res, height=res, camera_name=mj_camera, depth=depth,
-                                          segmentation=segmentation)
+        state = render.StateCopy.of(self._data)
+        if self._cache_state is None or not self._cache_state.same_scene(state):
+            self._cache_state, self._cache = state, {}
+        cached = self._cache.get((cid, res))
+        missing = set(kinds) - ({k for k in render.KINDS if getattr(cached, _FIELD[k]) is not None}
+                                if cached is not None else set())
+        if missing:
+            # color and depth come from one pass: when either is missing, read back both
+            ask = missing | ({"color", "depth"} if missing & {"color", "depth"} else set())
+            (view,) = self._renderer.render(state, [render.ViewRequest(cid, res, frozenset(ask))],
+                                            timeout=RENDER_TIMEOUT_S)
+            if cached is not None:
+                view = dataclasses.replace(view, **{_FIELD[k]: getattr(cached, _FIELD[k]) for k in render.KINDS
+                                                    if getattr(view, _FIELD[k]) is None})
+            self._cache[(cid, res)] = cached = view
+        return cached
 
     def capture(self, camera: str, resolution: int) -> Capture:
         """Render color and depth of ``camera`` (``agentview`` | ``wrist``) now, ``resolution`` px square."""
-        mj_camera, res, (rgb, zbuf) = self._render(camera, resolution, depth=True, segmentation=False)
-        m, d = self._model, self._data
-        cid = m.camera(mj_camera).id
-        extent = float(m.stat.extent)
-        depth = cameras.linear_depth(zbuf, float(m.vis.map.znear) * extent, float(m.vis.map.zfar) * extent)
-        return Capture(camera, res, res, cameras.upright(rgb), cameras.upright(depth),
-                       cameras.intrinsics(float(m.cam_fovy[cid]), res, res),
-                       cameras.optical_pose(d.cam_xpos[cid], d.cam_xmat[cid]))
+        v = self._views(camera, resolution, {"color", "depth"})
+        return Capture(camera, v.resolution, v.resolution, v.color, v.depth, v.K, v.T_world_optical)
 
     def segmentation(self, camera: str, resolution: int) -> tuple[np.ndarray, dict[int, str]]:
         """Instance ids (int32 (H, W), upright, 0 = nothing) of ``camera`` now, and id -> object/fixture name.
@@ -358,12 +431,29 @@ class LiberoEpisode:
         Ids are fixed per (suite, task): objects, then fixtures, then ``table`` and ``robot`` (the arm, hand and
         mount), then other arena bodies under their body names. Floor and walls are 0.
         """
-        import mujoco
+        v = self._views(camera, resolution, {"segmentation"})
+        return self._geom_label[v.geom], dict(self._labels)
 
-        _, _, seg = self._render(camera, resolution, depth=False, segmentation=True)
-        objtype, objid = seg[..., 0], seg[..., 1]
-        index = np.where(objtype == mujoco.mjtObj.mjOBJ_GEOM, objid + 1, 0)
-        return cameras.upright(self._geom_label[index]), dict(self._labels)
+    def stream(self, requests: dict[str, set[str]], deliver: Callable[[list[Capture]], None]) -> None:
+        """Queue a best-effort stream frame of the current state: ``{camera: kinds}`` ("color" and/or "depth")
+        at ``stream_resolution``. ``deliver(captures)`` runs in the render thread once it is rendered (a field
+        not asked for is None); frames the renderer cannot keep up with are dropped, never waited for."""
+        self._require()
+        names = list(requests)
+        asks = [render.ViewRequest(self._camera_ids[self._camera(cam)], self.stream_resolution,
+                                   frozenset(requests[cam])) for cam in names]
+
+        def captures(views: list[render.View]) -> None:
+            deliver([Capture(cam, v.resolution, v.resolution, v.color, v.depth, v.K, v.T_world_optical)
+                     for cam, v in zip(names, views)])
+
+        self._renderer.stream(render.StateCopy.of(self._data), asks, captures)
+
+    @property
+    def renderer(self) -> render.Renderer:
+        """The episode's render thread (stream statistics: ``rendered``, ``dropped``, ``pending``)."""
+        self._require()
+        return self._renderer
 
     # ---------------------------------------------------------------- description
     def urdf(self) -> str:
@@ -377,7 +467,12 @@ class LiberoEpisode:
     def close(self) -> None:
         """Free the env and its render context (safe to call twice)."""
         self._joint_mode = None
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+        self._cache_state, self._cache = None, {}
         if self._env is not None:
             with contextlib.suppress(Exception):
                 self._env.close()
         self._env, self._key, self._info, self._last, self._urdf = None, None, None, None, None
+        self._lean, self._ids = None, None

@@ -12,8 +12,9 @@ from pyrua_ros.sim.arm import LiberoArm
 
 
 def _make_model(values: dict, names) -> LiberoArm:
-    return LiberoArm(stream_resolution=int(values["stream_resolution"]),
-                     gripper_open_m=names.robot.gripper_open_width_m, control_period_s=names.robot.control_period_s)
+    return LiberoArm(stream_resolution=int(values["stream_resolution"]), stream_backlog=int(values["stream_backlog"]),
+                     render_nice=int(values["render_nice"]), gripper_open_m=names.robot.gripper_open_width_m,
+                     control_period_s=names.robot.control_period_s)
 
 
 class SimNode(DriverNode):

@@ -72,24 +72,32 @@ def _pose(R: np.ndarray, p: np.ndarray) -> np.ndarray:
     return T
 
 
-def world_poses(model, data, frames: tuple[FrameSpec, ...], world: str) -> dict[str, np.ndarray]:
+def source_ids(model, frames: tuple[FrameSpec, ...]) -> tuple[int, ...]:
+    """The MuJoCo id of each frame's source (body, site or camera), for :func:`world_poses` on every step."""
+    lookup = {"body": model.body, "site": model.site, "camera": model.camera}
+    ids = []
+    for f in frames:
+        if f.kind not in lookup:
+            raise ValueError(f"frame {f.name!r}: unknown kind {f.kind!r}; valid: body, site, camera")
+        ids.append(lookup[f.kind](f.source).id)
+    return tuple(ids)
+
+
+def world_poses(model, data, frames: tuple[FrameSpec, ...], world: str,
+                ids: tuple[int, ...] | None = None) -> dict[str, np.ndarray]:
     """4x4 world pose of every frame in ``frames`` (plus ``world`` = identity) from MuJoCo ``model``/``data``.
 
-    ``model``/``data`` are raw ``mujoco.MjModel``/``MjData`` after kinematics (``mj_forward`` or a step).
+    ``model``/``data`` are raw ``mujoco.MjModel``/``MjData`` after kinematics (``mj_forward`` or a step);
+    ``ids`` is :func:`source_ids` of the same model (looked up here when not given).
     """
     poses = {world: np.eye(4)}
-    for f in frames:
+    for f, i in zip(frames, ids if ids is not None else source_ids(model, frames)):
         if f.kind == "body":
-            b = model.body(f.source).id
-            poses[f.name] = _pose(data.xmat[b], data.xpos[b])
+            poses[f.name] = _pose(data.xmat[i], data.xpos[i])
         elif f.kind == "site":
-            s = model.site(f.source).id
-            poses[f.name] = _pose(poses[f.parent][:3, :3], data.site_xpos[s])
-        elif f.kind == "camera":
-            c = model.camera(f.source).id
-            poses[f.name] = _pose(data.cam_xmat[c].reshape(3, 3) @ MUJOCO_TO_OPTICAL, data.cam_xpos[c])
+            poses[f.name] = _pose(poses[f.parent][:3, :3], data.site_xpos[i])
         else:
-            raise ValueError(f"frame {f.name!r}: unknown kind {f.kind!r}; valid: body, site, camera")
+            poses[f.name] = _pose(data.cam_xmat[i].reshape(3, 3) @ MUJOCO_TO_OPTICAL, data.cam_xpos[i])
     return poses
 
 

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from pyrua_ros.driver.rosenv import claim_domain_id
+from pyrua_ros.driver.rosenv import claim_domain_id, default_fastdds_profile
 
 
 def apply_loopback_environment(env: dict | None = None) -> dict:
@@ -36,6 +36,7 @@ def apply_loopback_environment(env: dict | None = None) -> dict:
     env["ROS_HOME"] = home
     env["ROS_LOG_DIR"] = os.path.join(home, "log")
     env["PYRUA_REQUIRE_LOOPBACK"] = "1"
+    default_fastdds_profile(env)
     env.setdefault("MUJOCO_GL", "egl")
     env.setdefault("PYOPENGL_PLATFORM", "egl")
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -157,3 +158,22 @@ def ros_client(name: str = "pyrua_test_client") -> Iterator[RosClient]:
         yield client
     finally:
         client.close()
+
+
+def checkout_revision(rev: str, root: str | os.PathLike) -> pathlib.Path:
+    """The package and config of git revision ``rev`` of the repository at ``root``, unpacked into a temp dir
+    (benchmarks run a second code base beside the working tree, for before/after figures from one run)."""
+    dest = pathlib.Path(tempfile.mkdtemp(prefix=f"pyrua_ros_{rev[:12]}_"))
+    archive = subprocess.run(["git", "archive", rev, "pyrua_ros", "config"], cwd=root, capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def env_with_code(code: str | os.PathLike | None, env: dict | None = None) -> dict:
+    """A copy of ``env`` (``os.environ`` by default) that imports the package from ``code`` (a checkout's root)
+    first; unchanged when ``code`` is None."""
+    env = dict(os.environ if env is None else env)
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
+    return env

@@ -33,29 +33,16 @@ def create(name: str, **kwargs) -> Runtime:
 
 
 def make_runtime(cfg, events=None) -> Runtime:
-    """Build the runtime an episode config asks for (``cfg.runtime``), logging to the ``events`` sink.
+    """Build the runtime a :class:`~pyrua_ros.agent.config.PlayConfig` asks for (``cfg.agent.runtime``), logging
+    to the ``events`` sink. The openai runtime gets ``cfg.model`` as is (the schema's ModelSettings); the replay
+    runtime the source :func:`pyrua_ros.agent.validate.replay_source` resolves."""
+    agent = cfg.agent
+    runtime_class(agent.runtime)   # validates the name
+    if agent.runtime == "replay":
+        from pyrua_ros.agent.validate import replay_source
 
-    Reads the ``AgentConfig`` fields ``runtime``, ``arm``, ``feedback``, ``images``, ``max_programs``, ``replay``,
-    ``model``, ``base_url``, ``api_key_env``, ``openai_max_tokens``, ``openai_tool_choice``,
-    ``openai_temperature``, ``openai_extra_body``, ``openai_request_timeout_s``, ``context_window``,
-    ``system_prompt`` and ``openai_max_retries`` (PlayConfig).
-    """
-    runtime_class(cfg.runtime)   # validates the name
-    if cfg.runtime == "replay":
-        if cfg.replay is None:
-            raise ValueError("--runtime replay needs --replay (a run directory or a .py file defining run(robo))")
-        return create("replay", source=cfg.replay, arm=cfg.arm, event_sink=events)
-    from .settings import ModelSettings
+        return create("replay", source=replay_source(agent, cfg.episode), arm=agent.arm, event_sink=events)
     from .tools import tool_specs
 
-    optional = {}
-    if cfg.openai_max_retries is not None:
-        optional["max_retries"] = cfg.openai_max_retries
-    settings = ModelSettings(model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
-                             max_tokens=cfg.openai_max_tokens, tool_choice=cfg.openai_tool_choice,
-                             temperature=cfg.openai_temperature, extra_body=cfg.openai_extra_body,
-                             system_prompt=cfg.system_prompt,
-                             request_timeout_s=cfg.openai_request_timeout_s, context_window=cfg.context_window,
-                             **optional)
-    tools = tool_specs(cfg.arm, cfg.feedback, cfg.images, cfg.max_programs)
-    return create("openai", settings=settings, tools=tools, event_sink=events)
+    tools = tool_specs(agent.arm, agent.feedback, agent.images, agent.max_programs)
+    return create("openai", settings=cfg.model, tools=tools, event_sink=events)

@@ -11,69 +11,83 @@ The api key is never stored here: ``api_key_env`` names the environment variable
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 from pyrua_ros.agent.modes import TOOL_CHOICES
+from pyrua_ros.agent.schema import SettingError, setting
 
+DEFAULT_MODEL = "DAGroup-PKU/PyRUA-Lean-Coder-v0.1-4B"   # the seed's model (PyRUA-Lean Coder v0.1-4B)
 NO_KEY_PLACEHOLDER = "not-needed"   # sent when no --api-key-env is given (local servers ignore the key)
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelSettings:
-    """What the ``openai`` runtime sends and how it retries.
+    """What the ``openai`` runtime sends, how it retries and how the model server is checked before a run.
 
-    Fields (``None`` = not sent / server default):
-    - ``model``: model id sent as ``model``.
-    - ``base_url``: OpenAI-compatible endpoint, e.g. ``http://127.0.0.1:30000/v1`` (``/v1`` appended if missing).
-    - ``api_key_env``: name of the env var holding the key (``None``: a placeholder key is sent).
-    - ``max_tokens``: completion token cap sent as ``max_tokens``; also reserved out of the context window.
-    - ``tool_choice``: ``auto`` | ``required`` | ``none``.
-    - ``temperature``: sampling temperature.
-    - ``extra_body``: dict merged into the request body verbatim (later keys win over the fields above).
-    - ``system_prompt``: optional system message; default none (the reference sends the whole prompt as
-      the first user message).
-    - ``request_timeout_s``: hard limit of one HTTP attempt, seconds (also cut to the episode deadline).
-    - ``max_retries``: retries after the first attempt on connection errors, timeouts, 429, 5xx, bad JSON.
-    - ``backoff_initial_s`` / ``backoff_max_s``: exponential backoff 1x, 2x, 4x ... capped, seconds;
-      a server's ``Retry-After`` (seconds) is honoured up to ``backoff_max_s``.
-    - ``context_window``: tokens the server serves (65,536 for the seed card's SGLang).
-    - ``image_tokens``: estimated prompt tokens of one attached image (fixed cost; see context.py).
-    - ``chars_per_token``: text characters per estimated token (3.5).
+    The user-facing fields are settings of the schema (:mod:`pyrua_ros.agent.schema`): their help text below is
+    what ``--help``, the launch arguments and ``config/agent.yaml`` show. ``None`` = not sent (the server's
+    default applies). Internal fields (no front end offers them): ``backoff_initial_s`` / ``backoff_max_s``
+    (exponential backoff 1x, 2x, 4x ... capped [s]; a server's ``Retry-After`` is honoured up to the cap),
+    ``image_tokens`` (estimated prompt tokens of one attached image, see context.py) and ``chars_per_token``
+    (text characters per estimated token).
     """
 
-    model: str
-    base_url: str | None = None
-    api_key_env: str | None = None
-    max_tokens: int | None = None
-    tool_choice: str | None = None
-    temperature: float | None = None
-    extra_body: dict | None = None
-    system_prompt: str | None = None
-    request_timeout_s: float = 600.0
-    max_retries: int = 5
+    model: str = setting(DEFAULT_MODEL, help="model id sent to the server")
+    reasoning: str | None = setting(None, help="reasoning effort (recorded; the openai runtime sends it only "
+                                               "through --openai-extra-body)", unset="not set")
+    base_url: str | None = setting(None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000/v1 "
+                                              "(/v1 is appended when missing)", metavar="URL")
+    api_key_env: str | None = setting(None, help="name of the environment variable that holds the API key (the "
+                                                 "key itself is never written anywhere)",
+                                      unset="a placeholder key", metavar="VAR")
+    max_tokens: int | None = setting(None, help="max_tokens per model response; also reserved out of the "
+                                                "context window", flag="--openai-max-tokens",
+                                     name="openai_max_tokens", unset="not sent")
+    tool_choice: str | None = setting(None, help="tool_choice sent with every request", choices=TOOL_CHOICES,
+                                      flag="--openai-tool-choice", name="openai_tool_choice", unset="not sent")
+    temperature: float | None = setting(None, help="sampling temperature", flag="--openai-temperature",
+                                        name="openai_temperature", unset="not sent")
+    extra_body: dict | None = setting(None, help="JSON object merged into every request body verbatim, e.g. "
+                                                 "'{\"top_p\": 0.95, \"top_k\": 20}'",
+                                      flag="--openai-extra-body", name="openai_extra_body", unset="none",
+                                      metavar="JSON")
+    system_prompt: str | None = setting(None, help="optional system message (without one the whole prompt is the "
+                                                   "first user message, as the reference sends it)",
+                                        flag="--openai-system-prompt", name="openai_system_prompt")
+    request_timeout_s: float = setting(600.0, help="hard limit of one HTTP attempt [s] (also cut to the budget)",
+                                       flag="--openai-request-timeout-s", name="openai_request_timeout_s")
+    max_retries: int = setting(5, help="retries after the first attempt on connection errors, timeouts, 429, "
+                                       "5xx and bad JSON (exponential backoff)", flag="--openai-max-retries",
+                               name="openai_max_retries")
+    context_window: int = setting(65536, help="tokens the server accepts per request (old images, then old tool "
+                                              "outputs are dropped to fit)")
+    preflight: bool = setting(True, help="before anything boots, check the model server with one short GET of "
+                                         "<base-url>/models (--no-preflight skips it)")
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 30.0
-    context_window: int = 65536
     image_tokens: int = 1100
     chars_per_token: float = 3.5
 
     def __post_init__(self):
         if not self.model:
-            raise ValueError("model must be a non-empty model id")
+            raise SettingError("--model must be a non-empty model id")
         if self.tool_choice is not None and self.tool_choice not in TOOL_CHOICES:
-            raise ValueError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)} (or unset); "
-                             f"got {self.tool_choice!r}")
+            raise SettingError(f"--openai-tool-choice must be one of {', '.join(TOOL_CHOICES)} (or unset); "
+                               f"got {self.tool_choice!r}")
         if self.max_tokens is not None and self.max_tokens <= 0:
-            raise ValueError(f"max_tokens must be a positive integer; got {self.max_tokens!r}")
+            raise SettingError(f"--openai-max-tokens must be a positive integer; got {self.max_tokens!r}")
         if self.extra_body is not None and not isinstance(self.extra_body, dict):
-            raise ValueError(f"extra_body must be a JSON object (dict); got {type(self.extra_body).__name__}")
+            raise SettingError(f"--openai-extra-body must be a JSON object; got {type(self.extra_body).__name__}")
         if self.request_timeout_s <= 0:
-            raise ValueError(f"request_timeout_s must be > 0 seconds; got {self.request_timeout_s!r}")
+            raise SettingError(f"--openai-request-timeout-s must be > 0 seconds; got {self.request_timeout_s!r}")
         if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0; got {self.max_retries!r}")
+            raise SettingError(f"--openai-max-retries must be >= 0; got {self.max_retries!r}")
         if self.context_window <= (self.max_tokens or 0):
-            raise ValueError(f"context_window ({self.context_window}) must exceed max_tokens ({self.max_tokens})")
+            raise SettingError(f"--context-window ({self.context_window}) must exceed --openai-max-tokens "
+                               f"({self.max_tokens})")
+        if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
+            raise SettingError(f"--base-url must be an http:// or https:// URL, e.g. http://127.0.0.1:30000/v1; "
+                               f"got {self.base_url!r}")
 
     def endpoint(self) -> str | None:
         """``base_url`` with a trailing ``/`` removed and ``/v1`` appended when missing (as the reference does)."""
@@ -103,16 +117,3 @@ class ModelSettings:
         if self.extra_body:
             fields["extra_body"] = dict(self.extra_body)
         return fields
-
-
-def parse_extra_body(text: str | None) -> dict | None:
-    """Parse ``--openai-extra-body`` JSON text into a dict; a clear ValueError when it is not a JSON object."""
-    if text is None or not text.strip():
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--openai-extra-body must be a JSON object, e.g. '{{\"top_p\": 0.95}}': {exc}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"--openai-extra-body must be a JSON object, got {type(value).__name__}")
-    return value

@@ -1,0 +1,133 @@
+"""An in-process twin of the ROS path for benchmarks: ``LiberoRobot`` on a backend that calls LIBERO directly.
+
+:class:`InProcessBackend` implements the :class:`~pyrua_ros.robo.backend.RobotBackend` protocol over a
+:class:`~pyrua_ros.sim.env.LiberoEpisode` in this process, with the driver behaviour the sim node has (the same
+twist -> OSC mapping and safety filter, the GripperCommand goal's stop rules, captures and ground-truth
+segmentation from the same renderer), so a ``run(robo)`` program takes the same control steps either way; what
+differs is only the transport. With ``lean_step=False`` the episode steps with LIBERO's stock ``env.step``, which
+is what a program calling LIBERO in-process pays.
+
+Benchmarks only (nothing in the product imports it).
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import yaml
+
+from pyrua_ros.driver.interfaces import load
+from pyrua_ros.robo.backend import CaptureFrame, EePose, GripperOutcome, JointSnapshot, SegmentationFrame
+from pyrua_ros.safety import SafetyFilter, SafetyLimits
+from pyrua_ros.sim import node as sim_node
+from pyrua_ros.sim.env import LiberoEpisode
+from pyrua_ros.sim_interfaces.status import EpisodeStatus
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _limits() -> SafetyLimits:
+    p = yaml.safe_load((ROOT / "config" / "sim.yaml").read_text())["sim"]["ros__parameters"]
+    return SafetyLimits(tuple(p["workspace_min"]), tuple(p["workspace_max"]), float(p["max_linear_speed"]),
+                        float(p["max_angular_speed"]))
+
+
+class InProcessBackend:
+    """RobotBackend over a LIBERO episode in this process (built once, reset per episode)."""
+
+    def __init__(self, *, lean_step: bool = True):
+        self.names = load()
+        self.control_period_s = float(self.names.robot.control_period_s)
+        self.cameras = tuple(self.names.robot.cameras)
+        self.resolutions = dict(self.names.sim.resolutions)
+        self.ep = LiberoEpisode(lean_step=lean_step)
+        self.safety = SafetyFilter(_limits())
+        self.episode_id = 0
+        self._gripper_cmd = -1.0
+
+    # ------------------------------------------------------------------ episode
+    def reset(self, suite: str, task: int, seed: int, max_episode_steps: int) -> EpisodeStatus:
+        self.ep.reset(suite, task, seed, max_episode_steps)
+        self.episode_id += 1
+        self._gripper_cmd = -1.0
+        return self.status()
+
+    def status(self) -> EpisodeStatus:
+        i, s = self.ep.info(), self.ep.last_step()
+        return EpisodeStatus(episode_id=self.episode_id, suite=i.suite, task=i.task, seed=i.seed,
+                             task_language=i.task_language, step=s.step, sim_time=float(s.sim_time),
+                             success=bool(s.success), terminated=bool(s.terminated), truncated=bool(s.truncated),
+                             max_episode_steps=i.max_episode_steps, object_names=tuple(i.object_names),
+                             clock_mode="lockstep", estop=False, gripper_opening=float(self.ep.gripper_opening()))
+
+    def ee_pose(self) -> EePose:
+        pos, quat = self.ep.eef_pose()
+        return EePose(pos=pos, quat_xyzw=quat, stamp=float(self.ep.last_step().sim_time))
+
+    def joints(self) -> JointSnapshot:
+        names, q, dq = self.ep.joint_state()
+        return JointSnapshot(names=tuple(names), positions=q, velocities=dq)
+
+    def gripper_opening(self) -> float:
+        return float(self.ep.gripper_opening())
+
+    # ------------------------------------------------------------------ motion
+    def _refused(self) -> None:
+        from pyrua_ros.robo.backend import BackendRefused
+
+        s = self.ep.last_step()
+        if s.terminated or s.truncated:
+            raise BackendRefused("the episode is over", reason="terminated" if s.terminated else "truncated")
+
+    def _step(self, v: np.ndarray, w: np.ndarray) -> None:
+        dt = self.control_period_s
+        f = self.safety.filter_twist(v, w, self.ep.eef_pose()[0], dt, self.ep.last_step().step)
+        a = np.empty(7)
+        a[0:3] = np.clip(np.asarray(f.v) * dt / sim_node.OSC_POS_SCALE_M, -1.0, 1.0)
+        a[3:6] = np.clip(np.asarray(f.w) * dt / sim_node.OSC_ROT_SCALE_RAD, -1.0, 1.0)
+        a[6] = self._gripper_cmd
+        self.ep.step(a)
+
+    def servo(self, linear: np.ndarray, angular: np.ndarray) -> EePose:
+        self._refused()
+        self._step(np.asarray(linear, float), np.asarray(angular, float))
+        return self.ee_pose()
+
+    def gripper(self, position_m: float, max_effort: float = 0.0) -> GripperOutcome:
+        """The sim node's GripperCommand goal: arm holding, until the gap is within tolerance, stalls, or the
+        step limit passes."""
+        self._refused()
+        open_m = self.names.robot.gripper_open_width_m
+        self._gripper_cmd = float(np.clip(1.0 - 2.0 * position_m / open_m, -1.0, 1.0))
+        gaps: list[float] = []
+        reached = stalled = False
+        while not (self.ep.last_step().terminated or self.ep.last_step().truncated):
+            self._step(np.zeros(3), np.zeros(3))
+            gaps.append(self.gripper_opening())
+            reached = abs(gaps[-1] - position_m) <= sim_node.GRIPPER_TOLERANCE_M
+            recent = gaps[-(sim_node.GRIPPER_STALL_STEPS + 1):]
+            stalled = (len(recent) > sim_node.GRIPPER_STALL_STEPS and max(recent) - min(recent) < 1e-4
+                       and not reached)
+            if reached or stalled or len(gaps) >= sim_node.GRIPPER_MAX_STEPS:
+                break
+        return GripperOutcome(position=gaps[-1] if gaps else self.gripper_opening(), effort=0.0, stalled=stalled,
+                              reached_goal=reached, steps=len(gaps))
+
+    # ------------------------------------------------------------------ perception
+    def capture(self, camera: str, resolution: str) -> CaptureFrame:
+        cap = self.ep.capture(camera, self.resolutions[resolution])
+        s = self.ep.last_step()
+        return CaptureFrame(camera=camera, resolution=resolution, color=cap.color, depth=cap.depth, K=cap.K,
+                            T_world_optical=cap.T_world_optical, stamp=float(s.sim_time), env_step=s.step)
+
+    def segmentation(self, camera: str, resolution: str) -> SegmentationFrame:
+        ids, labels = self.ep.segmentation(camera, self.resolutions[resolution])
+        return SegmentationFrame(ids=ids, labels=labels, stamp=float(self.ep.last_step().sim_time), camera=camera,
+                                 resolution=resolution)
+
+    def cancel(self) -> None:
+        """Nothing runs asynchronously here."""
+
+    def close(self) -> None:
+        self.ep.close()

@@ -1,0 +1,199 @@
+"""The loop arms (``cells``, ``program``) as an agent strategy of an :class:`~pyrua_ros.agent.episode.Episode`.
+
+:class:`LoopAgent` builds the prompt from the live ``robo``, starts the kernel and the runtime of
+``cfg.agent.runtime``, runs the agent loop under the wall-clock budget while reporting progress (a line per turn,
+a live line while a cell runs), and writes the loop's records (tool_turns.json, transcript.json, last_message.md,
+``<runtime>_events.jsonl``) and the play ``result.json`` (:class:`~pyrua_ros.agent.records.EpisodeResult`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+from pyrua_ros.agent.episode import SANDBOX_DESCRIPTION
+from pyrua_ros.agent.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso, write_turns
+
+TICK_S = 1.0   # how often the live status is refreshed while the loop runs [s]
+
+
+class LoopAgent:
+    """The ``cells`` / ``program`` arm over a runtime (``openai``, ``replay``), for a :class:`PlayConfig`."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.kernel = self.runtime = self.toolkit = self.events = None
+        self.outcome = None
+        self.guides = False
+        self.deadline: float | None = None
+        self._running_since: float | None = None
+        self._tool: str | None = None
+        self._ep = None
+
+    # ------------------------------------------------------------------ AgentStrategy
+    def start(self, ep) -> None:
+        from pyrua_ros.agent import prompt as prompt_mod
+        from pyrua_ros.agent.runtimes import make_runtime
+        from pyrua_ros.agent.runtimes.base import JsonlEventSink
+        from pyrua_ros.agent.toolkit import ArmToolkit
+
+        self._ep = ep
+        agent = self.cfg.agent
+        if agent.runtime == "replay":
+            ep.notes.append("runtime replay: the cells come from a recording or program file, not a model")
+        ep.phase("prompt", f"arm {agent.arm}, images {agent.images}, feedback {agent.feedback}")
+        if agent.uses_guides:
+            self.guides = prompt_mod.copy_guides(ep.workspace, agent.guides_dir)
+        options = prompt_mod.PromptOptions(arm=agent.arm, robot=ep.settings.robot,
+                                           primitives=ep.settings.primitive_set, feedback=agent.feedback,
+                                           images=agent.images, budget_s=agent.budget_s, max_turns=agent.max_turns,
+                                           max_programs=agent.max_programs, guides=agent.uses_guides,
+                                           cell_timeout_s=agent.cell_timeout_s)
+        ep.prompt = prompt_mod.build_prompt(ep.robot.robo, ep.card, options, card_dir=ep.out)
+        (ep.out / "prompt.txt").write_text(ep.prompt.text)
+        self.kernel = ep.open_kernel()
+        self.events = JsonlEventSink(ep.out / f"{agent.runtime}_events.jsonl")
+        self.runtime = make_runtime(self.cfg, events=self.events)
+        self.toolkit = ArmToolkit(agent, ep.robot, self.kernel, ep.workspace, on_turn=self._on_turn,
+                                  on_call=self._on_call)
+
+    def run(self, ep) -> None:
+        from pyrua_ros.agent.loop import run_loop
+
+        agent = self.cfg.agent
+        model = f", model {self.cfg.model.model}" if agent.runtime != "replay" else ""
+        ep.phase("agent", f"runtime {agent.runtime}{model}; budget {agent.budget_s:g} s"
+                          + (f", {agent.max_turns} turns" if agent.max_turns else ""))
+        started = time.monotonic()
+        self.deadline = started + agent.budget_s
+        images = [ep.robot.artifact(f"{c}_high.png", step=0) for c in ep.host.backend.cameras]
+        tool = "python" if agent.arm == "cells" else "run_program"
+        stop = threading.Event()
+        ticker = threading.Thread(target=self._tick, args=(stop,), name="progress", daemon=True)
+        ticker.start()
+        try:
+            self.outcome = run_loop(self.runtime, self.toolkit, deadline=self.deadline,
+                                    first_prompt=ep.prompt.text, first_images=images, tool_name=tool)
+        finally:
+            stop.set()
+            ticker.join(2 * TICK_S)
+            ep.policy_wall_s = round(time.monotonic() - started, 3)
+        ep.notes.extend(self.outcome.notes)
+        if self.outcome.status == "timeout":
+            ep.robot.stop("timeout")
+        ep.status, ep.reason = self.outcome.status, self.outcome.reason
+        ep.read_environment_outcome()
+        if ep.status == "call_budget" and ep.environment_success:
+            ep.status = "completed"
+        if ep.status == "planner_error" and self.toolkit.finish is not None:
+            ep.status = "completed"
+
+    def close(self, ep) -> None:
+        try:
+            if self.kernel is not None:
+                self.kernel.close()
+        finally:
+            if self.events is not None:
+                self.events.close()
+            if self.toolkit is not None:
+                write_turns(ep.out / "tool_turns.json", self.toolkit.turns)
+            if self.runtime is not None:
+                (ep.out / "transcript.json").write_text(json.dumps(self.runtime.transcript(), indent=1,
+                                                                   default=str))
+            (ep.out / "last_message.md").write_text((self.outcome.last_message if self.outcome else "") or "")
+
+    def result(self, ep, placeholder: bool = False) -> EpisodeResult:
+        cfg, agent = self.cfg, self.cfg.agent
+        ledger = ep.robot.ledger if ep.robot is not None else None
+        usage = self.usage()
+        is_model = agent.runtime != "replay"
+        generation = Generation(
+            runtime=agent.runtime, model=cfg.model.model if is_model else None,
+            input_tokens=usage.get("input_tokens"), cached_input_tokens=usage.get("cached_input_tokens"),
+            output_tokens=usage.get("output_tokens"), reasoning_output_tokens=usage.get("reasoning_output_tokens"),
+            total_tokens=usage.get("total_tokens"), requests=int(usage.get("requests") or 0),
+            turns=len(self.toolkit.turns) if self.toolkit else 0,
+            usage_source="server usage" if is_model else "none",
+            sandbox_flags=tuple(self.toolkit.sandbox_flags) if self.toolkit else (),
+            extra={"kernel_restarts": self.toolkit.kernel_restarts if self.toolkit else 0},
+        )
+        status, reason = ep.status, ep.reason
+        if placeholder:
+            status, reason = "error", ("killed: the episode host started but did not finish (this placeholder "
+                                       "is replaced when the episode ends)")
+        e = ep.settings
+        return EpisodeResult(
+            arm=agent.arm, backend="ros2", robot=e.robot, suite=e.suite, task=e.task, seed=e.seed,
+            task_language=ep.task_language, model=cfg.model.model if is_model else None,
+            reasoning_effort=cfg.model.reasoning, max_programs=agent.max_programs, images=agent.images,
+            feedback=agent.feedback, guides=self.guides, max_turns=agent.max_turns, budget_mode=agent.budget_mode,
+            environment_success=bool(ep.environment_success), status=status, reason=reason, error=ep.error,
+            finish=self.toolkit.finish if self.toolkit else None,
+            calls=len(ledger.records) if ledger is not None else 0,
+            stateful_calls=int(ledger.stateful_calls()) if ledger is not None else 0,
+            env_steps=int(ledger.env_steps()) if ledger is not None else 0,
+            tool_turns=len(self.toolkit.turns) if self.toolkit else 0,
+            policy_wall_s=ep.policy_wall_s, startup_s=ep.startup_s,
+            total_wall_s=round(time.monotonic() - ep.t0, 3), timeout_s=agent.budget_s,
+            max_episode_steps=e.max_episode_steps,
+            prompt=PromptRecord(ep.prompt.chars, ep.prompt.sha256, tuple(ep.prompt.images)) if ep.prompt else None,
+            generation=generation,
+            host=HostInfo(python=sys.version.split()[0], cuda_device=ep.compat.cuda_device,
+                          primitive_set=e.primitive_set, runtime=agent.runtime, boot_options=cfg.boot_options(),
+                          sandbox=SANDBOX_DESCRIPTION, rpent_root=ep.compat.rpent_root),
+            created_at=now_iso(), notes=tuple(ep.notes), runtime_returncode=None if placeholder else 0,
+            planner_attempts=1, env_steps_total=ep.env_steps_total)
+
+    # ------------------------------------------------------------------ status people watch
+    def usage(self) -> dict:
+        if self.runtime is None:
+            return {}
+        try:
+            return self.runtime.usage_totals()
+        except Exception:
+            return {}
+
+    def status(self, last: str = "") -> dict:
+        """The agent status (``/agent/status`` JSON and the terminal progress): turn, budget, steps, tokens,
+        the running tool, elapsed time on the episode's clock and the budget left [s]."""
+        ep, agent = self._ep, self.cfg.agent
+        now = time.monotonic()
+        episode = ep.episode_status() if ep is not None else {}
+        running = None
+        if self._running_since is not None:
+            running = {"tool": self._tool, "for_s": round(now - self._running_since, 1)}
+        return {"turn": len(self.toolkit.turns) if self.toolkit else 0, "max_turns": agent.max_turns or 0,
+                "steps": episode.get("step"), "tokens": self.usage().get("total_tokens"), "last": last,
+                "elapsed_s": round(now - ep.t0, 1) if ep is not None else None,
+                "budget_left_s": round(max(0.0, self.deadline - now), 1) if self.deadline else None,
+                "running": running, "episode": episode}
+
+    def _on_call(self, name: str) -> None:
+        self._tool, self._running_since = name, time.monotonic()
+        if self._ep is not None and self._ep.video is not None:
+            self._ep.video.note_turn(len(self.toolkit.turns) + 1 if self.toolkit else 1)
+
+    def _on_turn(self, record, reply) -> None:
+        self._running_since = None
+        payload = reply.payload
+        last = payload.get("error") or payload.get("exception") or payload.get("episode_finished") \
+            or (payload.get("stdout") or "").strip().splitlines()[-1:] or ""
+        if isinstance(last, list):
+            last = last[0] if last else ""
+        status = self.status(f"{record.tool}: {last}" if last else record.tool)
+        ep = self._ep
+        if ep.progress is not None:
+            ep.progress.turn(status)
+        if ep.publisher is not None:
+            ep.publisher(status, record, reply, code=self.toolkit.last_code if self.toolkit else None)
+
+    def _tick(self, stop: threading.Event) -> None:
+        ep = self._ep
+        while not stop.wait(TICK_S):
+            if ep.progress is not None:
+                try:
+                    ep.progress.tick(self.status())
+                except Exception:   # a display problem never ends an episode
+                    pass

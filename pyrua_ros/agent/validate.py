@@ -1,0 +1,234 @@
+"""Checks before anything boots: the episode, the files a run reads, the run directory and the model server.
+
+Every check raises :class:`~pyrua_ros.agent.schema.SettingError` with one line that names the flag and what is
+valid, and each is meant to finish well under a second (the endpoint check is one short GET). ``play``, ``run``,
+``generate``, the agent node and ``eval`` call the same functions:
+
+- :func:`check_episode` — suite, task range and seed against what the driver serves;
+- :func:`check_input_path` — a file or folder a run reads (replay source, guides, policy, card, instance files);
+- :func:`replay_source` — the replay runtime's source (the packaged example program when none is given);
+- :func:`claim_run_directory` — the run-directory rules: a non-empty ``--out`` is refused unless ``--overwrite``
+  (moved aside to ``OUT.prev-<time>``) or ``--resume`` (a finished run is kept; an unfinished one moved aside);
+- :func:`check_model_server` — one GET of ``<base-url>/models`` (skipped with ``--no-preflight``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import time
+import urllib.error
+import urllib.request
+
+from pyrua_ros.agent.schema import SettingError
+from pyrua_ros.sim_interfaces import episodes
+
+PREFLIGHT_TIMEOUT_S = 2.0     # one GET of the models endpoint; a healthy local server answers in milliseconds
+FINISHED_STATUSES = ("completed", "timeout", "call_budget")   # statuses of an episode that ran to its end
+
+
+def check_episode(suite: str, task: int, seed: int, driver: str) -> None:
+    """The suite, task and seed are ones the driver serves (see :mod:`pyrua_ros.sim_interfaces.episodes`)."""
+    try:
+        episodes.check_episode(suite, task, seed, driver)
+    except ValueError as exc:
+        raise SettingError(str(exc)) from None
+
+
+def check_input_path(flag: str, path: pathlib.Path | None, *, kind: str = "file", suffixes: tuple[str, ...] = (),
+                     ) -> None:
+    """``path`` exists and is a ``kind`` (``file``, ``dir`` or ``any``) that can be read."""
+    if path is None:
+        return
+    p = pathlib.Path(path)
+    if not p.exists():
+        raise SettingError(f"{flag} {path}: no such {'folder' if kind == 'dir' else 'file'}")
+    if kind == "file" and not p.is_file():
+        raise SettingError(f"{flag} {path}: not a file")
+    if kind == "dir" and not p.is_dir():
+        raise SettingError(f"{flag} {path}: not a folder")
+    if p.is_file():
+        if suffixes and p.suffix not in suffixes:
+            raise SettingError(f"{flag} {path}: expected a {' or '.join(suffixes)} file")
+        try:
+            with open(p, "rb") as handle:
+                handle.read(1)
+        except OSError as exc:
+            raise SettingError(f"{flag} {path}: cannot be read ({exc.strerror})") from None
+
+
+def replay_source(agent, episode) -> pathlib.Path:
+    """The replay runtime's source: ``--replay``, else the packaged example program of (suite, task)."""
+    if agent.replay is not None:
+        return pathlib.Path(agent.replay)
+    from pyrua_ros.examples import program_for
+
+    try:
+        return program_for(episode.suite, episode.task)
+    except ValueError as exc:
+        raise SettingError(f"{exc}; pass --replay FILE (a run directory or a run(robo) program) or --runtime "
+                           "openai") from None
+
+
+def check_play(cfg) -> None:
+    """Every local check of a :class:`~pyrua_ros.agent.config.PlayConfig` (no network, no run directory)."""
+    e, agent = cfg.episode, cfg.agent
+    check_episode(e.suite, e.task, e.seed, e.driver)
+    if agent.runtime == "replay":
+        source = replay_source(agent, e)
+        check_input_path("--replay", source, kind="any")
+        from pyrua_ros.agent.runtimes.replay_runtime import ReplayRuntime
+
+        try:
+            ReplayRuntime(source, agent.arm)   # the runtime's own loader reads and checks the source
+        except (ValueError, OSError, SyntaxError) as exc:
+            raise SettingError(f"--replay {source}: {exc}") from None
+    check_input_path("--guides-dir", agent.guides_dir, kind="dir")
+    if agent.guides_dir is not None and not any(pathlib.Path(agent.guides_dir).glob("*.md")):
+        raise SettingError(f"--guides-dir {agent.guides_dir}: holds no *.md guide")
+
+
+# ---------------------------------------------------------------------------------------------- run directory
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDirectory:
+    """What :func:`claim_run_directory` decided: ``action`` is ``new`` (empty or absent), ``moved`` (an earlier run
+    moved to ``previous``) or ``keep`` (``--resume`` and the run there already ran to its end: do not run)."""
+
+    path: pathlib.Path
+    action: str
+    previous: pathlib.Path | None = None
+    result: dict | None = None
+
+
+def _contents(path: pathlib.Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir())
+
+
+def _finished_result(path: pathlib.Path) -> dict | None:
+    try:
+        data = json.loads((path / "result.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    reason = str(data.get("reason") or "")
+    return data if data.get("status") in FINISHED_STATUSES and not reason.startswith("killed") else None
+
+
+def check_run_directory(flag: str, out: pathlib.Path, *, overwrite: bool = False, resume: bool | None = False,
+                        ) -> str:
+    """Without touching anything: ``new``, ``move`` or ``keep`` for ``out``; SettingError when it is refused.
+    ``resume=None``: the command has no ``--resume``."""
+    out = pathlib.Path(out)
+    if out.exists() and not out.is_dir():
+        raise SettingError(f"{flag} {out} is a file; a run directory must be a folder (or not exist yet)")
+    parent = next((p for p in (out, *out.parents) if p.exists()), pathlib.Path("."))
+    if not parent.is_dir() or not _writable(parent):
+        raise SettingError(f"{flag} {out}: {parent} is not a writable folder")
+    if not out.exists() or not _contents(out):
+        return "new"
+    if resume:
+        return "keep" if _finished_result(out) is not None else "move"
+    if overwrite:
+        return "move"
+    shown = _contents(out)
+    listing = ", ".join(shown[:4]) + (", ..." if len(shown) > 4 else "")
+    resume_hint = "" if resume is None else ", --resume to keep a finished run"
+    raise SettingError(f"{flag} {out} is not empty ({listing}); pass --overwrite to move it aside to "
+                       f"{out.name}.prev-<time>{resume_hint}, or choose another directory")
+
+
+def _writable(path: pathlib.Path) -> bool:
+    import os
+
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def claim_run_directory(flag: str, out: pathlib.Path, *, overwrite: bool = False, resume: bool | None = False,
+                        ) -> RunDirectory:
+    """Apply the run-directory rules (see the module docstring) and return what was done."""
+    out = pathlib.Path(out)
+    action = check_run_directory(flag, out, overwrite=overwrite, resume=resume)
+    if action == "keep":
+        return RunDirectory(out, "keep", result=_finished_result(out))
+    if action == "move":
+        previous = out.with_name(f"{out.name}.prev-{time.strftime('%Y%m%d-%H%M%S')}")
+        n = 1
+        while previous.exists():
+            previous = out.with_name(f"{out.name}.prev-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
+            n += 1
+        out.rename(previous)
+        out.mkdir(parents=True)
+        return RunDirectory(out, "moved", previous=previous)
+    out.mkdir(parents=True, exist_ok=True)
+    return RunDirectory(out, "new")
+
+
+# ---------------------------------------------------------------------------------------------- model server
+
+
+def check_model_server(model, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list[str]:
+    """One GET of ``<base-url>/models``: SettingError when nothing usable answers; returns warnings (e.g. the
+    server does not list ``--model``)."""
+    url = model.endpoint().rstrip("/") + "/models"
+    try:
+        key = model.api_key()
+    except ValueError as exc:
+        raise SettingError(str(exc)) from None
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}", "Accept": "application/json"})
+    skip = "; or pass --no-preflight to skip this check"
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            body = response.read(1 << 20)
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise SettingError(f"--base-url {model.base_url}: the model server refused the API key (HTTP {exc.code}) "
+                               f"at {url}; check --api-key-env{skip}") from None
+        if exc.code == 404:   # a server without a models endpoint still serves chat completions
+            return [f"the model server at {model.base_url} has no models endpoint (HTTP 404); not checked"]
+        raise SettingError(f"--base-url {model.base_url}: the model server answered HTTP {exc.code} at {url}"
+                           f"{skip}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        cause = getattr(exc, "reason", exc)
+        text = getattr(cause, "strerror", None) or str(cause)
+        raise SettingError(f"--base-url {model.base_url}: no model server answers at {url} ({text}); start it or fix "
+                           f"the URL{skip}") from None
+    try:
+        served = [m.get("id") for m in json.loads(body).get("data", []) if isinstance(m, dict)]
+    except (ValueError, AttributeError):
+        return [f"the models endpoint of {model.base_url} did not answer JSON; not checked"]
+    if served and model.model not in served:
+        return [f"the model server lists {', '.join(map(str, served))}, not --model {model.model} (sent anyway; "
+                "SGLang serves its one model under any name)"]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------- all together
+
+
+def prepare_play(cfg, *, warn=None, progress=None):
+    """Every check of a ``play`` episode, then the run directory: ``(cfg with --out filled in, RunDirectory)``.
+
+    Order: local checks (episode, files), the run directory (read only), the model server; only when all passed is
+    the run directory claimed (moved aside / created), so a refused command changes nothing on disk.
+    """
+    import dataclasses as dc
+
+    from pyrua_ros.agent.episode import default_out
+
+    check_play(cfg)
+    out = pathlib.Path(cfg.out or default_out(cfg.episode))
+    o = cfg.output
+    check_run_directory("--out", out, overwrite=o.overwrite, resume=o.resume)
+    if cfg.agent.runtime != "replay" and cfg.model.preflight and cfg.model.base_url:
+        if progress is not None:
+            progress.phase("check", f"model server at {cfg.model.base_url}")
+        for line in check_model_server(cfg.model):
+            (warn or print)(f"warning: {line}")
+    rundir = claim_run_directory("--out", out, overwrite=o.overwrite, resume=o.resume)
+    if rundir.previous is not None and warn is not None:
+        warn(f"the earlier run in {out} was moved to {rundir.previous}")
+    return dc.replace(cfg, output=dc.replace(o, out=out)), rundir

@@ -1,0 +1,204 @@
+"""Fail fast and clear: bad input is refused before anything boots (one line naming the valid values, exit 2),
+run directories are never overwritten, and the exit codes say how an episode ended. Every refusal runs the real
+CLI in a child process, bounded to a few seconds."""
+
+import json
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+import typing
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from pyrua_ros.agent import validate
+from pyrua_ros.cli import exit_codes
+from pyrua_ros.sim_interfaces import episodes
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "pyrua_ros.cli.main"]
+FAKE_PROGRAM = ROOT / "pyrua_ros" / "examples" / "fake_table_cube_on_plate.py"
+REFUSE_WITHIN_S = 8.0   # process start included, on a loaded 2-core machine; the checks themselves take < 1 s
+
+
+def refused(*args, out=None):
+    """Run a command that must be refused; returns its one stderr line (exit 2, within the bound)."""
+    started = time.monotonic()
+    proc = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=30, cwd=ROOT)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert elapsed < REFUSE_WITHIN_S, f"refused after {elapsed:.1f} s"
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("[")]
+    assert len(lines) == 1, proc.stderr
+    assert out is None or not (out / "result.json").exists()
+    return lines[0]
+
+
+# --- the table's rows -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, expected", [
+    (["--suite", "nosuch", "--task", "0", "--replay", str(FAKE_PROGRAM)],
+     "unknown suite 'nosuch' for --driver sim; valid suites: libero_spatial, libero_object, libero_goal"),
+    (["--task", "999"], "--task 999 is out of range for suite 'libero_goal': valid tasks are 0..9"),
+    (["--task", "0", "--seed", "-1", "--runtime", "openai", "--base-url", "http://127.0.0.1:9/v1"],
+     "--seed must be >= 0; got -1"),
+    (["--suite", "nosuch", "--task", "8"], "unknown suite 'nosuch' for --driver sim; valid suites:"),
+    (["--suite", "libero_goal", "--task", "0", "--driver", "fake"],
+     "unknown suite 'libero_goal' for --driver fake (libero_goal is served by --driver sim); valid suites: "
+     "fake_table"),
+    (["--task", "0"], "no example program for libero_goal task 0; available:"),
+    (["--task", "8", "--replay", "/nonexistent/run"], "--replay /nonexistent/run: no such file"),
+    (["--task", "8", "--guides-dir", "/nonexistent"], "--guides-dir /nonexistent: no such folder"),
+    (["--task", "8", "--max-programs", "2"], "--max-programs applies to --arm program only"),
+    (["--task", "8", "--images", "always"], "--images must be one of on-motion, on-demand, none; got 'always'"),
+    (["--task", "8", "--openai-extra-body", "{not json"], "--openai-extra-body is not valid JSON"),
+    (["--task", "8", "--runtime", "openai"], "--runtime openai needs --base-url"),
+])
+def test_bad_episode_input_is_refused_before_boot(tmp_path, args, expected):
+    out = tmp_path / "run"
+    line = refused("play", "--arm", "cells", "--out", str(out), *args, out=out)
+    assert expected in line
+    assert not out.exists()
+
+
+class _Models(BaseHTTPRequestHandler):
+    status = 200
+    body: typing.ClassVar[dict] = {"data": [{"id": "served-model"}]}
+
+    def do_GET(self):
+        data = json.dumps(self.body).encode()
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *_args):
+        pass
+
+
+@pytest.fixture
+def models_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Models)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_unreachable_model_server_is_refused_before_the_sim_boots(tmp_path):
+    out = tmp_path / "run"
+    line = refused("play", "--arm", "cells", "--task", "8", "--runtime", "openai", "--base-url",
+                   "http://127.0.0.1:9/v1", "--out", str(out), out=out)
+    assert "--base-url http://127.0.0.1:9/v1: no model server answers at http://127.0.0.1:9/v1/models" in line
+    assert "--no-preflight" in line and not out.exists()
+
+
+def test_model_server_check_reads_the_models_endpoint(models_server, monkeypatch):
+    from pyrua_ros.agent.runtimes.settings import ModelSettings
+
+    url = f"http://127.0.0.1:{models_server.server_port}/v1"
+    assert validate.check_model_server(ModelSettings(model="served-model", base_url=url)) == []
+    warnings = validate.check_model_server(ModelSettings(model="other", base_url=url))
+    assert warnings and "lists served-model, not --model other" in warnings[0]
+    monkeypatch.setattr(_Models, "status", 401)
+    with pytest.raises(validate.SettingError, match=r"refused the API key \(HTTP 401\).*--api-key-env"):
+        validate.check_model_server(ModelSettings(model="m", base_url=url))
+    monkeypatch.setattr(_Models, "status", 404)
+    assert "no models endpoint" in validate.check_model_server(ModelSettings(model="m", base_url=url))[0]
+    with pytest.raises(validate.SettingError, match=r"'NO_SUCH_KEY_VAR'.*not set"):
+        validate.check_model_server(ModelSettings(model="m", base_url=url, api_key_env="NO_SUCH_KEY_VAR"))
+
+
+def test_launch_with_an_unknown_suite_is_refused_before_anything_starts():
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pyrua_ros.bringup.runner", "libero_sim", "suite:=nosuch"],
+                          capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert proc.returncode == 2 and time.monotonic() - started < REFUSE_WITHIN_S
+    assert "unknown suite 'nosuch'" in proc.stderr and "started" not in proc.stdout
+
+
+def test_the_episode_table_matches_what_the_drivers_serve():
+    from pyrua_ros.fake_arm.episode import SUITE, TASKS
+    from pyrua_ros.sim.suites import available_suites
+
+    assert episodes.LIBERO_SUITES == available_suites()
+    assert episodes.FAKE_SUITES == {SUITE: len(TASKS)}
+
+
+# --- run directories --------------------------------------------------------------------------------------------
+
+def test_a_non_empty_out_is_refused_and_left_untouched(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "result.json").write_text('{"status": "completed"}')
+    line = refused("play", "--arm", "cells", "--task", "8", "--out", str(out))
+    assert f"--out {out} is not empty (result.json); pass --overwrite to move it aside" in line
+    assert (out / "result.json").read_text() == '{"status": "completed"}'
+    (tmp_path / "file").write_text("x")
+    assert "is a file" in refused("play", "--arm", "cells", "--task", "8", "--out", str(tmp_path / "file"))
+
+
+def test_overwrite_moves_the_old_run_aside_and_resume_keeps_a_finished_one(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "result.json").write_text(json.dumps({"status": "completed", "reason": None}))
+    kept = validate.claim_run_directory("--out", out, resume=True)
+    assert kept.action == "keep" and kept.result["status"] == "completed"
+    assert (out / "result.json").is_file()
+    moved = validate.claim_run_directory("--out", out, overwrite=True)
+    assert moved.action == "moved" and moved.previous.name.startswith("run.prev-")
+    assert (moved.previous / "result.json").is_file() and list(out.iterdir()) == []
+    # an unfinished (killed) run is moved aside by --resume and run again
+    (out / "result.json").write_text(json.dumps({"status": "error", "reason": "killed: the episode host ..."}))
+    again = validate.claim_run_directory("--out", out, resume=True)
+    assert again.action == "moved" and not (out / "result.json").exists()
+
+
+def test_resume_through_the_cli_keeps_a_finished_run_and_exits_with_its_code(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "result.json").write_text(json.dumps({"arm": "cells", "status": "call_budget", "reason": "budget",
+                                                 "environment_success": False}))
+    proc = subprocess.run([*CLI, "play", "--arm", "cells", "--task", "8", "--out", str(out), "--resume"],
+                          capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert proc.returncode == exit_codes.BUDGET
+    assert "already holds an episode that ran to its end" in proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["status"] == "call_budget"
+
+
+# --- exit codes -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("status, reason, code", [
+    ("completed", None, 0), ("completed", "model stopped calling tools", 0), ("boot_error", "x", 3),
+    ("planner_error", "provider error", 4), ("timeout", "timeout", 5), ("call_budget", "budget", 5),
+    ("error", "RuntimeError: sim died", 1), ("error", "interrupted", 130), ("boot_error", "interrupted", 130),
+    ("finished", "terminated", 0), ("error", "exception", 0), ("error", "load", 0),
+])
+def test_exit_code_table(status, reason, code):
+    assert exit_codes.for_result(status, reason) == code
+    assert exit_codes.for_result("error", "interrupted", interrupted_by=15) == 143
+
+
+# --- a driver that dies anyway ----------------------------------------------------------------------------------
+
+def test_a_dying_driver_ends_the_wait_at_once_with_its_last_error_line(tmp_path):
+    """Past the front door (a library caller, a driver that fails on its own): the sim node exits at startup, the
+    episode does not wait out the 120 s reset deadline, and the reason carries the node's own error line."""
+    from pyrua_ros.agent.config import PlayConfig
+    from pyrua_ros.agent.episode import play
+    from pyrua_ros.agent.schema import build
+
+    cfg = build(PlayConfig, {"suite": "nosuch", "task": 0, "replay": FAKE_PROGRAM, "out": tmp_path / "run",
+                             "video": False, "record": False})
+    started = time.monotonic()
+    result = play(cfg)
+    elapsed = time.monotonic() - started
+    assert result.status == "boot_error"
+    assert "episode reset failed: the sim_node exited with status" in result.reason
+    assert "unknown suite 'nosuch'" in result.reason          # the node's last error line, not "see host.log"
+    assert elapsed < 60, elapsed                               # the node's own start time, not the 120 s deadline
+    assert exit_codes.for_result(result.status, result.reason) == exit_codes.BOOT_ERROR
