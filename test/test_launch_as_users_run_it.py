@@ -134,7 +134,7 @@ def test_double_ctrl_c_leaves_no_process_kernel_included(tmp_path):
     worker included, and the episode still writes a result that says it was interrupted."""
     program = tmp_path / "long.py"
     program.write_text(LONG_PROGRAM)
-    proc = launch("robot:=fake", f"replay_path:={program}", "max_episode_steps:=100000", f"out:={tmp_path / 'run'}",
+    proc = launch("robot:=fake", f"replay:={program}", "max_episode_steps:=100000", f"out:={tmp_path / 'run'}",
                   "record:=false")
     try:
         kernel = None
@@ -167,7 +167,7 @@ def test_double_ctrl_c_leaves_no_process_kernel_included(tmp_path):
 
 
 def test_a_failing_agent_fails_the_launch_and_stops_the_driver(tmp_path):
-    proc = launch("robot:=fake", f"replay_path:={tmp_path / 'missing.py'}", f"out:={tmp_path / 'run'}")
+    proc = launch("robot:=fake", f"replay:={tmp_path / 'missing.py'}", f"out:={tmp_path / 'run'}")
     tree = set()
 
     def track():
