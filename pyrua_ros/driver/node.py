@@ -13,7 +13,8 @@ between any two steps. (``rclpy.experimental.EventsExecutor`` never answered an 
 
 In lockstep nothing is published while nobody commands the robot, so while the model thinks a wall timer
 re-publishes the latest TF, clock and stream images every ``republish_period_s`` (same stamps; a stream camera that
-gained a subscriber since the last step renders the current state once): rviz, started late or not, is never empty.
+gained a subscriber since its last frame renders the current state, within ``camera_rate_hz`` of sim time): rviz,
+started late or not, is never empty, and recorded streams keep their rate.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ class DriverNode(Node):
         self.truth_gate = RateGate(float(values["camera_rate_hz"]))
         self._last_state_wall = time.monotonic()
         self._last_tf: TFMessage | None = None
-        self._stream_cache: dict[str, tuple[tuple, tuple]] = {}   # camera -> ((state, kinds), messages)
+        self._stream_cache: dict[str, tuple[int, frozenset, tuple]] = {}   # camera -> (episode, kinds, messages)
         self.reset_episode()
         self.get_logger().info(f"{label} ready ({self.config.clock_mode}); "
                                f"{self.core.status().to_json()}")
@@ -318,7 +319,7 @@ class DriverNode(Node):
         render thread, off the control path; a frame it cannot keep up with is dropped, never waited for)."""
         if not wanted:
             return
-        key = self._state_key()
+        episode = self.core.episode_id
 
         def deliver(images) -> None:
             for cam, image in images.items():
@@ -326,12 +327,9 @@ class DriverNode(Node):
                 for pub, msg in zip(self.streams[cam], msgs):
                     if msg is not None:
                         pub.publish(msg)
-                self._stream_cache[cam] = ((key, wanted[cam]), msgs)
+                self._stream_cache[cam] = (episode, wanted[cam], msgs)
 
         self.model.stream({cam: set(kinds) for cam, kinds in wanted.items()}, self.stream_size, deliver)
-
-    def _state_key(self) -> tuple[int, int]:
-        return self.core.episode_id, self.model.last_step().step
 
     def _camera_msgs(self, cam: str, image, stamp) -> tuple:
         """(color, depth, camera_info) messages of ``image``; None for a kind it does not hold."""
@@ -383,22 +381,25 @@ class DriverNode(Node):
             self.goal_timer.cancel()
 
     def on_idle(self) -> None:
-        """Lockstep, nobody commanding: re-publish TF, clock and stream images of the current state."""
+        """Lockstep, nobody commanding: re-publish TF, clock and the latest stream frames (their own stamps). A
+        camera without a frame of this episode in the kinds now subscribed renders the current state, within
+        ``camera_rate_hz`` of sim time like every stream frame."""
         if time.monotonic() - self._last_state_wall < self._republish_period_s or self._last_tf is None:
             return
         stamp = self.stamp()
         self.pub_tf.publish(self._last_tf)
         self.pub_clock.publish(Clock(clock=stamp))
-        stale = {}
+        missing = {}
         for cam, kinds in self._wanted_streams().items():
-            key, msgs = self._stream_cache.get(cam, (None, ()))
-            if key != (self._state_key(), kinds):
-                stale[cam] = kinds
-            else:
-                for pub, msg in zip(self.streams[cam], msgs):
-                    if msg is not None:
-                        pub.publish(msg)
-        self._render_streams(stale, stamp)
+            episode, cached_kinds, msgs = self._stream_cache.get(cam, (None, frozenset(), ()))
+            if episode != self.core.episode_id or not kinds <= cached_kinds:
+                missing[cam] = kinds
+                continue
+            for pub, msg in zip(self.streams[cam], msgs):
+                if msg is not None:
+                    pub.publish(msg)
+        if missing and self.camera_gate.ready(self.core.clock.camera_time(self.core.sim_time, time.monotonic())):
+            self._render_streams(missing, stamp)
 
     # ---------------------------------------------------------------- actions
     def _sync_cancels(self) -> None:
