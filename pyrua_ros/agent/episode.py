@@ -423,11 +423,11 @@ class Episode:
         if self.video is None:
             return
         deadline = time.monotonic() + STREAM_FLUSH_MAX_S
-        seen, quiet_since = len(self.video.frames), time.monotonic()
+        seen, quiet_since = self.video.frame_count, time.monotonic()
         while time.monotonic() < deadline and time.monotonic() - quiet_since < STREAM_QUIET_S:
             time.sleep(0.05)
-            if len(self.video.frames) != seen:
-                seen, quiet_since = len(self.video.frames), time.monotonic()
+            if self.video.frame_count != seen:
+                seen, quiet_since = self.video.frame_count, time.monotonic()
 
     def _write_video(self) -> None:
         if self.video is None:

@@ -92,6 +92,12 @@ class EpisodeVideo:
         with self._lock:
             self.timeline.append((sim_time, step, success))
 
+    @property
+    def frame_count(self) -> int:
+        """Frames collected so far, every camera together."""
+        with self._lock:
+            return sum(map(len, self.frames.values()))
+
     def add_frame(self, camera: str, stamp: float, rgb: np.ndarray) -> None:
         """One frame of ``camera`` at sim time ``stamp`` [s] (streams, the card view, the final capture)."""
         with self._lock:
