@@ -13,6 +13,10 @@ records and progress. Usage::
 
 The last line is JSON: ``turns``, ``overhead_s_per_turn`` (lean), ``overhead_s_per_turn_full``, ``ratio``
 (full / lean) and the wall times.
+
+It also measures what the kernel's isolation costs, with and without bubblewrap in the same run (``kernel``):
+start and restart time of a kernel process, the round trip of an empty cell, and the per-call proxy overhead
+of a robo call (a trivial method, so the time is the kernel boundary's own). ``--kernel-only`` runs only that.
 """
 
 from __future__ import annotations
@@ -60,12 +64,71 @@ def run(recording: pathlib.Path, out: pathlib.Path, *, driver: str, suite: str, 
             "policy_wall_s": result["policy_wall_s"], "status": result["status"]}
 
 
+class _Target:
+    """A robo stand-in whose one method costs nothing: what is measured is the kernel boundary."""
+
+    def ping(self, value: int = 0) -> int:
+        """Return ``value``."""
+        return value
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def kernel_costs(sandbox: str, *, restarts: int = 5, calls: int = 500) -> dict:
+    """Start/restart time, empty-cell round trip and per-call overhead of one kernel in ``sandbox`` mode."""
+    import time
+
+    from pyrua_ros.agent.kernel import Kernel
+
+    with tempfile.TemporaryDirectory(prefix="pyrua_kernel_bench_") as ws:
+        t0 = time.monotonic()
+        kernel = Kernel(_Target(), pathlib.Path(ws), sandbox=sandbox)
+        first = time.monotonic() - t0
+        try:
+            for _ in range(restarts):
+                kernel.restart()
+            empty = []
+            for _ in range(20):
+                t = time.monotonic()
+                kernel.run_cell("pass", 10)
+                empty.append(time.monotonic() - t)
+            per_call = []
+            for _ in range(3):
+                t = time.monotonic()
+                out = kernel.run_cell(f"for i in range({calls}):\n    robo.ping(i)", 60)
+                assert out.exception is None, out.exception
+                per_call.append((time.monotonic() - t - _median(empty)) / calls)
+        finally:
+            kernel.close()
+    return {"sandbox": sandbox, "first_start_s": round(first, 3),
+            "start_s": round(_median(kernel.start_times_s[1:]), 3),
+            "empty_cell_s": round(_median(empty), 4), "per_call_us": round(_median(per_call) * 1e6, 1)}
+
+
+def kernel_section() -> dict:
+    """Kernel costs without isolation (``unsafe``: a plain child process) and with bubblewrap, in one run."""
+    plain, bwrap = kernel_costs("unsafe"), kernel_costs("bwrap")
+    print(f"kernel, plain process:   {plain}")
+    print(f"kernel, bubblewrap:      {bwrap}")
+    return {"plain": plain, "bwrap": bwrap,
+            "start_ratio": round(bwrap["start_s"] / max(1e-9, plain["start_s"]), 2),
+            "per_call_ratio": round(bwrap["per_call_us"] / max(1e-9, plain["per_call_us"]), 2)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=int, default=20)
     ap.add_argument("--driver", default="fake", choices=["fake", "sim"])
+    ap.add_argument("--kernel-only", action="store_true", help="measure only the kernel's isolation costs")
     args = ap.parse_args(argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    kernel = kernel_section()
+    if args.kernel_only:
+        print(json.dumps({"kernel": kernel}))
+        return 0
     suite, task = ("fake_table", 0) if args.driver == "fake" else ("libero_goal", 8)
     with tempfile.TemporaryDirectory(prefix="pyrua_turn_overhead_") as tmp_name:
         tmp = pathlib.Path(tmp_name)
@@ -79,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                "overhead_s_per_turn_full": full["overhead_s_per_turn"],
                "ratio": round(full["overhead_s_per_turn"] / max(1e-9, lean["overhead_s_per_turn"]), 2),
                "policy_wall_s": lean["policy_wall_s"], "policy_wall_s_full": full["policy_wall_s"],
-               "driver": args.driver}
+               "driver": args.driver, "kernel": kernel}
     print(json.dumps(summary))
     return 0
 

@@ -26,7 +26,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STAMPS="$VENV/.pyrua_setup"
 PY="${PYRUA_PYTHON:-python3}"
-APT_PACKAGES=(cmake g++ libegl1 libegl-mesa0 libgl1-mesa-dri libopengl0 libgl1 libglib2.0-0)
+APT_PACKAGES=(cmake g++ libegl1 libegl-mesa0 libgl1-mesa-dri libopengl0 libgl1 libglib2.0-0 bubblewrap chromium)
 START=$(date +%s)
 
 say() { printf '[setup %3ss] %s\n' "$(( $(date +%s) - START ))" "$*"; }

@@ -3,16 +3,24 @@ next cell still runs. One kernel for the module (cases that kill it check that i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import json
 import os
+import select
+import socket
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent.kernel import RESTART_NOTICE, Kernel, KernelLimits
+from pyrua_ros.agent.kernel import RESTART_NOTICE, Kernel, KernelLimits, sandbox
 from pyrua_ros.agent.kernel.policy import import_refusal, refusal_text
+from pyrua_ros.driver.rosenv import claim_domain_id
+from pyrua_ros.testing import spin_until
 
 TAG = uuid.uuid4().hex[:8]
 OUTSIDE = Path(f"/tmp/pyrua_hostile_{TAG}")  # nothing may ever create this
@@ -48,6 +56,15 @@ class Case:
     after: tuple[str, str] = ("1 + 1", "2")
     check: Callable[[object], None] | None = None
     needs_landlock: bool = False
+
+
+# Policy code that reaches the real ``os`` and ``socket`` past the Python-level guards (a function's globals through
+# a descriptor, names split so the static check does not see them): the OS boundary must hold without that layer.
+ESCAPE = ("_f = type(robo).move_to\n"
+          "_g = vars(type(_f))['__glo' + 'bals__'].__get__(_f)\n"
+          "_imp = vars(_g['builtins'])['__imp' + 'ort__']\n"
+          "os, socket = _imp('os'), _imp('socket')\n"
+          "real_open = vars(_g['builtins'])['open']\n")
 
 
 def imp(name: str) -> str:
@@ -133,7 +150,7 @@ CASES = [
         f"PermissionError: policy code may only open files inside its workspace ({{ws}}); got '{OUTSIDE}'")),
     Case("write-parent", "open('../escaped.txt', 'w').write('x')", last=(
         "PermissionError: policy code may only open files inside its workspace ({ws}); got '../escaped.txt'")),
-    Case("symlink-out", "open('link/x.txt', 'w').write('x')", last=(
+    Case("symlink-out", ESCAPE + f"os.symlink('{TARGET_DIR}', 'link')\nopen('link/x.txt', 'w').write('x')", last=(
         "PermissionError: policy code may only open files inside its workspace ({ws}); got 'link/x.txt'")),
     Case("io-open", f"import io\nio.open('{OUTSIDE}', 'w')", last=(
         f"PermissionError: policy code may only open files inside its workspace ({{ws}}); got '{OUTSIDE}'")),
@@ -156,7 +173,6 @@ CASES = [
 def kernel(tmp_path_factory):
     workspace = tmp_path_factory.mktemp("hostile_ws")
     TARGET_DIR.mkdir(exist_ok=True)
-    (workspace / "link").symlink_to(TARGET_DIR)
     limits = KernelLimits(memory_bytes=1536 * 2**20, file_size_bytes=2**20, interrupt_grace_s=1.0)
     with Kernel(Robo(), workspace, limits=limits) as k:
         yield k
@@ -215,3 +231,491 @@ def test_fork_is_refused_by_the_os_too(kernel):
     status = Path(f"/proc/{kernel.pid}/status").read_text()
     assert "CapEff:\t0000000000000000" in status
     assert os.getpid() != kernel.pid
+
+
+# ================================================================================================================
+# The OS boundary on its own. The cells below first reach the real ``os``/``socket`` past the Python-level policy
+# (ESCAPE), in a kernel whose defence-in-depth layers are switched off (no Landlock, fork allowed): every effect
+# they try must still be stopped by bubblewrap alone, and each test checks that effect from outside the sandbox.
+
+FAKE_KEY = f"sk-pyrua-fake-{TAG}-never-anywhere"
+SECRET_TEXT = f"secret-{TAG}"
+CANARY = Path(f"/tmp/pyrua_canary_{TAG}")
+
+
+@pytest.fixture(scope="module")
+def bare_kernel(tmp_path_factory):
+    """A bubblewrap kernel with Landlock off and fork allowed; the host process holds a fake API key."""
+    old = os.environ.get("OPENAI_API_KEY")
+    os.environ["OPENAI_API_KEY"] = FAKE_KEY
+    limits = KernelLimits(landlock=False, processes=None, workspace_bytes=8 * 2**20, interrupt_grace_s=1.0)
+    try:
+        with Kernel(Robo(), tmp_path_factory.mktemp("bare_ws"), limits=limits) as k:
+            yield k
+    finally:
+        if old is None:
+            os.environ.pop("OPENAI_API_KEY", None)
+        else:
+            os.environ["OPENAI_API_KEY"] = old
+
+
+def escape(kernel, body: str, timeout_s: float = 20.0):
+    out = kernel.run_cell(ESCAPE + body, timeout_s)
+    assert not out.refused, out.exception
+    return out
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (by parent links in /proc)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+def test_escape_reaches_the_real_os_inside_an_unprivileged_sandbox(bare_kernel):
+    """The premise of this section: policy code does get real ``os``; it runs as an unprivileged user with no
+    capabilities, in its own PID namespace, and the kernel's view has no network interface but its own lo."""
+    out = escape(bare_kernel, "print(os.getuid(), os.geteuid(), os.getpid() < 10, socket.if_nameindex())\n"
+                              "print(real_open('/proc/self/status').read().split('CapEff:')[1].split()[0])")
+    expected_uid = 65534 if os.geteuid() == 0 else os.geteuid()
+    assert out.exception is None
+    assert out.stdout == f"{expected_uid} {expected_uid} True [(1, 'lo')]\n0000000000000000\n"
+    status = Path(f"/proc/{bare_kernel.pid}/status").read_text()
+    assert f"Uid:\t{expected_uid}\t{expected_uid}" in status and "CapEff:\t0000000000000000" in status
+
+
+def test_canary_outside_the_workspace_is_never_written(bare_kernel):
+    kernel_source = sandbox.PACKAGE_ROOT / "pyrua_ros/agent/kernel/worker.py"
+    before = hashlib.sha256(kernel_source.read_bytes()).hexdigest()
+    run_dir_file = bare_kernel.workspace.parent / f"result_{TAG}.json"
+    code = "errors = []\n"
+    for path in (CANARY, f"{sandbox.INSIDE_SRC}/pyrua_ros/agent/kernel/worker.py", kernel_source, run_dir_file,
+                 f"{sandbox.INSIDE_SITE}/numpy/__init__.py", "/usr/lib/pyrua_canary"):
+        code += (f"try:\n    fd = os.open('{path}', os.O_WRONLY | os.O_CREAT | os.O_APPEND)\n"
+                 f"    os.write(fd, b'pwned')\n    errors.append('written')\nexcept OSError as e:\n"
+                 f"    errors.append(e.errno)\n")
+    out = escape(bare_kernel, code + "print(errors)")
+    # the private /tmp of the sandbox takes the canary (errno-free); nothing else is writable at all
+    assert out.exception is None and out.stdout.startswith("['written', ")
+    assert "written" not in out.stdout[len("['written', "):]
+    assert not CANARY.exists() and not run_dir_file.exists()
+    assert hashlib.sha256(kernel_source.read_bytes()).hexdigest() == before
+    bare_kernel.restart()   # a fresh kernel starts from the untouched sources
+    assert bare_kernel.run_cell("1 + 1", 10).value == "2"
+
+
+def test_secret_files_of_this_machine_are_not_even_visible(bare_kernel, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET_TEXT)
+    secret.chmod(0o644)
+    import importlib.util
+
+    venv_pkg = Path(rclpy_dir := importlib.util.find_spec("rclpy").submodule_search_locations[0])
+    paths = [secret, "/etc/shadow", "/etc/passwd", Path.home() / ".bash_history", venv_pkg,
+             sandbox.PACKAGE_ROOT / "pyrua_ros/agent/episode.py", sandbox.PACKAGE_ROOT / ".git"]
+    code = "seen = {}\n"
+    for path in map(str, paths):
+        code += (f"try:\n    seen[{path!r}] = os.listdir({path!r}) if os.path.isdir({path!r}) "
+                 f"else real_open({path!r}, 'rb').read(64)\nexcept OSError as e:\n    seen[{path!r}] = e.errno\n")
+    run_dir = bare_kernel.workspace.parent   # only the workspace's own name is there, no other file of the run
+    out = escape(bare_kernel, code + f"print(seen)\nprint(os.listdir({str(run_dir)!r}))")
+    assert out.exception is None, out.exception
+    seen_text, run_dir_listing = out.stdout.splitlines()
+    seen = eval(seen_text)   # a dict of str -> int printed by the cell
+    assert set(seen) == {str(p) for p in paths} and rclpy_dir
+    assert all(value == 2 for value in seen.values()), seen   # ENOENT: not in the sandbox's view
+    assert run_dir_listing == repr([bare_kernel.workspace.name])
+    assert SECRET_TEXT not in out.stdout
+
+
+def test_the_api_key_and_host_environment_never_reach_the_kernel(bare_kernel):
+    code = ("found = [dict(os.environ)]\n"
+            "for pid in os.listdir('/proc'):\n"
+            "    if pid.isdigit():\n"
+            "        for name in ('environ', 'cmdline'):\n"
+            "            try:\n"
+            "                found.append(real_open(f'/proc/{pid}/{name}', 'rb').read())\n"
+            "            except OSError as e:\n"
+            "                found.append(e.errno)\n"
+            "print(sorted(p for p in os.listdir('/proc') if p.isdigit()), found)")
+    out = escape(bare_kernel, code)
+    assert out.exception is None
+    assert FAKE_KEY not in out.stdout + out.stderr
+    assert out.stdout.startswith("['1', '2'] ")   # bubblewrap's init and the kernel: no host process visible
+    environ = Path(f"/proc/{bare_kernel.pid}/environ").read_bytes().decode()
+    assert FAKE_KEY not in environ and "ROS_DOMAIN_ID" not in environ and "OPENAI" not in environ
+
+
+def _udp_sink(port: int = 0) -> socket.socket:
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", port))
+    sink.setblocking(False)
+    return sink
+
+
+def _drain(sock: socket.socket, wait_s: float) -> list[bytes]:
+    got = []
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if select.select([sock], [], [], 0.05)[0]:
+            with contextlib.suppress(BlockingIOError):
+                got.append(sock.recv(65536))
+    return got
+
+
+def test_raw_rtps_packets_never_reach_the_episodes_dds_ports(bare_kernel):
+    """A real UDP packet with an RTPS header aimed at the DDS ports of a ROS domain (discovery multicast port,
+    the first participants' metatraffic and user unicast ports): sinks bound on those exact ports of this
+    machine stand in for the episode's participant and must receive nothing; the attacker's own view of the
+    machine's sockets (/proc/self/net/udp, how the domain was found before) is empty."""
+    domain = claim_domain_id()
+    base = 7400 + 250 * domain
+    ports = [base, base + 10, base + 11, base + 12, base + 13]
+    sinks = [_udp_sink(port) for port in ports]
+    try:
+        rtps = b"RTPS\x02\x03\x01\x0f" + bytes(12) + b"\x15\x05\x00\x10" + b"\x00" * 16 + b'{"success": true}'
+        code = (f"s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nsent = []\n"
+                f"for port in {ports!r}:\n"
+                f"    for host in ('127.0.0.1', '239.255.0.1', '172.17.0.1'):\n"
+                f"        try:\n            sent.append(s.sendto({rtps!r}, (host, port)))\n"
+                f"        except OSError as e:\n            sent.append(e.errno)\n"
+                f"print(sent.count(len({rtps!r})), len(real_open('/proc/self/net/udp').read().splitlines()) - 1)")
+        out = escape(bare_kernel, code)
+        assert out.exception is None, out.exception
+        sent_locally, sockets_seen = out.stdout.split()
+        assert int(sent_locally) == len(ports)   # the sandbox's own lo took the unicast packets ...
+        assert sockets_seen == "1"               # it sees its own socket only, none of this machine's
+        assert all(_drain(sink, 0.5) == [] for sink in sinks)   # ... and none reached this machine's ports
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as control:   # the sinks do work
+            for port in ports:
+                control.sendto(b"control", ("127.0.0.1", port))
+        assert all(_drain(sink, 0.5) == [b"control"] for sink in sinks)
+    finally:
+        for sink in sinks:
+            sink.close()
+
+
+def test_unix_sockets_of_this_machine_are_unreachable(bare_kernel):
+    path = f"/tmp/pyrua_sink_{TAG}.sock"
+    abstract = f"\0pyrua_sink_{TAG}"
+    sinks = []
+    for address in (path, abstract):
+        sink = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sink.bind(address)
+        sink.setblocking(False)
+        sinks.append(sink)
+    try:
+        code = (f"results = []\nfor address in ({path!r}, {abstract!r}):\n"
+                f"    for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):\n"
+                f"        s = socket.socket(socket.AF_UNIX, kind)\n"
+                f"        try:\n"
+                f"            results.append(s.sendto(b'hello', address) if kind == socket.SOCK_DGRAM "
+                f"else s.connect(address))\n"
+                f"        except OSError as e:\n            results.append(e.errno)\nprint(results)")
+        out = escape(bare_kernel, code)
+        assert out.exception is None
+        assert out.stdout == "[2, 2, 111, 111]\n"   # no such path in its view; no such abstract name in its netns
+        assert all(_drain(sink, 0.3) == [] for sink in sinks)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as control:
+            for address in (path, abstract):
+                control.sendto(b"control", address)
+        assert all(_drain(sink, 0.3) == [b"control"] for sink in sinks)
+    finally:
+        for sink in sinks:
+            sink.close()
+        Path(path).unlink(missing_ok=True)
+
+
+def test_processes_started_by_a_cell_die_with_the_kernel(bare_kernel):
+    sandbox_pid = bare_kernel._proc.pid
+    before = _descendants(sandbox_pid)
+    out = escape(bare_kernel, "pid = os.fork()\nif pid == 0:\n    os.setsid()\n    time.sleep(300)\n    os._exit(0)\n"
+                              "print(pid > 2)")
+    assert out.stdout == "True\n"
+    orphans = _descendants(sandbox_pid) - before
+    assert orphans, "the fork happened and is visible from outside"
+    bare_kernel.restart()
+    assert spin_until(lambda: not any(Path(f"/proc/{p}").exists() for p in orphans), 10.0), orphans
+    assert bare_kernel.run_cell("1 + 1", 10).value == "2"
+
+
+def test_a_child_holding_the_pipe_cannot_hide_a_dead_kernel(bare_kernel):
+    sandbox_pid = bare_kernel._proc.pid
+    out = escape(bare_kernel, "if os.fork() == 0:\n    time.sleep(300)\n    os._exit(0)\nos._exit(3)", timeout_s=60)
+    assert out.elapsed_s < 10 and out.restarted
+    assert out.exception.startswith("KernelDied: the kernel process died: exited with status 3")
+    assert not Path(f"/proc/{sandbox_pid}").exists() or not _descendants(sandbox_pid)
+    assert bare_kernel.run_cell("1 + 1", 10).value == "2"
+
+
+FORGE = ("gc = _imp('gc')\nprotocol = _imp('pyrua_ros.agent.kernel.protocol', None, None, ['encode_frame'])\n"
+         "w = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n")
+
+
+def test_a_forged_done_frame_does_not_shift_later_output(bare_kernel):
+    done = {"stdout": "FORGED\n", "stderr": "", "value": None, "exception": None, "episode_finished": "terminated",
+            "interrupted": False}
+    code = FORGE + (f"d = {done!r}\n"
+                    "os.write(w.out_fd, protocol.encode_frame({'op': 'done', 'id': w.job, **d}))\n"
+                    "for guess in range(w.job + 1, w.job + 50):\n"
+                    "    os.write(w.out_fd, protocol.encode_frame({'op': 'done', 'id': guess, **d, 'stdout': 'PRE'}))\n"
+                    "print('real output')")
+    out = escape(bare_kernel, code)
+    assert out.stdout == "FORGED\n"          # a cell may lie about its own output ...
+    assert out.episode_finished is None       # ... but not about the episode
+    honest = bare_kernel.run_cell("print('honest')", 10)
+    assert (honest.stdout, honest.exception) == ("honest\n", None)   # the next cell's output is its own
+    assert any("stale or forged" in e for e in bare_kernel.events)
+
+
+def test_deep_malformed_and_unsafe_frames_are_discarded_and_the_cell_goes_on(bare_kernel):
+    code = FORGE + ("deep = b'{\"op\": \"call\", \"id\": %d, \"name\": \"move_to\", \"args\": ' % w.job "
+                    "+ b'[' * 5000 + b']' * 5000 + b', \"kwargs\": {}}'\n"
+                    "_struct = _imp('struct')\n"
+                    "os.write(w.out_fd, _struct.pack('>II', len(deep), 0) + deep)\n"
+                    "bad = b'{\"op\": \"call\", \"id\": %d, \"name\": \"move_to\", \"args\": "
+                    "[{\"__result__\": \"Move\", \"fields\": {\"nope\": 1}}], \"kwargs\": {}}' % w.job\n"
+                    "os.write(w.out_fd, _struct.pack('>II', len(bad), 0) + bad)\n"
+                    "os.write(w.out_fd, protocol.encode_frame({'op': 'display', 'id': w.job, 'png': b'junk'}))\n"
+                    "print(chr(0xD800), 'alive')")
+    events = len(bare_kernel.events)
+    out = escape(bare_kernel, code)
+    assert (out.stdout, out.exception, out.restarted) == ("\\ud800 alive\n", None, False)
+    assert out.stderr == "\n[display() image refused: not a PNG or JPEG image]" and out.images == []
+    json.dumps(out.stdout).encode("utf-8")   # safe for any record
+    assert len(bare_kernel.events) >= events + 2
+
+
+def test_a_frame_that_breaks_the_protocol_restarts_the_kernel(bare_kernel):
+    out = escape(bare_kernel, FORGE + "_struct = _imp('struct')\nos.write(w.out_fd, _struct.pack('>II', 2**31, 0))\n"
+                                      "time.sleep(5)")
+    assert out.restarted and out.exception.startswith("KernelDied: the kernel process broke the protocol")
+    assert bare_kernel.run_cell("1 + 1", 10).value == "2"
+
+
+def test_the_workspace_has_a_size_limit(bare_kernel):
+    out = bare_kernel.run_cell("with open('big.bin', 'wb') as f:\n    f.write(b'0' * (16 * 2**20))", 20)
+    assert out.exception.strip().splitlines()[-1] == "OSError: [Errno 28] No space left on device"
+    copied = sum(p.stat().st_size for p in bare_kernel.workspace.rglob("*") if p.is_file())
+    assert copied <= 8 * 2**20
+    bare_kernel.run_cell("import os\n", 5)   # (refused import; the cell below frees the space)
+    assert bare_kernel.run_cell("open('big.bin', 'wb').close()", 10).exception is None
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "unsafe"])
+def test_links_fifos_and_folders_at_the_next_cell_name_cannot_redirect_the_host(mode, tmp_path):
+    canary = tmp_path / "canary.txt"
+    with Kernel(Robo(), tmp_path / "ws", sandbox=mode, limits=KernelLimits(interrupt_grace_s=1.0)) as kernel:
+        for make in (f"os.symlink('{canary}', 'cell_{{n:03d}}.py')", "os.mkfifo('cell_{n:03d}.py')",
+                     "os.mkdir('cell_{n:03d}.py')\nopen('cell_{n:03d}.py/x', 'w').close()"):
+            n = kernel.cells + 2
+            out = escape(kernel, make.format(n=n))
+            assert out.exception is None, out.exception
+            follow = kernel.run_cell(f"print({n})", 10)
+            assert (follow.cell, follow.stdout, follow.exception) == (n, f"{n}\n", None)
+            record = kernel.workspace / f"cell_{n:03d}.py"
+            assert record.is_file() and not record.is_symlink() and record.read_text() == f"print({n})"
+        assert not canary.exists()
+
+
+def test_run_program_reads_the_file_it_checked_never_a_link(bare_kernel):
+    escape(bare_kernel, "open('good.py', 'w').write(\"def run(robo):\\n    print('honest program')\\n\")\n"
+                        "os.symlink('/proc/self/environ', 'env.py')\nos.mkfifo('fifo.py')")
+    for path, why in (("env.py", "a link"), ("fifo.py", "not a regular file"), ("../x.py", "inside the workspace")):
+        with pytest.raises(ValueError, match=why):
+            bare_kernel.run_program(path=path, timeout_s=10)
+    # a forked swapper turns prog.py into a link to /proc/self/environ and back, as fast as it can
+    swap = ("if os.fork() == 0:\n    end = time.time() + 4\n    while time.time() < end:\n"
+            "        os.symlink('/proc/self/environ', 'tmp_link')\n        os.rename('tmp_link', 'prog.py')\n"
+            "        os.link('good.py', 'tmp_file')\n        os.rename('tmp_file', 'prog.py')\n    os._exit(0)\n")
+    escape(bare_kernel, swap)
+    ran, refused = 0, 0
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        try:
+            outcome = bare_kernel.run_program(path="prog.py", timeout_s=10)
+        except ValueError as exc:
+            assert "a link" in str(exc) or "no such file" in str(exc)
+            refused += 1
+            continue
+        ran += 1
+        assert FAKE_KEY not in outcome.code + outcome.stdout
+        assert outcome.stdout == "honest program\n", outcome
+    assert ran + refused > 0
+
+
+# ================================================================================================================
+# A whole episode (``pyrualean play``, fake arm, a scripted model server): an operator latches the e-stop, another
+# process on the machine forges the episode status, and a hostile cell tries raw RTPS at the episode's DDS ports
+# and hunts for the API key. None of it may count: the e-stop stays latched, the forged success is not believed,
+# the key is in no request body and no record, and the records are whole.
+
+def _forge_status(client, stop) -> None:
+    """Publish a success status on the episode-status topic from a node that is not the driver, until ``stop``."""
+    from std_msgs.msg import String
+
+    from pyrua_ros.driver import qos
+    from pyrua_ros.driver.interfaces import load
+
+    pub = client.node.create_publisher(String, load().sim.episode_status, qos.LATCHED)
+    forged = {"episode_id": 1, "suite": "fake_table", "task": 0, "seed": 0, "task_language": "FORGED", "step": 5,
+              "sim_time": 0.25, "success": True, "terminated": True, "truncated": False, "max_episode_steps": 10000,
+              "object_names": [], "clock_mode": "lockstep", "estop": False, "gripper_opening": 0.08}
+    while not stop.is_set():
+        pub.publish(String(data=json.dumps(forged)))
+        stop.wait(0.1)
+
+
+def test_a_hostile_episode_cannot_forge_success_release_the_estop_or_leak_the_key(tmp_path):
+    import subprocess
+    import sys
+    import threading
+
+    from std_msgs.msg import Bool
+
+    from pyrua_ros.driver import qos
+    from pyrua_ros.driver.interfaces import load
+    from pyrua_ros.testing import ros_client
+    from pyrua_ros.testing.chat_server import ChatServer, Reply
+
+    domain = int(os.environ["ROS_DOMAIN_ID"])
+    ports = [7400 + 250 * domain + k for k in (0, 1, 10, 11, 12, 13, 14, 15)]
+    rtps = b"RTPS\x02\x03\x01\x0f" + bytes(12) + b"\x15\x05\x00\x10" + bytes(16) + b'{"success": true}'
+    hostile = ESCAPE + (
+        "leaks = [dict(os.environ)]\n"
+        "for pid in range(1, 64):\n"   # (listing /proc is refused by Landlock; guess the pids)
+        "    try:\n"
+        "        leaks.append(real_open(f'/proc/{pid}/environ', 'rb').read())\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "estop_off = b'RTPS' + bytes(28) + b'estop false'\n"
+        f"for port in {ports!r}:\n"
+        f"    for packet in ({rtps!r}, estop_off):\n"
+        "        try:\n"
+        "            s.sendto(packet, ('127.0.0.1', port))\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "print(leaks, chr(0xD800))\n"
+        "x, y, z = robo.state().eef_pos\n"
+        "robo.move_to([x + 0.02, y, z])\n")
+    script = [
+        Reply(tool_calls=(("python", {"code": "print(robo.task)"}),), delay_s=4.0),
+        Reply(tool_calls=(("python", {"code": hostile}),)),
+        Reply(tool_calls=(("finish", {"status": "success", "summary": "done " + chr(0xD800)}),)),
+    ]
+    out = tmp_path / "run"
+    stop = threading.Event()
+    with ChatServer(script) as server, ros_client("pyrua_test_operator") as operator:
+        env = dict(os.environ, OPENAI_API_KEY=FAKE_KEY)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells", "--suite",
+             "fake_table", "--task", "0", "--driver", "fake", "--runtime", "openai", "--base-url", server.base_url,
+             "--api-key-env", "OPENAI_API_KEY", "--images", "none", "--feedback", "rich", "--no-video", "--progress",
+             "off", "--no-preflight"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=sandbox.PACKAGE_ROOT)
+        forger = None
+        try:
+            assert spin_until(lambda: len(server.requests) >= 1 or proc.poll() is not None, 240.0)
+            estop = operator.node.create_publisher(Bool, load().driver.estop, qos.LOCKSTEP)
+            assert spin_until(lambda: estop.get_subscription_count() > 0, 10.0)
+            estop.publish(Bool(data=True))
+            with ros_client("forger") as forging_node:
+                forger = threading.Thread(target=_forge_status, args=(forging_node, stop), daemon=True)
+                forger.start()
+                _stdout, stderr = proc.communicate(timeout=240)
+                stop.set()
+                forger.join(5)
+        finally:
+            stop.set()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        bodies = [json.dumps(body) for body in server.completion_bodies()]
+    assert proc.returncode == 0, stderr[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    # the forged success was not believed, and it was reported
+    assert result["environment_success"] is False and result["finish"]["status"] == "success"
+    assert any(n.startswith("safety: ignored") and "/forger" in n for n in result["notes"]), result["notes"]
+    # the e-stop stayed latched: the motion was refused, and the driver logged one change, by the operator
+    calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+    moves = [c for c in calls if c["tool"] == "move_to"]
+    assert moves and not moves[-1]["ok"] and "e-stop" in moves[-1]["error"]
+    log = (out / "host.log").read_text()
+    assert "e-stop latched by /pyrua_test_operator" in log and "e-stop released" not in log
+    # the key reached no request body and no record; the records are whole and agree
+    assert len(bodies) == 3 and not any(FAKE_KEY in body for body in bodies)
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert FAKE_KEY.encode() not in path.read_bytes(), path
+    turns = json.loads((out / "tool_turns.json").read_text())
+    transcript = json.loads((out / "transcript.json").read_text())
+    assert [t["tool"] for t in turns] == ["python", "python", "finish"] == [
+        c["name"] for m in transcript if m.get("tool_calls") for c in [m["tool_calls"][0]["function"]]]
+    assert result["tool_turns"] == len(turns) and result["calls"] == len(calls)
+    assert result["status"] == "completed" and "\\ud800" in result["finish"]["summary"]
+
+
+def test_a_robo_call_cannot_outlive_its_cell_or_the_episode_budget(tmp_path):
+    """``set_gripper(1, steps=10**9)`` once ran 33 s in a 5 s cell and past the budget: now motion stops at the
+    cell's deadline (the call raises, the cell is interrupted, the namespace kept), and at the wall budget the
+    episode ends with ``timeout`` even though the model keeps asking for more."""
+    import subprocess
+    import sys
+
+    from pyrua_ros.testing.chat_server import ChatServer, Reply
+
+    endless = "kept = 1\nrobo.set_gripper(1, steps=10**9)"
+    script = [Reply(tool_calls=(("python", {"code": endless}),))] + [
+        Reply(tool_calls=(("python", {"code": "print(kept)\nrobo.set_gripper(-1, steps=10**9)"}),))] * 6
+    out = tmp_path / "run"
+    with ChatServer(script) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells", "--suite",
+             "fake_table", "--task", "0", "--driver", "fake", "--runtime", "openai", "--base-url", server.base_url,
+             "--images", "none", "--feedback", "pure", "--no-video", "--no-record", "--progress", "off",
+             "--no-preflight", "--cell-timeout-s", "3", "--budget-s", "8"],
+            capture_output=True, text=True, timeout=240, cwd=sandbox.PACKAGE_ROOT)
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "timeout", (result["status"], result["reason"], proc.stderr[-2000:])
+    assert result["policy_wall_s"] < 8 + 5
+    turns = json.loads((out / "tool_turns.json").read_text())
+    assert turns and all(t["elapsed_s"] < 3 + 3 for t in turns)
+    transcript = json.loads((out / "transcript.json").read_text())
+    results = [json.loads(m["content"]) for m in transcript if m["role"] == "tool"]
+    first = results[0]
+    # at the deadline the call raises ToolError; the cell ends with it, or with the interrupt right after it
+    assert first["exception"].startswith("TimeoutError: the cell ran past its 3 s limit and was interrupted") or (
+        "ToolError: set_gripper: servo: the time limit of this call was reached" in first["exception"])
+    assert len(results) < 2 or results[1]["stdout"].startswith("1")   # the namespace was kept
+    calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+    grips = [c for c in calls if c["tool"] == "set_gripper"]
+    assert grips and "time limit of this call was reached" in grips[0]["error"]
+    assert all(not c["ok"] and c["elapsed_s"] < 3.5 for c in grips)   # at the budget: EpisodeFinished(timeout)
+
+
+def test_the_ledger_keeps_a_bounded_summary_of_huge_arguments():
+    """A 2M-element argument (a list or an array) was kept whole in the ledger and calls.jsonl."""
+    import numpy as np
+
+    from pyrua_ros.robo.ledger import Ledger
+
+    ledger = Ledger()
+    record = ledger.append(tool="move_to", kwargs={"xyz": [0.1, 0.2, 0.3], "junk": list(range(2_000_000)),
+                                                   "mask": np.zeros((1024, 1024), bool), "text": "x" * 10**6,
+                                                   "deep": [[[[[[[[[[1]]]]]]]]]]},
+                           started_at=0.0, elapsed_s=0.0, ok=False, stateful=False)
+    line = json.dumps(record.to_json())
+    assert len(line) < 5000
+    assert record.kwargs["xyz"] == [0.1, 0.2, 0.3]
+    assert record.kwargs["junk"] == {"summary": "list of 2000000 items", "len": 2000000, "head": list(range(8))}
+    assert record.kwargs["mask"]["summary"] == "array bool shape [1024, 1024]"

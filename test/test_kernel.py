@@ -133,8 +133,8 @@ def test_stdout_and_stderr_are_trimmed_to_head_and_tail(kernel):
 
 
 def test_cwd_is_the_workspace_and_workspace_modules_import(kernel):
-    (kernel.workspace / "helper.py").write_text("import math\n\ndef area(r):\n    return math.pi * r * r\n")
-    (kernel.workspace / "sneaky.py").write_text("import os\n")
+    kernel.put_file("helper.py", b"import math\n\ndef area(r):\n    return math.pi * r * r\n")
+    kernel.put_file("sneaky.py", b"import os\n")
     out = run(kernel, "with open('note.txt', 'w') as f:\n    f.write('hi')\nimport helper\nround(helper.area(1.0), 4)")
     assert out.exception is None and out.value == "3.1416"
     assert (kernel.workspace / "note.txt").read_text() == "hi"
@@ -300,7 +300,7 @@ def test_program_outcomes(kernel, robo):
 
 
 def test_program_paths(kernel):
-    (kernel.workspace / "mine.py").write_text("def run(robo):\n    print(robo.OPEN)\n")
+    kernel.put_file("mine.py", b"def run(robo):\n    print(robo.OPEN)\n")
     assert kernel.run_program(path="mine.py", timeout_s=10).stdout == "-1.0\n"
     with pytest.raises(ValueError, match="path must be inside the workspace"):
         kernel.run_program(path="../outside.py", timeout_s=10)
@@ -336,3 +336,28 @@ def test_codec_round_trips_and_refuses_unknown_types():
 def test_limits_are_validated():
     with pytest.raises(ValueError, match=r"KernelLimits\.memory_bytes must be positive"):
         KernelLimits(memory_bytes=0)
+
+
+# ------------------------------------------------------------------------------------------ sandbox modes
+
+
+def test_without_bubblewrap_the_kernel_refuses_to_start_with_one_clear_line(monkeypatch, tmp_path):
+    from pyrua_ros.agent.kernel import SandboxUnavailable, sandbox
+
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)   # a machine where bubblewrap is not installed
+    with pytest.raises(SandboxUnavailable) as refused:
+        Kernel(FakeRobo(), tmp_path / "ws")
+    assert "\n" not in str(refused.value) and "--unsafe-sandbox" in str(refused.value)
+    with Kernel(FakeRobo(), tmp_path / "ws", sandbox="unsafe") as unsafe:   # the explicit way round it
+        assert unsafe.description == sandbox.UNSAFE_NOTE and not unsafe.mirrored
+        assert unsafe.run_cell("robo.OPEN", 10).value == "-1.0"
+
+
+def test_the_kernel_view_holds_only_its_own_sources(kernel):
+    """The kernel imports nothing of pyrua_ros beyond sandbox.KERNEL_SOURCES, and sees no other file of it."""
+    from pyrua_ros.agent.kernel import sandbox
+
+    assert kernel.mirrored and kernel.description.startswith("bubblewrap: ")
+    listing = Path(f"/proc/{kernel.pid}/root{sandbox.INSIDE_SRC}/pyrua_ros")
+    found = sorted(str(p.relative_to(listing.parent)) for p in listing.rglob("*.py"))
+    assert found == sorted(sandbox.KERNEL_SOURCES)

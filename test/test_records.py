@@ -109,3 +109,86 @@ def test_turn_record_and_turns_file(tmp_path):
 def test_card_record_rejects_unknown_keys():
     with pytest.raises(ValueError, match="unknown keys \\['poses'\\]; known keys: suite, task"):
         R.CardRecord.from_json({"poses": {}})
+
+
+# ------------------------------------------------------------------------------------------ the one writer
+
+SURROGATE = "bad " + chr(0xD800) + " text"
+
+
+def test_run_records_make_every_text_safe(tmp_path):
+    records = R.RunRecords(tmp_path)
+    assert records.write_json("transcript.json", [{"content": SURROGATE, SURROGATE: 1}])
+    assert records.write_jsonl("calls.jsonl", [{"kwargs": {"label": SURROGATE}}, {"n": 2}])
+    assert records.write_text("last_message.md", SURROGATE)
+    assert records.failures == []
+    assert json.loads((tmp_path / "transcript.json").read_text("utf-8")) == [
+        {"content": "bad \\ud800 text", "bad \\ud800 text": 1}]
+    lines = (tmp_path / "calls.jsonl").read_text("utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == [{"kwargs": {"label": "bad \\ud800 text"}}, {"n": 2}]
+    assert (tmp_path / "last_message.md").read_text("utf-8") == "bad \\ud800 text"
+
+
+def test_a_record_that_cannot_be_written_is_reported_not_raised(tmp_path):
+    records = R.RunRecords(tmp_path)
+    (tmp_path / "tool_turns.json").mkdir()   # a folder where the file should go: os.replace fails
+    (tmp_path / "tool_turns.json" / "x").write_text("x")
+    assert records.write_json("tool_turns.json", []) is False
+    assert records.failures and records.failures[0].startswith("tool_turns.json could not be written: ")
+
+
+def test_the_placeholder_reserves_room_and_reads_back_as_json(tmp_path):
+    records = R.RunRecords(tmp_path)
+    records.reserve_result({"schema": R.SCHEMA, "status": "error", "reason": "killed: placeholder"})
+    assert (tmp_path / "result.json").stat().st_size == R.RESULT_RESERVE_BYTES
+    assert R.read_result(tmp_path)["reason"] == "killed: placeholder"
+
+
+FULL_DISK_SCRIPT = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from pyrua_ros.agent.records import RunRecords
+out = sys.argv[2]
+records = RunRecords(out)
+records.reserve_result({"schema": "pyrualean-episode-v2", "status": "error", "reason": "killed: placeholder"})
+with open(os.path.join(out, "filler.bin"), "wb") as f:   # fill the disk to the last byte
+    try:
+        while True:
+            f.write(b"0" * 65536)
+            f.flush()
+    except OSError:
+        pass
+ok = records.write_json("tool_turns.json", [{"index": i} for i in range(5000)])
+final = {"schema": "pyrualean-episode-v2", "system": "pyrualean", "status": "error",
+         "reason": "records: " + records.failures[0], "environment_success": False,
+         "notes": ["note %d %s" % (i, "x" * 100) for i in range(100)] + records.failures,
+         "error": {"type": "OSError", "message": "disk full", "traceback": "t" * 20000},
+         "generation": {"requests": 3, "extra": "y" * 60000}}
+records.write_result(final)
+print(json.dumps({"ok": ok, "result": json.loads(open(os.path.join(out, "result.json")).read())}))
+"""
+
+
+def test_result_json_is_written_on_a_full_disk(tmp_path):
+    """A real full disk (a 1 MiB tmpfs made by bubblewrap): the side record fails and says so, and the final
+    result.json lands over the reserved placeholder, compacted to fit."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(R.__file__).resolve().parents[2]
+    script = tmp_path / "full_disk.py"
+    script.write_text(FULL_DISK_SCRIPT)
+    out = "/tmp/pyrua_full_disk_run"
+    proc = subprocess.run(
+        ["bwrap", "--bind", "/", "/", "--dev", "/dev", "--size", str(2**20), "--tmpfs", out,
+         *([] if os.geteuid() == 0 else ["--unshare-user"]), "--",
+         sys.executable, str(script), str(root), out], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["ok"] is False
+    result = report["result"]
+    assert result["status"] == "error" and result["reason"].startswith("records: tool_turns.json could not be")
+    assert "No space left on device" in result["reason"]
+    assert "traceback" not in result["error"] and result["generation"] is None
+    assert result["notes"][-1].startswith("result.json was written over its reserved placeholder (OSError: ")

@@ -676,3 +676,31 @@ def test_rotation_vector_and_wrap():
         rot = np.eye(3) + math.sin(abs(angle)) * kx + (1 - math.cos(abs(angle))) * kx @ kx
         assert np.allclose(rotation_vector(rot), k, atol=1e-6)
     assert wrap_angle(3 * math.pi / 2) == pytest.approx(-math.pi / 2)
+
+
+# -- bounds on what the host keeps (issue 9) --------------------------------------------------------------------
+def test_motion_calls_that_step_nothing_are_charged_to_the_step_budget():
+    """``move_to(current, max_steps=1)`` in a loop once recorded states forever at no simulator cost; each such
+    state now costs one step of the episode's budget, and the episode ends as truncated at the budget."""
+    backend = KinematicBackend(max_episode_steps=30)
+    host = RobotHost.for_libero(backend, primitives="no-vla")
+    robo = host.robo
+    here = list(robo.state().eef_pos)
+    with pytest.raises(EpisodeFinished) as ended:
+        for _ in range(100):
+            robo.move_to(here, max_steps=1)
+    assert ended.value.reason == "truncated"
+    assert backend.step + host.idle_states == 30 and len(host.states) <= 31
+
+
+def test_the_artifact_store_keeps_its_captures_under_a_byte_cap(robo, host, backend):
+    host.artifacts.max_bytes = 1   # every capture beyond the card's and the current one's is dropped
+    robo.image("agentview")
+    x, y, z = robo.state().eef_pos
+    for k in range(3):
+        robo.move_to([x + 0.01 * (k + 1), y, z])
+        robo.image("agentview")
+    assert {1, 2} <= host.artifacts.evicted_steps and 0 not in host.artifacts.evicted_steps
+    with pytest.raises(ToolError, match="were dropped to keep the episode's images under"):
+        robo.image("agentview", step=1)
+    assert robo.image("agentview", step=0).shape[0] == 96 and robo.image("agentview").shape[0] == 96

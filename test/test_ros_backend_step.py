@@ -75,11 +75,13 @@ class ScriptedDriver:
 
 
 @pytest.fixture
-def rig(ros_client):
+def rig():
     from pyrua_ros.robo.ros_backend import RosBackend
-    from pyrua_ros.testing import spin_until
+    from pyrua_ros.testing import RosClient, spin_until
 
-    driver = ScriptedDriver(ros_client)
+    # the scripted driver is the driver node by name: RosBackend believes the episode status only from it
+    client = RosClient(S.node.rsplit("/", 1)[-1])
+    driver = ScriptedDriver(client)
     backend = RosBackend()
     try:
         assert spin_until(lambda: driver.pose_pub.get_subscription_count() > 0
@@ -90,6 +92,7 @@ def rig(ros_client):
         yield driver, backend
     finally:
         backend.close()
+        client.close()
 
 
 def _servo_in_thread(backend):

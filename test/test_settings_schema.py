@@ -42,6 +42,26 @@ def test_cli_flags_are_exactly_the_schema_leaves_with_their_choices_and_defaults
             assert action.default == leaf.env_default(), flag
 
 
+def test_eval_flags_are_plays_schema_flags_less_the_per_episode_ones():
+    """eval offers play's settings from the same schema (help, choices, defaults, destinations), except the
+    per-episode ones it replaces with its own lists and evaluation directory."""
+    from pyrua_ros.evaluation.manifest import PER_EPISODE
+
+    def actions(parser):
+        return {a.option_strings[0]: a for a in parser._actions if a.option_strings and a.dest != "help"}
+
+    play, evaluation = actions(_subparser("play")), actions(_subparser("eval"))
+    replaced = {leaf.flag for leaf in schema.leaves(PlayConfig) if leaf.name in PER_EPISODE}
+    assert replaced == {"--suite", "--task", "--seed", "--out", "--overwrite", "--resume"}
+    for flag in set(play) - replaced:
+        a, b = play[flag], evaluation[flag]
+        assert (a.dest, a.choices, a.default, a.help, a.required) == (b.dest, b.choices, b.default, b.help,
+                                                                       b.required), flag
+    assert "--overwrite" not in evaluation and "--resume" not in evaluation
+    for own in ("--suite", "--task", "--seed", "--out"):   # eval's lists and evaluation directory
+        assert not evaluation[own].dest.startswith("setting__"), own
+
+
 def test_launch_arguments_are_the_schema_launch_leaves_plus_the_graph_own():
     launch = {a.name: a for a in graph.ARGUMENTS}
     leaves = {leaf.name: leaf for leaf in schema.leaves(PlayConfig) if leaf.spec.launch}

@@ -63,6 +63,40 @@ def test_bad_episode_input_is_refused_before_boot(tmp_path, args, expected):
     assert not out.exists()
 
 
+# A machine without bubblewrap: the real CLI in a child process whose sandbox module finds no ``bwrap``.
+NO_BWRAP = ("import sys; from pyrua_ros.agent.kernel import sandbox; sandbox.bwrap_path = lambda: None; "
+            "from pyrua_ros.cli.main import main; sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.mark.parametrize("command", [
+    ["play", "--arm", "cells", "--driver", "fake", "--suite", "fake_table", "--task", "0"],
+    ["run", "--policy", str(FAKE_PROGRAM), "--driver", "fake", "--suite", "fake_table", "--task", "0"],
+])
+def test_without_bubblewrap_play_and_run_are_refused_before_boot(tmp_path, command):
+    """The cell sandbox cannot be set up: one line naming the way round (--unsafe-sandbox), exit 2, nothing
+    booted and no run directory, instead of an episode that fails at its first cell."""
+    out = tmp_path / "run"
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", NO_BWRAP, *command, "--out", str(out)], capture_output=True,
+                          text=True, timeout=30, cwd=ROOT)
+    assert proc.returncode == exit_codes.BAD_INPUT, proc.stderr[-2000:]
+    assert time.monotonic() - started < REFUSE_WITHIN_S
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "needs bubblewrap" in lines[0] and "--unsafe-sandbox" in lines[0], proc.stderr
+    assert not out.exists()
+
+
+def test_the_sandbox_check_passes_here_and_is_skipped_with_unsafe_sandbox(monkeypatch):
+    from pyrua_ros.agent.config import SandboxSettings
+    from pyrua_ros.agent.kernel import sandbox
+
+    validate.check_sandbox(SandboxSettings())   # setup.sh installs bubblewrap: the boundary can be set up here
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    with pytest.raises(validate.SettingError, match="needs bubblewrap"):
+        validate.check_sandbox(SandboxSettings())
+    validate.check_sandbox(SandboxSettings(unsafe_sandbox=True))
+
+
 class _Models(BaseHTTPRequestHandler):
     status = 200
     body: typing.ClassVar[dict] = {"data": [{"id": "served-model"}]}

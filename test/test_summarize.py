@@ -53,15 +53,19 @@ def test_single_shot_run_record_is_read(tmp_path):
     assert m.notes[-1] == "ValueError: bad"
 
 
-def test_table_has_fixed_columns():
+def test_table_has_the_references_columns():
+    """Columns as the reference's ``cmd_summarize`` prints them (src/pyrualean/cli.py): text cut to its width,
+    ``ok`` right-aligned in 3, a missing wall time as 0.0, any other missing value as "-"."""
     metrics = S.load_metrics([GOLDEN])
-    lines = S.format_table([*metrics, dataclasses.replace(metrics[0], environment_success=None, calls=None)])
-    header, row, unknown = lines.splitlines()
-    assert header == ("system            task                   seed ok status     turns calls  steps  wall_s"
+    long = dataclasses.replace(metrics[0], system="pyrualean:cells-with-a-long-name", task="libero_goal_swap:3" * 2,
+                               environment_success=None, calls=None, wall_time_s=None, seed=12345)
+    header, row, odd = S.format_table([*metrics, long]).splitlines()
+    assert header == ("system            task                   seed  ok status     turns calls  steps  wall_s"
                       "    in_tok    cached out_tok")
-    assert row == ("pyrualean:cells   libero_goal_swap:3        0 N  call_budget    40   212   2311  1874.3"
+    assert row == ("pyrualean:cells   libero_goal_swap:3        0   N call_budge    40   212   2311  1874.3"
                    "   1203345   1101120   48211")
-    assert unknown.split()[3] == "-" and unknown.split()[6] == "-"
+    assert odd == ("pyrualean:cells-w libero_goal_swap:3libe 12345   - call_budge    40     -   2311     0.0"
+                   "   1203345   1101120   48211")
 
 
 def test_aggregate_keys_and_means(tmp_path):
@@ -80,11 +84,26 @@ def test_aggregate_keys_and_means(tmp_path):
 
 def test_summarize_cli(tmp_path, capsys):
     assert S.main([str(GOLDEN), "--json"]) == 0
-    out = capsys.readouterr().out
-    table, agg = out.split("\n{", 1)
-    assert table.startswith("system") and json.loads("{" + agg)["episodes"] == 1
+    report = json.loads(capsys.readouterr().out)   # --json prints JSON and nothing else
+    assert list(report)[:len(AGGREGATE_KEYS)] == AGGREGATE_KEYS and report["episodes"] == 1
+    assert report["overall"]["failures"] == 1 and report["runs"][0]["system"] == "pyrualean:cells"
+    assert S.main([str(GOLDEN)]) == 0
+    table, suites = capsys.readouterr().out.split("\n\n", 1)
+    assert table.startswith("system ") and suites.startswith("suite ")
     assert S.main([str(tmp_path)]) == 2
     assert "no result.json in it or in its sub-folders" in capsys.readouterr().err
+
+
+def test_run_directories_are_found_at_any_depth_but_not_in_workspaces(tmp_path):
+    """An eval's OUT/<suite>/<task>/<seed>/ layout is read in natural order; a result.json an agent wrote in its
+    workspace, or one under a hidden folder (earlier attempts), is not an episode."""
+    for task in (10, 9):
+        run_dir(tmp_path / "libero_goal_swap" / str(task), "0", task=task)
+    (tmp_path / "libero_goal_swap" / "9" / "0" / "workspace").mkdir()
+    (tmp_path / "libero_goal_swap" / "9" / "0" / "workspace" / "result.json").write_text("{}")
+    run_dir(tmp_path / ".eval" / "attempts", "1")
+    metrics = S.load_metrics([tmp_path])
+    assert [m.task for m in metrics] == ["libero_goal_swap:9", "libero_goal_swap:10"]
 
 
 def rpent_metrics(tmp_path: Path, keys: list[tuple[str, int]], *, name: str = "rpent.json") -> Path:
@@ -102,7 +121,7 @@ def test_compare_pairs_strictly_with_play_results_by_default(tmp_path):
     run_dir(tmp_path / "runs", "s1", seed=1, environment_success=True)
     report = C.compare(S.load_metrics([left, tmp_path / "runs"]))  # default systems: rpent vs pyrualean(:cells)
     assert report["protocol"] == "pyrualean-paired-v2"
-    assert report["systems"] == {"left": "rpent", "right": "pyrualean"}
+    assert report["systems"] == ["rpent", "pyrualean"]   # the reference's schema: a list, summary keyed by name
     pairing = report["pairing"]
     assert pairing["valid"] and pairing["matched_episodes"] == 2 and pairing["input_episodes"] == 4
     first = report["pairs"][0]
@@ -110,7 +129,8 @@ def test_compare_pairs_strictly_with_play_results_by_default(tmp_path):
     assert first["rpent"]["calls"] == 200 and first["pyrualean"]["system"] == "pyrualean:cells"
     assert first["delta"]["calls"] == 12 and first["delta"]["native_success_delta"] == -1
     assert report["pairs"][1]["delta"]["native_success_delta"] == 0
-    assert report["summary"]["left"]["native_sr"] == 1.0 and report["summary"]["right"]["native_sr"] == 0.5
+    assert report["summary"]["rpent"]["native_sr"] == 1.0 and report["summary"]["pyrualean"]["native_sr"] == 0.5
+    assert pairing["key_definition"] == ["backend", "task", "seed"]
 
 
 def test_compare_reports_duplicates_and_unmatched_and_exits_2(tmp_path, capsys):
@@ -120,8 +140,10 @@ def test_compare_reports_duplicates_and_unmatched_and_exits_2(tmp_path, capsys):
     report = C.compare(S.load_metrics([left, tmp_path / "runs"]))
     pairing = report["pairing"]
     assert not pairing["valid"]
-    assert pairing["duplicate_keys"][0]["systems"] == ["pyrualean:cells", "pyrualean:program"]
-    assert [(u["seed"], u["present_in"]) for u in pairing["unmatched_keys"]] == [(5, "rpent")]
+    duplicate = pairing["duplicate_keys"][0]
+    assert duplicate["counts"] == {"rpent": 1, "pyrualean": 2}
+    assert duplicate["systems"] == ["pyrualean:cells", "pyrualean:program", "rpent"]
+    assert [(u["seed"], u["present"]) for u in pairing["unmatched_keys"]] == [(5, ["rpent"])]
     out = tmp_path / "report.json"
     assert C.main([str(left), str(tmp_path / "runs"), "--output", str(out)]) == 2
     assert "pairing is invalid" in capsys.readouterr().err

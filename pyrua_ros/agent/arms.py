@@ -8,13 +8,11 @@ a live line while a cell runs), and writes the loop's records (tool_turns.json, 
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
 
-from pyrua_ros.agent.episode import SANDBOX_DESCRIPTION
-from pyrua_ros.agent.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso, write_turns
+from pyrua_ros.agent.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso
 
 TICK_S = 1.0   # how often the live status is refreshed while the loop runs [s]
 
@@ -26,6 +24,7 @@ class LoopAgent:
         self.cfg = cfg
         self.kernel = self.runtime = self.toolkit = self.events = None
         self.outcome = None
+        self.turns_written = None   # the tool turns tool_turns.json was written from: result.json counts the same
         self.guides = False
         self.deadline: float | None = None
         self._running_since: float | None = None
@@ -53,7 +52,7 @@ class LoopAgent:
                                            cell_timeout_s=agent.cell_timeout_s)
         ep.prompt = prompt_mod.build_prompt(ep.robot.robo, ep.card, options, card_dir=ep.out)
         (ep.out / "prompt.txt").write_text(ep.prompt.text)
-        self.kernel = ep.open_kernel()
+        self.kernel = ep.open_kernel(self.cfg.sandbox)
         self.events = JsonlEventSink(ep.out / f"{agent.runtime}_events.jsonl")
         self.runtime = make_runtime(self.cfg, events=self.events)
         self.toolkit = ArmToolkit(agent, ep.robot, self.kernel, ep.workspace, on_turn=self._on_turn,
@@ -70,13 +69,19 @@ class LoopAgent:
         self.deadline = started + agent.budget_s
         images = [ep.robot.artifact(f"{c}_high.png", step=0) for c in ep.host.backend.cameras]
         tool = "python" if agent.arm == "cells" else "run_program"
+        self.toolkit.deadline = self.deadline   # no cell or program runs past the budget
+        # at the budget the episode ends even inside a robo call: motion raises EpisodeFinished("timeout")
+        watchdog = threading.Timer(agent.budget_s, ep.robot.stop, args=("timeout",))
+        watchdog.daemon = True
         stop = threading.Event()
         ticker = threading.Thread(target=self._tick, args=(stop,), name="progress", daemon=True)
         ticker.start()
+        watchdog.start()
         try:
             self.outcome = run_loop(self.runtime, self.toolkit, deadline=self.deadline,
                                     first_prompt=ep.prompt.text, first_images=images, tool_name=tool)
         finally:
+            watchdog.cancel()
             stop.set()
             ticker.join(2 * TICK_S)
             ep.policy_wall_s = round(time.monotonic() - started, 3)
@@ -97,16 +102,24 @@ class LoopAgent:
         finally:
             if self.events is not None:
                 self.events.close()
+            records = ep.records   # the one writer: texts made safe, a failed record noted, never raised
             if self.toolkit is not None:
-                write_turns(ep.out / "tool_turns.json", self.toolkit.turns)
+                self.turns_written = list(self.toolkit.turns)
+                records.write_json("tool_turns.json", [turn.to_json() for turn in self.turns_written])
             if self.runtime is not None:
-                (ep.out / "transcript.json").write_text(json.dumps(self.runtime.transcript(), indent=1,
-                                                                   default=str))
-            (ep.out / "last_message.md").write_text((self.outcome.last_message if self.outcome else "") or "")
+                try:
+                    transcript = self.runtime.transcript()
+                except Exception as exc:
+                    records.failures.append(f"transcript.json could not be made: {type(exc).__name__}: {exc}")
+                else:
+                    records.write_json("transcript.json", transcript)
+            records.write_text("last_message.md", (self.outcome.last_message if self.outcome else "") or "")
 
     def result(self, ep, placeholder: bool = False) -> EpisodeResult:
         cfg, agent = self.cfg, self.cfg.agent
-        ledger = ep.robot.ledger if ep.robot is not None else None
+        calls = ep.calls_for_result()
+        turns = self.turns_written if self.turns_written is not None else (
+            list(self.toolkit.turns) if self.toolkit else [])
         usage = self.usage()
         is_model = agent.runtime != "replay"
         generation = Generation(
@@ -114,7 +127,7 @@ class LoopAgent:
             input_tokens=usage.get("input_tokens"), cached_input_tokens=usage.get("cached_input_tokens"),
             output_tokens=usage.get("output_tokens"), reasoning_output_tokens=usage.get("reasoning_output_tokens"),
             total_tokens=usage.get("total_tokens"), requests=int(usage.get("requests") or 0),
-            turns=len(self.toolkit.turns) if self.toolkit else 0,
+            turns=len(turns),
             usage_source="server usage" if is_model else "none",
             sandbox_flags=tuple(self.toolkit.sandbox_flags) if self.toolkit else (),
             extra={"kernel_restarts": self.toolkit.kernel_restarts if self.toolkit else 0},
@@ -131,10 +144,8 @@ class LoopAgent:
             feedback=agent.feedback, guides=self.guides, max_turns=agent.max_turns, budget_mode=agent.budget_mode,
             environment_success=bool(ep.environment_success), status=status, reason=reason, error=ep.error,
             finish=self.toolkit.finish if self.toolkit else None,
-            calls=len(ledger.records) if ledger is not None else 0,
-            stateful_calls=int(ledger.stateful_calls()) if ledger is not None else 0,
-            env_steps=int(ledger.env_steps()) if ledger is not None else 0,
-            tool_turns=len(self.toolkit.turns) if self.toolkit else 0,
+            calls=len(calls), stateful_calls=sum(1 for r in calls if r.stateful),
+            env_steps=sum(r.env_steps for r in calls), tool_turns=len(turns),
             policy_wall_s=ep.policy_wall_s, startup_s=ep.startup_s,
             total_wall_s=round(time.monotonic() - ep.t0, 3), timeout_s=agent.budget_s,
             max_episode_steps=e.max_episode_steps,
@@ -142,8 +153,8 @@ class LoopAgent:
             generation=generation,
             host=HostInfo(python=sys.version.split()[0], cuda_device=ep.compat.cuda_device,
                           primitive_set=e.primitive_set, runtime=agent.runtime, boot_options=cfg.boot_options(),
-                          sandbox=SANDBOX_DESCRIPTION, rpent_root=ep.compat.rpent_root),
-            created_at=now_iso(), notes=tuple(ep.notes), runtime_returncode=None if placeholder else 0,
+                          sandbox=ep.sandbox_description(), rpent_root=ep.compat.rpent_root),
+            created_at=now_iso(), notes=ep.final_notes(placeholder), runtime_returncode=None if placeholder else 0,
             planner_attempts=1, env_steps_total=ep.env_steps_total)
 
     # ------------------------------------------------------------------ status people watch

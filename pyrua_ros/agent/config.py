@@ -10,6 +10,7 @@ and its valid values):
 - :class:`~pyrua_ros.agent.runtimes.settings.ModelSettings` — the model server and sampling (nested as is: the
   runtime reads the very object the CLI built);
 - :class:`OutputSettings` — the run directory and what is written and shown;
+- :class:`SandboxSettings` — the cell kernel's OS boundary (``play`` and ``run``: both run model code in it);
 - :class:`CompatSettings` — flags accepted for PyRUA-Lean command-line compatibility, recorded, unused by ROS.
 
 Trees: :class:`PlayConfig` (``play``, the agent node, the launch), :class:`RunConfig` (single-shot ``run``) and
@@ -164,6 +165,25 @@ class OutputSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class SandboxSettings:
+    """The cell kernel's boundary (docs/SANDBOX.md): bubblewrap namespaces, an unprivileged user, a size-limited
+    workspace. Where bubblewrap cannot be set up the run is refused before boot unless ``--unsafe-sandbox``."""
+
+    unsafe_sandbox: bool = setting(False, help="run cells in a plain child process without the bubblewrap boundary "
+                                               "(only where it cannot be set up; recorded in result.json's notes)")
+    workspace_mib: int = setting(256, help="size limit of the cell workspace, the kernel's only writable place "
+                                           "[MiB]")
+
+    def __post_init__(self) -> None:
+        _at_least("--workspace-mib", self.workspace_mib, 1)
+
+    @property
+    def isolation(self) -> str:
+        """The kernel's ``sandbox`` argument: ``bwrap`` or ``unsafe``."""
+        return "unsafe" if self.unsafe_sandbox else "bwrap"
+
+
+@dataclasses.dataclass(frozen=True)
 class CompatSettings:
     """Flags of PyRUA-Lean's command line that mean nothing on a ROS backend: accepted and recorded."""
 
@@ -184,6 +204,7 @@ class PlayConfig:
     agent: AgentSettings = AgentSettings()
     model: ModelSettings = ModelSettings()
     output: OutputSettings = OutputSettings()
+    sandbox: SandboxSettings = SandboxSettings()
     compat: CompatSettings = CompatSettings()
 
     def __post_init__(self) -> None:
@@ -232,6 +253,7 @@ class RunConfig:
     single: SingleShotSettings
     episode: EpisodeSettings = EpisodeSettings()
     output: OutputSettings = OutputSettings()
+    sandbox: SandboxSettings = SandboxSettings()
     compat: CompatSettings = CompatSettings()
 
     @property

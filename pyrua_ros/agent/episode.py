@@ -34,7 +34,7 @@ import time
 import traceback
 from typing import Any, Protocol
 
-from pyrua_ros.agent.records import CardRecord, ErrorInfo
+from pyrua_ros.agent.records import CardRecord, ErrorInfo, RunRecords
 from pyrua_ros.driver.rosenv import PARENT_PID_VAR
 
 STREAM_QUIET_S = 1.0        # [s] no new camera frame for this long: the driver's stream backlog is done
@@ -250,6 +250,9 @@ class Episode:
         self.env_steps_total: int | None = None
         self.startup_s = self.policy_wall_s = None
         self.interrupted_by: int | None = None
+        self.kernel = None          # the cell kernel, once the strategy opened it (open_kernel)
+        self.records = RunRecords(self.out)   # the one writer of this run directory's records
+        self.calls_written = None   # the ledger records calls.jsonl was written from: result.json counts the same
         self.t0 = getattr(progress, "t0", None) or time.monotonic()   # the progress view's clock when there is one
 
     # ------------------------------------------------------------------ progress
@@ -276,6 +279,8 @@ class Episode:
             self._start_recorder(self.host.backend)
         self.phase("reset", f"{e.suite} task {e.task} seed {e.seed} (the first reset waits for the driver to "
                             "build its scene)")
+        if self.recorder is not None:
+            self.recorder.begin()   # what a shared driver still published of an earlier episode stays out
         status = self.host.reset(e)
         self.task_language = status.task_language
         self.robot = self.host.robot(e)
@@ -303,7 +308,7 @@ class Episode:
         the reset publishes (a driver still booting gets the reset's deadline to appear)."""
         from pyrua_ros.agent.recorder import record_episode, state_topics
 
-        self.recorder = record_episode(backend.node, self.out / "episode.mcap")
+        self.recorder = record_episode(backend.node, self.out / "episode.mcap", held=True)
         unmatched = self.recorder.wait_for_publishers(state_topics(), backend.names.timeouts.reset_s)
         if unmatched:
             self.notes.append(f"recording started before {', '.join(unmatched)} had a publisher: the bag may "
@@ -326,12 +331,53 @@ class Episode:
         card.write(self.out)
         return card
 
-    def open_kernel(self):
-        """The sandboxed cell kernel for this episode's ``robo`` (the strategy closes it)."""
+    def open_kernel(self, sandbox=None):
+        """The sandboxed cell kernel for this episode's ``robo`` (the strategy closes it): the bubblewrap boundary
+        of ``sandbox`` (a :class:`~pyrua_ros.agent.config.SandboxSettings`; ``--unsafe-sandbox`` is noted in
+        result.json), every robo call bounded by the running cell's deadline."""
+        from pyrua_ros.agent.config import SandboxSettings
         from pyrua_ros.agent.kernel import Kernel, KernelLimits
 
-        return Kernel(self.robot.robo, self.workspace, limits=KernelLimits(),
-                      dynamic_methods=tuple(self.robot.robo.VLA_PRIMITIVES))
+        sandbox = sandbox or SandboxSettings()
+        self.kernel = Kernel(self.robot.robo, self.workspace,
+                             limits=KernelLimits(workspace_bytes=sandbox.workspace_mib * 2**20),
+                             dynamic_methods=tuple(self.robot.robo.VLA_PRIMITIVES), sandbox=sandbox.isolation,
+                             deadline_hook=self.robot.set_deadline)
+        if sandbox.unsafe_sandbox:
+            self.notes.append(self.kernel.description)
+        return self.kernel
+
+    def sandbox_description(self) -> str:
+        """``host.sandbox`` of result.json: the kernel's own description when it started."""
+        kernel = self.kernel
+        if kernel is not None and kernel.description:
+            return f"{SANDBOX_DESCRIPTION}; {kernel.description}"
+        return SANDBOX_DESCRIPTION
+
+    def boundary_notes(self) -> list[str]:
+        """What the sandbox and the driver identity check refused during the episode (for result.json notes)."""
+        notes = []
+        events = self.kernel.events if self.kernel is not None else []
+        if events:
+            notes.append(f"kernel boundary: {len(events)} event(s), e.g. {events[0]}")
+        backend = self.host.backend if self.host is not None else None
+        for info in (getattr(backend, "foreign_status", None) or {}).values():
+            who = info["node"] or "an unknown node"
+            notes.append(f"safety: ignored {info['samples']} episode status sample(s) from {who} "
+                         f"(publisher gid {info['gid']}): {info['why']}")
+        return notes
+
+    def final_notes(self, placeholder: bool = False) -> tuple[str, ...]:
+        """result.json's notes: the episode's own, then (final record only) the boundary's and record failures."""
+        if placeholder:
+            return tuple(self.notes)
+        return (*self.notes, *self.boundary_notes(), *self.records.failures)
+
+    def calls_for_result(self) -> tuple:
+        """The ledger records result.json counts: the snapshot calls.jsonl was written from, else the live ledger."""
+        if self.calls_written is not None:
+            return tuple(self.calls_written)
+        return tuple(self.robot.ledger.records) if self.robot is not None else ()
 
     def episode_status(self) -> dict:
         """The driver's episode status as a small dict (empty when it cannot be read)."""
@@ -404,7 +450,7 @@ class Episode:
         steps = [
             ("agent", lambda: self.strategy.close(self)),
             ("streams", self._let_streams_finish),
-            ("calls", lambda: self.robot and self.robot.ledger.write_jsonl(self.out / "calls.jsonl")),
+            ("calls", self._write_calls),
             ("video", self._write_video),
             ("recorder", lambda: self.recorder and self.recorder.close()),
             ("publisher", lambda: self.publisher and self.publisher.close()),
@@ -415,6 +461,11 @@ class Episode:
                 step()
             except Exception as exc:
                 self.notes.append(f"shutdown of {name} failed: {type(exc).__name__}: {exc}")
+
+    def _write_calls(self) -> None:
+        if self.robot is not None:
+            self.calls_written = list(self.robot.ledger.records)
+            self.records.write_jsonl("calls.jsonl", (r.to_json() for r in self.calls_written))
 
     def _let_streams_finish(self) -> None:
         """The driver renders stream frames off its control path, so when the policy ends the last ones may still
@@ -444,11 +495,22 @@ class Episode:
         finally:
             self.video.close()
 
-    def write_result(self, placeholder: bool = False):
-        from pyrua_ros.agent.records import write_json
+    def record_failures(self) -> None:
+        """A record that could not be written makes the episode an ``error`` whose reason says which."""
+        failures = self.records.failures
+        if failures and self.status not in ("error", "boot_error"):
+            self.status, self.reason = "error", f"records: {failures[0]}"
 
+    def write_result(self, placeholder: bool = False):
+        """Write ``result.json`` through the one records writer: the placeholder (which reserves its space on
+        disk) or the final record, whose counts come from the snapshot the side records were written from."""
+        if not placeholder:
+            self.record_failures()
         result = self.strategy.result(self, placeholder=placeholder)
-        write_json(self.out / "result.json", result.to_json())
+        if placeholder:
+            self.records.reserve_result(result.to_json())
+        else:
+            self.records.write_result(result.to_json())
         return result
 
 

@@ -13,7 +13,9 @@ driver's ``/clock`` (``driver.followed_clock``): sim time in sim runs, like ever
 from __future__ import annotations
 
 import json
+import math
 
+from pyrua_ros.agent.text import safe_text
 from pyrua_ros.driver.interfaces import Interfaces, load
 
 OUTPUT_LIMIT = 2000
@@ -46,11 +48,12 @@ class AgentPublisher:
         self._points: list[tuple[str, tuple[float, float, float]]] = []
 
     def __call__(self, status: dict, record, reply, code: str | None = None) -> None:
-        self._status.publish(self._string(data=json.dumps(status, default=str)))
+        # every text is made safe: model output (a lone surrogate) must not end the episode in rclpy
+        self._status.publish(self._string(data=safe_text(json.dumps(status, default=str))))
         if code is not None:
-            self._cell.publish(self._string(data=code))
+            self._cell.publish(self._string(data=safe_text(code)))
         summary = reply.text if len(reply.text) <= OUTPUT_LIMIT else reply.text[:OUTPUT_LIMIT] + "\n[truncated]"
-        self._output.publish(self._string(data=summary))
+        self._output.publish(self._string(data=safe_text(summary)))
         self._collect_points()
         self._markers.publish(self._marker_array(status))
 
@@ -64,7 +67,12 @@ class AgentPublisher:
             elif r.tool == "segment" and (r.summary or {}).get("world_xyz"):
                 xyz, kind = r.summary["world_xyz"], "segment"
             if xyz is not None and len(xyz) == 3:
-                self._points.append((kind, tuple(float(v) for v in xyz)))
+                try:   # the ledger keeps what the policy passed, valid or not
+                    point = tuple(float(v) for v in xyz)
+                except (TypeError, ValueError):
+                    continue
+                if all(math.isfinite(v) for v in point):
+                    self._points.append((kind, point))
         del self._points[:-50]
 
     def _marker_array(self, status: dict):

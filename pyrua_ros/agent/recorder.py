@@ -262,10 +262,14 @@ class EpisodeRecorder:
     a lockstep burst is not dropped. A topic's channel is written when its first message arrives, with the QoS
     its publishers offer then. ``counts`` holds messages written per topic. Use as a context manager or call
     :meth:`close`.
+
+    ``held=True`` writes only the latched topics until :meth:`begin`: an episode subscribes before its reset (so
+    the reset's step-0 state is matched) but a driver shared with an earlier episode may still publish that
+    episode's last state and stream frames meanwhile; those belong to no episode of this bag.
     """
 
     def __init__(self, node: Any, path: str | os.PathLike, topics: Mapping[str, str], *,
-                 latched: Iterable[str] = ()):
+                 latched: Iterable[str] = (), held: bool = False):
         from mcap.writer import Writer
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -279,9 +283,11 @@ class EpisodeRecorder:
         self._writer = Writer(self._file)
         self._writer.start(profile="ros2", library="pyrua_ros recorder")
         self._closed = False
+        self._held = bool(held)
         self._started_ns: int | None = None
         self._last_ns = 0
         latched = set(latched)
+        self._latched = frozenset(latched)
         self._schemas: dict[str, int] = {}
         self._channels: dict[str, int] = {}
         self._offered: dict[str, str] = {}
@@ -309,6 +315,11 @@ class EpisodeRecorder:
                 break
             time.sleep(0.02)
         return pending
+
+    def begin(self) -> None:
+        """Write every topic from now on (see ``held``); call it just before the episode's reset is requested."""
+        with self._lock:
+            self._held = False
 
     def _channel(self, topic: str) -> int:
         """The topic's channel, registered now (with its schema and its publishers' offered QoS) if new.
@@ -347,7 +358,7 @@ class EpisodeRecorder:
             received = info.get("received_timestamp") or now
             source = info.get("source_timestamp") or received
             with self._lock:
-                if self._closed:
+                if self._closed or (self._held and topic not in self._latched):
                     return
                 channel = self._channel(topic)
                 sequence[0] += 1
@@ -421,7 +432,9 @@ def state_topics(names: interfaces.Interfaces | None = None) -> list[str]:
 
 
 def record_episode(node: Any, path: str | os.PathLike, *, cameras: bool = True,
-                   names: interfaces.Interfaces | None = None) -> EpisodeRecorder:
-    """An :class:`EpisodeRecorder` of :func:`episode_topics` with the latched ones subscribed transient local."""
+                   names: interfaces.Interfaces | None = None, held: bool = False) -> EpisodeRecorder:
+    """An :class:`EpisodeRecorder` of :func:`episode_topics` with the latched ones subscribed transient local
+    (``held``: see :class:`EpisodeRecorder`)."""
     names = names or interfaces.load()
-    return EpisodeRecorder(node, path, episode_topics(names, cameras=cameras), latched=latched_topics(names))
+    return EpisodeRecorder(node, path, episode_topics(names, cameras=cameras), latched=latched_topics(names),
+                           held=held)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pyrua_ros.agent.modes import BUDGET_MODES, FINISH_STATUSES, PLAY_STATUSES
+from pyrua_ros.agent.text import safe_data, safe_text
 
 SCHEMA = "pyrualean-episode-v2"
 SYSTEM = "pyrualean"
@@ -38,21 +39,31 @@ def now_iso() -> str:
     return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
-def write_json(path: Path | str, data: Any) -> Path:
-    """Write ``data`` as indented JSON to ``path`` atomically (temporary file + ``os.replace``)."""
-    path = Path(path)
+def _replace_atomically(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``: a reader sees
+    the old file or the new one, never half of one; a link at ``path`` is replaced, not followed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, ensure_ascii=False, default=str)
-            handle.write("\n")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.chmod(tmp, 0o644)   # mkstemp makes 0600; run records are meant to be read by others
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def json_bytes(data: Any) -> bytes:
+    """Indented UTF-8 JSON of ``data`` with every string made safe (:func:`safe_data`), newline-terminated."""
+    return (json.dumps(safe_data(data), indent=2, ensure_ascii=False, default=lambda v: safe_text(str(v)))
+            + "\n").encode("utf-8")
+
+
+def write_json(path: Path | str, data: Any) -> Path:
+    """Write ``data`` as indented JSON to ``path`` atomically (temporary file + ``os.replace``), text made safe."""
+    return _replace_atomically(Path(path), json_bytes(data))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,11 +249,99 @@ class EpisodeResult:
 
 
 def write_result(path: Path | str, result: EpisodeResult | dict[str, Any]) -> Path:
-    """Write ``result.json`` atomically; ``path`` may be the run directory or the file itself."""
+    """Write ``result.json`` atomically (text made safe); ``path`` may be the run directory or the file itself."""
     path = Path(path)
     if path.is_dir():
         path = path / "result.json"
     return write_json(path, result.to_json() if isinstance(result, EpisodeResult) else result)
+
+
+RESULT_RESERVE_BYTES = 64 * 1024   # the placeholder result.json holds this much space for the final record
+
+
+class RunRecords:
+    """The one writer of a run directory's records (``result.json``, ``tool_turns.json``, ``transcript.json``,
+    ``calls.jsonl``, text files), used by every path: play cells, the program arm, single shot, and failures.
+
+    Every text is made safe (:func:`safe_data`), every file replaced atomically. A record that cannot be written
+    is not an exception: the failure is kept in ``failures`` (what the host must report as ``status: error``)
+    and the episode's other records still get written. ``result.json`` is written first as a placeholder that
+    reserves ``RESULT_RESERVE_BYTES`` on disk, so the final record can still be written over it in place when
+    the disk is full (compacted if it does not fit)."""
+
+    def __init__(self, out: Path | str) -> None:
+        self.out = Path(out)
+        self.failures: list[str] = []
+
+    def _attempt(self, name: str, make_bytes) -> bool:
+        try:
+            _replace_atomically(self.out / name, make_bytes())
+        except Exception as exc:   # a full disk, a hostile value, our own bug: recorded, never fatal here
+            self.failures.append(f"{name} could not be written: {type(exc).__name__}: {safe_text(str(exc))[:300]}")
+            return False
+        return True
+
+    def write_json(self, name: str, data: Any) -> bool:
+        """``name`` (relative to the run directory) as indented JSON; True when it was written."""
+        return self._attempt(name, lambda: json_bytes(data))
+
+    def write_text(self, name: str, text: str) -> bool:
+        """``name`` as UTF-8 text (made safe); True when it was written."""
+        return self._attempt(name, lambda: safe_text(text or "").encode("utf-8"))
+
+    def write_jsonl(self, name: str, rows) -> bool:
+        """``name`` as JSON lines, one object per row (made safe); True when it was written."""
+        def make() -> bytes:
+            return "".join(json.dumps(safe_data(row), ensure_ascii=False, default=str) + "\n"
+                           for row in rows).encode("utf-8")
+        return self._attempt(name, make)
+
+    def reserve_result(self, placeholder: dict[str, Any]) -> None:
+        """Write the placeholder ``result.json`` padded to ``RESULT_RESERVE_BYTES`` (JSON allows trailing
+        whitespace): the blocks the final record may need are taken now, while there is room."""
+        data = json_bytes(placeholder)
+        data += b" " * max(0, RESULT_RESERVE_BYTES - len(data) - 1) + b"\n"
+        _replace_atomically(self.out / "result.json", data)
+
+    def write_result(self, result: dict[str, Any]) -> Path:
+        """Write the final ``result.json``: atomically when the disk allows, else over the reserved placeholder
+        in place (compacted to fit: notes and tracebacks cut first). Raises only when neither works."""
+        path = self.out / "result.json"
+        data = json_bytes(result)
+        try:
+            return _replace_atomically(path, data)
+        except OSError as exc:
+            why = f"{type(exc).__name__}: {exc.strerror or exc}"
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            room = os.fstat(fd).st_size
+            data = _fit(result, room, why)
+            os.pwrite(fd, data + b" " * (room - len(data)), 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return path
+
+
+def _fit(result: dict[str, Any], room: int, why: str) -> bytes:
+    """``result`` as JSON of at most ``room`` bytes, with a note that the disk was full; what does not fit is
+    dropped in order of value (tracebacks, then generation details, then notes beyond the last few)."""
+    record = dict(result)
+    record["notes"] = [*list(record.get("notes") or []),
+                       f"result.json was written over its reserved placeholder ({why})"]
+    data = json_bytes(record)
+    if len(data) <= room:
+        return data
+    if isinstance(record.get("error"), dict):
+        record["error"] = {k: v for k, v in record["error"].items() if k != "traceback"}
+    record["generation"] = None
+    record["notes"] = record["notes"][-5:]
+    data = json_bytes(record)
+    if len(data) <= room:
+        return data
+    minimal = {k: record.get(k) for k in ("schema", "system", "status", "reason", "environment_success")}
+    minimal["notes"] = [safe_text(str(n))[:200] for n in record["notes"][-2:]]
+    return json_bytes(minimal)[:room]
 
 
 def read_result(path: Path | str) -> dict[str, Any]:

@@ -8,7 +8,8 @@ a **section**. Fields with neither are internal (they keep their dataclass defau
 the CLI flags (``pyrua_ros.cli.args``), the launch arguments (``pyrua_ros.bringup.graph``), the agent node's
 declared parameters (``pyrua_ros.nodes.agent_node``) and ``config/agent.yaml`` (:func:`yaml_text`).
 :func:`build` makes a tree instance from flat values keyed by leaf name; :func:`to_json` is the nested JSON form
-(run manifests, result files). Adding a setting is a one-place change: one ``setting(...)`` field in the tree.
+(run manifests, result files, evaluation jobs) and :func:`from_json` reads it back. Adding a setting is a one-place
+change: one ``setting(...)`` field in the tree.
 
 Scopes say who reads a leaf: ``episode`` (the driver node and the agent: suite, task, ...), ``agent`` (the agent
 only), ``driver`` (the driver node only, e.g. its clock) and ``graph`` (what the launch graph itself decides, e.g.
@@ -284,6 +285,27 @@ def to_json(instance: Any) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[item.path[-1]] = str(value) if isinstance(value, pathlib.Path) else value
     return out
+
+
+def from_json(cls: type, data: Mapping[str, Any]) -> Any:
+    """The tree ``cls`` from :func:`to_json`'s nested form (the inverse; path settings become Paths again, a
+    missing setting takes its default, a key that is no setting of ``cls`` is a SettingError)."""
+    values: dict[str, Any] = {}
+    known: dict[tuple[str, ...], Leaf] = {item.path: item for item in leaves(cls)}
+
+    def walk(node: Mapping[str, Any], prefix: tuple[str, ...]) -> None:
+        for key, value in node.items():
+            path = (*prefix, key)
+            item = known.get(path)
+            if item is None and isinstance(value, Mapping):
+                walk(value, path)
+            elif item is None:
+                raise SettingError(f"{'.'.join(path)} is not a setting of {cls.__name__}")
+            else:
+                values[item.name] = pathlib.Path(value) if item.kind == "path" and isinstance(value, str) else value
+
+    walk(data, ())
+    return build(cls, values)
 
 
 def yaml_text(cls: type, node: str, *, scopes: tuple[str, ...] = ("episode", "agent"), header: str = "") -> str:

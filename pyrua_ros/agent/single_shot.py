@@ -28,7 +28,6 @@ import time
 from typing import Any
 
 from pyrua_ros.agent.config import GenerateConfig, RunConfig
-from pyrua_ros.agent.episode import SANDBOX_DESCRIPTION
 from pyrua_ros.agent.records import (
     SCHEMA,
     SYSTEM,
@@ -285,7 +284,7 @@ class SingleShotAgent:
                                           primitives=ep.settings.primitive_set)
         (ep.out / "prompt.txt").write_text(text, encoding="utf-8")
         ep.prompt = PromptRecord(len(text), hashlib.sha256(text.encode("utf-8")).hexdigest(), tuple(bundle.images))
-        self.kernel = ep.open_kernel()
+        self.kernel = ep.open_kernel(self.cfg.sandbox)
 
     def run(self, ep) -> None:
         """Run ``run(robo)`` once under the watchdog; map the program outcome to status and reason."""
@@ -303,7 +302,7 @@ class SingleShotAgent:
         outcome = self.program
         self.policy_record = dataclasses.replace(self.policy_record, sandbox_flags=tuple(outcome.sandbox_flags))
         output = outcome.stdout + (("\n--- stderr ---\n" + outcome.stderr) if outcome.stderr else "")
-        (ep.out / "policy_output.txt").write_text(output, encoding="utf-8")
+        ep.records.write_text("policy_output.txt", output)
         timed_out = outcome.status == "timeout" or ep.robot.stop_reason == "timeout"
         if timed_out:
             ep.status, ep.reason = "timeout", "timeout"
@@ -328,26 +327,25 @@ class SingleShotAgent:
 
     def result(self, ep, placeholder: bool = False) -> RunResult:
         cfg, e = self.cfg, ep.settings
-        ledger = ep.robot.ledger if ep.robot is not None else None
+        calls = ep.calls_for_result()
         status, reason = ep.status, ep.reason
         if placeholder:
             status, reason = "error", ("killed: the single-shot host started but did not finish (this placeholder "
                                        "is replaced when the run ends)")
         host = {"python": sys.version.split()[0], "cuda_device": cfg.compat.cuda_device,
                 "libero_type": cfg.compat.libero_type, "boot_options": cfg.boot_options(),
-                "rpent_root": cfg.compat.rpent_root, "sandbox": SANDBOX_DESCRIPTION}
+                "rpent_root": cfg.compat.rpent_root, "sandbox": ep.sandbox_description()}
         policy = self.policy_record or PolicyRecord(str(cfg.single.policy), "", 0)
         return RunResult(
             backend="ros2", robot=e.robot, suite=e.suite, task=e.task, seed=e.seed,
             task_language=ep.task_language, policy=policy, environment_success=bool(ep.environment_success),
             status=status, reason=reason, error=ep.error,
-            calls=len(ledger.records) if ledger else 0,
-            stateful_calls=int(ledger.stateful_calls()) if ledger else 0,
-            env_steps=int(ledger.env_steps()) if ledger else 0, env_steps_total=ep.env_steps_total,
+            calls=len(calls), stateful_calls=sum(1 for r in calls if r.stateful),
+            env_steps=sum(r.env_steps for r in calls), env_steps_total=ep.env_steps_total,
             policy_wall_s=ep.policy_wall_s, startup_s=ep.startup_s,
             total_wall_s=round(time.monotonic() - ep.t0, 3), timeout_s=cfg.timeout_s,
             max_episode_steps=e.max_episode_steps, prompt=ep.prompt, host=host, created_at=now_iso(),
-            notes=tuple(ep.notes), generation=self.generation)
+            notes=ep.final_notes(placeholder), generation=self.generation)
 
 
 def run_policy(cfg: RunConfig, *, progress=None, host=None) -> RunResult:

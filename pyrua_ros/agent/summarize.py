@@ -11,21 +11,26 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import re
 import statistics
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent.records import TOKEN_KEYS, read_result
+from pyrua_ros.agent.records import TOKEN_KEYS, now_iso, read_result
 
-COLUMNS = (  # (header, width, kind): kind "s" left-aligned text, "d" right-aligned int, "f" one decimal
-    ("system", 17, "s"), ("task", 22, "s"), ("seed", 4, "d"), ("ok", 2, "s"), ("status", 10, "s"),
-    ("turns", 5, "d"), ("calls", 5, "d"), ("steps", 6, "d"), ("wall_s", 7, "f"), ("in_tok", 9, "d"),
-    ("cached", 9, "d"), ("out_tok", 7, "d"),
+# (header, width, kind) as the reference prints them: "s" left-aligned text cut to the width, "r" right-aligned
+# text, "f" right-aligned one decimal with 0.0 for a missing value; "-" stands for any other missing value.
+COLUMNS = (
+    ("system", 17, "s"), ("task", 22, "s"), ("seed", 4, "r"), ("ok", 3, "r"), ("status", 10, "s"),
+    ("turns", 5, "r"), ("calls", 5, "r"), ("steps", 6, "r"), ("wall_s", 7, "f"), ("in_tok", 9, "r"),
+    ("cached", 9, "r"), ("out_tok", 7, "r"),
 )
 MEAN_FIELDS = ("calls", "stateful_calls", "env_steps", "turns", "wall_time_s", *TOKEN_KEYS)
 CONTAINER_KEYS = ("metrics", "runs", "episodes")
+RESULT = "result.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +57,11 @@ class EpisodeMetrics:
     total_tokens: int | None
     source: str
     notes: tuple[str, ...] = ()
+
+    @property
+    def suite(self) -> str:
+        """The suite part of ``task`` (``"libero_goal"`` for ``"libero_goal:8"``)."""
+        return self.task.rpartition(":")[0] or self.task
 
     def to_json(self) -> dict[str, Any]:
         """All fields, ``notes`` as a list."""
@@ -128,21 +138,41 @@ def _metrics_from_json_file(path: Path) -> list[EpisodeMetrics]:
     return [EpisodeMetrics.from_json(item) for item in data]
 
 
+def natural_key(text: str | Path) -> tuple:
+    """Sort key that puts ``libero_goal:10`` (or ``task/10``) after ``libero_goal:9``: digit runs compare as
+    numbers, everything else as text."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", str(text)) if part)
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """Every run directory (a folder holding ``result.json``) at or below ``root``, in natural order.
+
+    A run directory's own sub-folders are not searched (``workspace/`` is the agent's: a ``result.json`` written
+    there is not a run record), nor are hidden folders (``.eval/`` keeps earlier attempts) or linked folders.
+    """
+    found = []
+    for folder, subdirs, files in os.walk(root, followlinks=False):
+        if RESULT in files:
+            found.append(Path(folder))
+            subdirs[:] = []
+            continue
+        subdirs[:] = [d for d in subdirs if not d.startswith(".") and d != "workspace"]
+    return sorted(found, key=natural_key)
+
+
 def load_metrics(paths: Iterable[Path | str]) -> list[EpisodeMetrics]:
     """Metrics of every episode found under ``paths`` (see the module docstring), in the order given."""
     out: list[EpisodeMetrics] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            if (path / "result.json").is_file():
-                out.append(metrics_from_result(read_result(path), str(path / "result.json")))
-                continue
-            found = sorted(path.glob("*/result.json"))
+            found = find_run_dirs(path)
             if not found:
                 transcripts = sorted(path.glob("transcript_*.json"))
                 hint = " (RPent transcripts are not read by pyrua_ros)" if transcripts else ""
                 raise FileNotFoundError(f"{path}: no result.json in it or in its sub-folders{hint}")
-            out.extend(metrics_from_result(read_result(f), str(f)) for f in found)
+            out.extend(metrics_from_result(read_result(f), str(f / RESULT)) for f in found)
         elif path.is_file():
             out.extend(_metrics_from_json_file(path))
         else:
@@ -151,24 +181,25 @@ def load_metrics(paths: Iterable[Path | str]) -> list[EpisodeMetrics]:
 
 
 def _cell(value: Any, width: int, kind: str) -> str:
-    if value is None:
-        return f"{'-':>{width}}" if kind != "s" else f"{'-':<{width}}"
     if kind == "f":
-        return f"{float(value):>{width}.1f}"
-    if kind == "d":
-        return f"{int(value):>{width}d}"
-    return f"{value!s:<{width}}"
+        return f"{float(value or 0.0):>{width}.1f}"
+    text = "-" if value is None else str(value)
+    return f"{text[:width]:<{width}}" if kind == "s" else f"{text:>{width}}"
+
+
+def _ok(m: EpisodeMetrics) -> str:
+    return "-" if m.environment_success is None else ("Y" if m.environment_success else "N")
 
 
 def format_table(metrics: Sequence[EpisodeMetrics]) -> str:
-    """The fixed-width table: a header and one row per episode ("-" for missing values)."""
+    """The reference's fixed-width table: a header and one row per episode. Text columns are cut to their width,
+    a missing wall time prints as 0.0 and any other missing value as "-"."""
     header = " ".join(f"{name:<{w}}" if kind == "s" else f"{name:>{w}}" for name, w, kind in COLUMNS)
-    rows = [header.rstrip()]
+    rows = [header]
     for m in metrics:
-        ok = "-" if m.environment_success is None else ("Y" if m.environment_success else "N")
-        values = (m.system, m.task, m.seed, ok, m.status, m.turns, m.calls, m.env_steps, m.wall_time_s,
+        values = (m.system, m.task, m.seed, _ok(m), m.status, m.turns, m.calls, m.env_steps, m.wall_time_s,
                   m.input_tokens, m.cached_input_tokens, m.output_tokens)
-        rows.append(" ".join(_cell(v, w, kind) for v, (_, w, kind) in zip(values, COLUMNS)).rstrip())
+        rows.append(" ".join(_cell(v, w, kind) for v, (_, w, kind) in zip(values, COLUMNS)))
     return "\n".join(rows)
 
 
@@ -193,28 +224,73 @@ def aggregate(metrics: Sequence[EpisodeMetrics]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``summarize PATH... [--json]``: print the table, and with ``--json`` the aggregate as JSON."""
+    """``summarize PATH... [--json] [--count-errors-as-failures] [--html F] [--markdown F] [--screenshot F]``."""
     parser = argparse.ArgumentParser(prog="pyrualean summarize", description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The summarize flags: ``paths`` and ``--json``."""
-    parser.add_argument("paths", nargs="+", help="run directories, result.json files or metrics JSON files")
-    parser.add_argument("--json", action="store_true", help="also print the aggregate as JSON")
+    """The summarize flags."""
+    parser.add_argument("paths", nargs="+",
+                        help="run directories (searched recursively, e.g. an eval's OUT), result.json files or "
+                             "metrics JSON files")
+    parser.add_argument("--json", action="store_true",
+                        help="print only JSON on stdout: the aggregate, the per-suite report and every episode")
+    parser.add_argument("--count-errors-as-failures", action="store_true",
+                        help="count infrastructure failures (boot_error, planner_error, error, killed) in the "
+                             "success rate, judged by the benchmark's check (default: shown apart, left out)")
+    parser.add_argument("--html", type=Path, default=None, metavar="FILE",
+                        help="also write a self-contained HTML report (tables + success-rate charts)")
+    parser.add_argument("--markdown", type=Path, default=None, metavar="FILE", help="also write a Markdown report")
+    parser.add_argument("--screenshot", type=Path, default=None, metavar="PNG",
+                        help="with --html: render the page in headless Chromium and save a PNG of it")
+    parser.add_argument("--title", default=None, help="report title (default: the paths given)")
+
+
+def summary_json(metrics: Sequence[EpisodeMetrics], *, count_errors_as_failures: bool = False) -> dict[str, Any]:
+    """What ``--json`` prints: the reference's aggregate keys, then ``count_errors_as_failures``,
+    ``infra_statuses``, ``overall`` and ``suites`` (see ``agent.report``) and ``runs`` (every EpisodeMetrics,
+    so the output is itself an input of ``compare`` and ``summarize``)."""
+    from pyrua_ros.agent.report import suite_report
+
+    return {**aggregate(metrics), **suite_report(metrics, count_errors_as_failures=count_errors_as_failures),
+            "runs": [m.to_json() for m in metrics]}
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute parsed summarize arguments; 0 on success, 2 when an input cannot be read."""
+    """Execute parsed summarize arguments; 0 on success, 2 when an input cannot be read or an output written."""
+    from pyrua_ros.agent import report as report_mod
+
+    if args.screenshot is not None and args.html is None:
+        print("summarize: --screenshot needs --html FILE (the page to render)", file=sys.stderr)
+        return 2
     try:
         metrics = load_metrics(args.paths)
     except (OSError, ValueError) as exc:
         print(f"summarize: {exc}", file=sys.stderr)
         return 2
-    print(format_table(metrics))
+    summary = summary_json(metrics, count_errors_as_failures=args.count_errors_as_failures)
+    title = args.title or "pyrua_ros evaluation: " + ", ".join(str(p) for p in args.paths)
+    try:
+        if args.html is not None:
+            page = report_mod.html_report(summary, metrics, title, generated=f"Generated {now_iso()}.")
+            args.html.parent.mkdir(parents=True, exist_ok=True)
+            args.html.write_text(page, encoding="utf-8")
+        if args.markdown is not None:
+            args.markdown.parent.mkdir(parents=True, exist_ok=True)
+            args.markdown.write_text(report_mod.markdown_report(summary, metrics, title), encoding="utf-8")
+        if args.screenshot is not None:
+            report_mod.screenshot(args.html, args.screenshot)
+    except (OSError, RuntimeError) as exc:
+        print(f"summarize: {exc}", file=sys.stderr)
+        return 2
     if args.json:
-        print(json.dumps(aggregate(metrics), indent=2))
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_table(metrics))
+        print()
+        print(report_mod.format_report(summary))
     return 0
 
 

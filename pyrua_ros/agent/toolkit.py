@@ -19,6 +19,7 @@ from typing import Any
 from pyrua_ros.agent.config import AgentSettings
 from pyrua_ros.agent.modes import FINISH_STATUSES
 from pyrua_ros.agent.records import FinishRecord, TurnRecord
+from pyrua_ros.agent.text import safe_text
 
 RESULT_TEXT_LIMIT = 20_000
 RICH_CALL_LIMIT = 40
@@ -34,7 +35,7 @@ class ToolReply:
 
     @property
     def text(self) -> str:
-        text = json.dumps(self.payload, indent=2, ensure_ascii=False, default=str)
+        text = safe_text(json.dumps(self.payload, indent=2, ensure_ascii=False, default=str))
         if len(text) > RESULT_TEXT_LIMIT:
             text = text[:RESULT_TEXT_LIMIT] + "\n[truncated]"
         return text
@@ -65,6 +66,7 @@ class ArmToolkit:
         self.turn_budget_exhausted = False
         self.kernel_restarts = 0
         self.last_code: str | None = None
+        self.deadline: float | None = None   # the loop's wall-clock budget (time.monotonic()); bounds every job
         self._on_turn = on_turn
         self._on_call = on_call
 
@@ -125,6 +127,12 @@ class ArmToolkit:
             return ToolReply({"error": CALL_BUDGET_ERROR}, [])
         return None
 
+    def _job_timeout(self, limit: float) -> float:
+        """A cell's or program's time limit: ``limit``, but never past the episode's wall-clock budget."""
+        if self.deadline is None:
+            return limit
+        return max(0.05, min(limit, self.deadline - time.monotonic()))
+
     def _python(self, args: dict) -> tuple[ToolReply, list[str]]:
         code = args.get("code")
         if not isinstance(code, str):
@@ -133,7 +141,7 @@ class ArmToolkit:
         if refused:
             return refused, []
         self.last_code = code
-        outcome = self.kernel.run_cell(code, timeout_s=self.cfg.cell_timeout_s)   # saves workspace/cell_NNN.py
+        outcome = self.kernel.run_cell(code, timeout_s=self._job_timeout(self.cfg.cell_timeout_s))
         if outcome.restarted:
             self.kernel_restarts += 1
         payload: dict[str, Any] = {"cell": outcome.cell}
@@ -162,12 +170,14 @@ class ArmToolkit:
         code, rel = args.get("code"), args.get("path")
         if not code and not rel:
             return ToolReply({"error": "run_program needs `code` or a workspace `path`"}, []), []
+        if not isinstance(code or "", str) or not isinstance(rel or "", str):
+            return ToolReply({"error": "run_program: `code` and `path` must be strings"}, []), []
         try:
             outcome = self.kernel.run_program(code=code or None, path=None if code else str(rel),
-                                              timeout_s=self.cfg.budget_s)
+                                              timeout_s=self._job_timeout(self.cfg.budget_s))
         except ValueError as exc:   # path outside the workspace, missing file: not counted
             return ToolReply({"error": str(exc)}, []), []
-        self.last_code = code or (self.workspace / outcome.file).read_text()
+        self.last_code = outcome.code
         if outcome.restarted:
             self.kernel_restarts += 1
         payload: dict[str, Any] = {k: getattr(outcome, k) for k in (

@@ -5,11 +5,13 @@ valid, and each is meant to finish well under a second (the endpoint check is on
 ``generate``, the agent node and ``eval`` call the same functions:
 
 - :func:`check_episode` — suite, task range and seed against what the driver serves;
+- :func:`check_sandbox` — the cell kernel's bubblewrap boundary can be set up (unless ``--unsafe-sandbox``);
 - :func:`check_input_path` — a file or folder a run reads (replay source, guides, policy, card, instance files);
 - :func:`replay_source` — the replay runtime's source (the packaged example program when none is given);
 - :func:`claim_run_directory` — the run-directory rules: a non-empty ``--out`` is refused unless ``--overwrite``
   (moved aside to ``OUT.prev-<time>``) or ``--resume`` (a finished run is kept; an unfinished one moved aside);
-- :func:`check_model_server` — one GET of ``<base-url>/models`` (skipped with ``--no-preflight``).
+- :func:`check_model_server` — one GET of ``<base-url>/models`` (skipped with ``--no-preflight``);
+- :func:`check_ray_address` — ``eval --backend ray --address``: the Ray head accepts a connection.
 """
 
 from __future__ import annotations
@@ -71,10 +73,23 @@ def replay_source(agent, episode) -> pathlib.Path:
                            "openai") from None
 
 
+def check_sandbox(sandbox) -> None:
+    """The cell kernel's bubblewrap boundary can be set up here (a :class:`~pyrua_ros.agent.config.SandboxSettings`;
+    nothing to check with ``--unsafe-sandbox``): a run that would fail at its first cell is refused before boot."""
+    if sandbox.unsafe_sandbox:
+        return
+    from pyrua_ros.agent.kernel import sandbox as boundary
+
+    why = boundary.problem()
+    if why:
+        raise SettingError(f"{why}; pass --unsafe-sandbox to run cells without it (recorded in result.json)")
+
+
 def check_play(cfg) -> None:
     """Every local check of a :class:`~pyrua_ros.agent.config.PlayConfig` (no network, no run directory)."""
     e, agent = cfg.episode, cfg.agent
     check_episode(e.suite, e.task, e.seed, e.driver)
+    check_sandbox(cfg.sandbox)
     if agent.runtime == "replay":
         source = replay_source(agent, e)
         check_input_path("--replay", source, kind="any")
@@ -206,7 +221,35 @@ def check_model_server(model, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list
     return []
 
 
+def check_ray_address(address: str, *, timeout_s: float = 0.5) -> None:
+    """``--address HOST:PORT`` of a Ray head accepts a TCP connection (``auto`` is left to Ray)."""
+    import socket
+
+    if address == "auto":
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise SettingError(f"--address {address!r} is not HOST:PORT (the Ray head's GCS port, e.g. 10.0.0.5:6379) "
+                           "or auto")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+    raise SettingError(f"--address {address}: no Ray head answers ({why}); start it with ray start --head or fix "
+                       "--address")
+
+
 # ---------------------------------------------------------------------------------------------- all together
+
+
+def check_play_model(cfg, *, warn=None, progress=None) -> None:
+    """:func:`check_model_server` for a PlayConfig whose runtime talks to one (unless ``--no-preflight``)."""
+    if cfg.agent.runtime != "replay" and cfg.model.preflight and cfg.model.base_url:
+        if progress is not None:
+            progress.phase("check", f"model server at {cfg.model.base_url}")
+        for line in check_model_server(cfg.model):
+            (warn or print)(f"warning: {line}")
 
 
 def prepare_play(cfg, *, warn=None, progress=None):
@@ -223,11 +266,7 @@ def prepare_play(cfg, *, warn=None, progress=None):
     out = pathlib.Path(cfg.out or default_out(cfg.episode))
     o = cfg.output
     check_run_directory("--out", out, overwrite=o.overwrite, resume=o.resume)
-    if cfg.agent.runtime != "replay" and cfg.model.preflight and cfg.model.base_url:
-        if progress is not None:
-            progress.phase("check", f"model server at {cfg.model.base_url}")
-        for line in check_model_server(cfg.model):
-            (warn or print)(f"warning: {line}")
+    check_play_model(cfg, warn=warn, progress=progress)
     rundir = claim_run_directory("--out", out, overwrite=o.overwrite, resume=o.resume)
     if rundir.previous is not None and warn is not None:
         warn(f"the earlier run in {out} was moved to {rundir.previous}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Collection
 
 from pyrua_ros.agent import schema
 
@@ -18,6 +19,7 @@ SECTION_TITLES = {
     "agent": "agent loop",
     "model": "model server (--runtime openai)",
     "output": "run directory and display",
+    "sandbox": "cell sandbox",
     "compat": "accepted for PyRUA-Lean compatibility (recorded, unused on ROS)",
     "single": "single shot",
     "generate": "single-shot generation",
@@ -38,11 +40,22 @@ def _type(leaf: schema.Leaf):
     return convert
 
 
-def add_settings(parser: argparse.ArgumentParser, cls: type, *, environ=None) -> None:
-    """One flag per leaf of tree ``cls``, grouped by section, with help text, choices and the default shown."""
+def add_settings(parser: argparse.ArgumentParser, cls: type, *, environ=None, replaced: Collection[str] = (),
+                 ) -> None:
+    """One flag per leaf of tree ``cls``, grouped by section, with help text, choices and the default shown.
+
+    ``replaced``: leaf names a command offers through flags of its own (``eval`` takes lists of suites, tasks and
+    seeds and an evaluation directory); they get no flag here and :func:`settings_from_args` leaves them at their
+    defaults.
+    """
     environ = os.environ if environ is None else environ
+    unknown = sorted(set(replaced) - {leaf.name for leaf in schema.leaves(cls)})
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no settings {unknown}")
     groups: dict[str, argparse._ArgumentGroup] = {}
     for leaf in schema.leaves(cls):
+        if leaf.name in replaced:
+            continue
         section = leaf.path[0] if len(leaf.path) > 1 else ""
         if section not in groups:
             groups[section] = parser.add_argument_group(SECTION_TITLES.get(section, section or "settings"))
@@ -72,6 +85,7 @@ def add_settings(parser: argparse.ArgumentParser, cls: type, *, environ=None) ->
 
 
 def settings_from_args(cls: type, args: argparse.Namespace):
-    """The tree ``cls`` from a namespace that :func:`add_settings` filled (SettingError on a bad combination)."""
-    values = {leaf.name: getattr(args, _dest(leaf)) for leaf in schema.leaves(cls)}
+    """The tree ``cls`` from a namespace that :func:`add_settings` filled (SettingError on a bad combination);
+    ``replaced`` leaves (no flag on this parser) keep their defaults."""
+    values = {leaf.name: getattr(args, _dest(leaf)) for leaf in schema.leaves(cls) if hasattr(args, _dest(leaf))}
     return schema.build(cls, values)

@@ -66,12 +66,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pyrua_ros.agent.episode import default_out
     from pyrua_ros.agent.progress import make_progress
     from pyrua_ros.agent.schema import SettingError
-    from pyrua_ros.agent.validate import check_episode, check_input_path, check_run_directory, claim_run_directory
+    from pyrua_ros.agent.validate import (
+        check_episode,
+        check_input_path,
+        check_run_directory,
+        check_sandbox,
+        claim_run_directory,
+    )
 
     try:
         cfg = settings_from_args(RunConfig, args)
         e, o = cfg.episode, cfg.output
         check_episode(e.suite, e.task, e.seed, e.driver)
+        check_sandbox(cfg.sandbox)
         check_input_path("--policy", cfg.single.policy, suffixes=(".py",))
         check_input_path("--generation", cfg.single.generation)
         out = pathlib.Path(cfg.out or default_out(e, "single"))

@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_info_parsers(sub)
     add_single_parsers(sub)
     add_check_driver_parser(sub)
+    from pyrua_ros.evaluation.command import add_eval_parser
+
+    add_eval_parser(sub)
     return parser
 
 

@@ -367,9 +367,12 @@ class DriverNode(Node):
         self.core.on_twist((t.linear.x, t.linear.y, t.linear.z), (t.angular.x, t.angular.y, t.angular.z),
                            msg.header.frame_id, time.monotonic())
 
-    def on_estop(self, msg: Bool) -> None:
-        if self.core.on_estop(bool(msg.data)):
-            self.get_logger().warn(f"e-stop {'TRIPPED' if msg.data else 'released'}")
+    def on_estop(self, msg: Bool, info=None) -> None:
+        if self.core.on_estop(bool(msg.data)):   # applied first; then the log names who did it
+            from pyrua_ros.driver.publishers import sample_origin
+
+            self.get_logger().warn(f"e-stop {'latched' if msg.data else 'released'} "
+                                   f"{sample_origin(self, self.names.driver.estop, info)}")
 
     def on_control_tick(self) -> None:
         self._sync_cancels()

@@ -34,6 +34,11 @@ class BackendTimeout(RuntimeError):
     """An answer did not arrive within its deadline (message names the interface and the deadline in s)."""
 
 
+class BackendDeadline(BackendTimeout):
+    """The deadline the host set for the running call (the cell's time limit or the episode's wall budget)
+    passed: motion was stopped (goals cancelled, a zero twist in realtime) and the call ends."""
+
+
 @dataclasses.dataclass(frozen=True)
 class EePose:
     """End-effector (grip site) pose in the world frame: ``pos`` (3,) m, ``quat_xyzw`` (4,), ``stamp`` s (sim time)."""
@@ -144,6 +149,10 @@ class RobotBackend(Protocol):
     def cancel(self) -> None:
         """Cancel whatever is in flight (goals, servo); later motion may be refused until reset."""
         ...
+
+    # Optional: ``set_deadline(deadline: float | None)`` (``time.monotonic()`` seconds). While set, every wait
+    # ends by then, and motion past it raises BackendDeadline after stopping the arm. ``RobotHost.set_deadline``
+    # calls it when the backend has it.
 
     def close(self) -> None:
         """Release every resource (executor thread, node, subscriptions). Idempotent."""

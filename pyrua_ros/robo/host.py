@@ -111,6 +111,11 @@ class _Encoded:
     def array(self) -> np.ndarray | None:
         return self._raw
 
+    def size(self) -> int:
+        """Bytes held now: the raw array's until it is encoded, then the encoded bytes'."""
+        raw, data = self._raw, self._bytes
+        return len(data) if data is not None else (int(raw.nbytes) if raw is not None else 0)
+
 
 class _Encoder:
     """One daemon thread that encodes :class:`_Encoded` items in the order they were stored."""
@@ -153,9 +158,13 @@ class _Stored:
 class ArtifactStore:
     """Per-step captures and named artifacts. ``current_step`` is the latest recorded state's step."""
 
-    def __init__(self, backend: RobotBackend, names: ArtifactNames, *, decoded_cache: int = 6) -> None:
+    def __init__(self, backend: RobotBackend, names: ArtifactNames, *, decoded_cache: int = 6,
+                 max_bytes: int = 512 * 2**20) -> None:
         self._backend = backend
         self.names = names
+        self.max_bytes = int(max_bytes)   # encoded captures kept; the oldest (never step 0) go first past it
+        self.stored_bytes = 0
+        self.evicted_steps: set[int] = set()
         self.current_step = 0
         self._captures: dict[tuple[int, str, str], _Stored] = {}
         self._extra: dict[tuple[int, str], bytes | _Encoded] = {}
@@ -181,6 +190,9 @@ class ArtifactStore:
             key = (step, camera, resolution)
             if key in self._captures:
                 return step
+            if step in self.evicted_steps:
+                raise ToolError(tool, f"the captures of step {step} were dropped to keep the episode's images under "
+                                      f"{self.max_bytes // 2**20} MiB; view the latest step instead")
             if step != self.current_step:
                 raise ToolError(tool, f"no image was captured at step {step} for {camera}/{resolution} (images are "
                                       f"captured when a step is first viewed while it is the latest step)")
@@ -196,13 +208,34 @@ class ArtifactStore:
     def _store(self, step: int, frame: CaptureFrame) -> None:
         depth = np.asarray(frame.depth, dtype=np.float32)
         color = np.asarray(frame.color, dtype=np.uint8)
-        self._captures[(step, frame.camera, frame.resolution)] = _Stored(
+        stored = _Stored(
             color=self._keep(color, encode_png), depth=self._keep(depth, encode_npz),
             K=np.asarray(frame.K, dtype=float), T_world_optical=np.asarray(frame.T_world_optical, dtype=float),
             env_step=int(frame.env_step), shape=tuple(depth.shape),
         )
+        self._captures[(step, frame.camera, frame.resolution)] = stored
+        self.stored_bytes += stored.color.size() + stored.depth.size()
+        if self.stored_bytes > self.max_bytes:
+            self._evict()
         self._remember(("color", step, frame.camera, frame.resolution), color)
         self._remember(("depth", step, frame.camera, frame.resolution), depth)
+
+    def _evict(self) -> None:
+        """Past ``max_bytes``, drop the captures of the oldest steps (never step 0, the card, nor the current one).
+        A capture counts what it holds now: its raw arrays until the background encoder is done, then the encoded
+        bytes; the running total is recounted before anything is dropped."""
+        self.stored_bytes = sum(s.color.size() + s.depth.size() for s in self._captures.values())
+        while self.stored_bytes > self.max_bytes:
+            old = sorted({k[0] for k in self._captures if k[0] not in (0, self.current_step)})
+            if not old:
+                return
+            step = old[0]
+            for key in [k for k in self._captures if k[0] == step]:
+                stored = self._captures.pop(key)
+                self.stored_bytes -= stored.color.size() + stored.depth.size()
+            for key in [k for k in self._decoded if len(k) > 1 and k[1] == step]:
+                del self._decoded[key]
+            self.evicted_steps.add(step)
 
     @staticmethod
     def _decoded_from(item: _Encoded, decode: Callable[[bytes], np.ndarray]) -> np.ndarray:
@@ -351,6 +384,8 @@ class RobotHost:
         self.states: list[State] = []
         self.robo: LiberoRobot | None = None
         self._initial_state: Callable[[], State] | None = None
+        self.idle_states = 0            # states recorded by motion calls that stepped the simulator zero times
+        self._last_env_step: int | None = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -371,12 +406,29 @@ class RobotHost:
         self._initial_state = initial_state
 
     def record_state(self, state: State) -> None:
-        """Append a new recorded state (its step must be the next index) and make it current."""
+        """Append a new recorded state (its step must be the next index) and make it current.
+
+        A state recorded without the simulator stepping (``move_to(current, max_steps=1)`` in a loop) costs one
+        step of the episode's step budget: once simulator steps plus such states reach ``max_episode_steps``
+        the episode is stopped as ``truncated``, so a policy cannot grow the host's states and images for free."""
         with self._lock:
             if state.step != len(self.states):
                 raise RuntimeError(f"recorded state step {state.step} but {len(self.states)} states exist")
             self.states.append(state)
             self.artifacts.current_step = state.step
+        self._charge_idle_state()
+
+    def _charge_idle_state(self) -> None:
+        try:
+            status = self.backend.status()
+            env_step, budget = int(status.step), int(getattr(status, "max_episode_steps", 0) or 0)
+        except Exception:   # no status: nothing to charge against
+            return
+        if self._last_env_step is not None and env_step == self._last_env_step:
+            self.idle_states += 1
+            if budget and env_step + self.idle_states >= budget:
+                self.stop_switch.set("truncated")
+        self._last_env_step = env_step
 
     # -- used by the host ----------------------------------------------------------------------------------
     @property
@@ -394,6 +446,14 @@ class RobotHost:
     @property
     def stop_reason(self) -> str | None:
         return self.stop_switch.reason
+
+    def set_deadline(self, deadline: float | None) -> None:
+        """Bound the robot's next calls by ``deadline`` (``time.monotonic()`` seconds; None lifts it): the cell
+        kernel sets the running cell's deadline before it serves a robo call, so no call outlives its cell or the
+        episode's budget (motion stops at the deadline, the call raises ``ToolError``)."""
+        setter = getattr(self.backend, "set_deadline", None)
+        if setter is not None:
+            setter(deadline)
 
     def take_show_requests(self) -> list[str]:
         """Cameras requested by ``robo.show`` this turn (emptied)."""

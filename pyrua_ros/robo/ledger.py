@@ -21,20 +21,45 @@ SUMMARY_KEYS: tuple[str, ...] = (
 )
 
 
-def json_safe(value: Any) -> Any:
+MAX_KEPT_ITEMS = 64     # a list / dict / array argument longer than this is kept as a summary
+MAX_KEPT_CHARS = 2000   # a string argument longer than this is cut
+MAX_KEPT_DEPTH = 8
+
+
+def json_safe(value: Any, depth: int = 0) -> Any:
     """``value`` as JSON-serialisable data: tuples -> lists, numpy scalars/arrays -> Python, non-finite floats
-    kept as floats, anything else unknown -> ``repr``."""
-    if value is None or isinstance(value, bool | int | str):
+    kept as floats, anything else unknown -> ``repr``. Bounded, since policy code chooses the arguments: a
+    container of more than ``MAX_KEPT_ITEMS`` items (or nested deeper than ``MAX_KEPT_DEPTH``) becomes a summary
+    ``{"summary": ..., "len": n, "head": [...]}`` and long strings are cut."""
+    if value is None or isinstance(value, bool | int | float):
         return value
-    if isinstance(value, float):
-        return value
+    if isinstance(value, str):
+        return value if len(value) <= MAX_KEPT_CHARS else value[:MAX_KEPT_CHARS] + f"... [{len(value)} chars]"
+    if depth >= MAX_KEPT_DEPTH:
+        return {"summary": f"{type(value).__name__} nested more than {MAX_KEPT_DEPTH} deep"}
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "tolist"):  # numpy arrays and scalars
+        size = int(getattr(value, "size", 1))
+        if size > MAX_KEPT_ITEMS:
+            flat = value.reshape(-1)[:8].tolist()
+            return {"summary": f"array {getattr(value, 'dtype', '')} shape {list(shape)}", "len": size,
+                    "head": json_safe(flat, depth + 1)}
+        return json_safe(value.tolist(), depth + 1)
     if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        if len(value) > MAX_KEPT_ITEMS:
+            items = list(value.items())[:8]
+            return {"summary": f"dict of {len(value)} items", "len": len(value),
+                    "head": {str(k): json_safe(v, depth + 1) for k, v in items}}
+        return {str(k): json_safe(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    if hasattr(value, "tolist"):  # numpy arrays and scalars
-        return json_safe(value.tolist())
-    return repr(value)
+        if len(value) > MAX_KEPT_ITEMS:
+            return {"summary": f"{type(value).__name__} of {len(value)} items", "len": len(value),
+                    "head": [json_safe(v, depth + 1) for v in value[:8]]}
+        return [json_safe(v, depth + 1) for v in value]
+    if hasattr(value, "tolist"):
+        return json_safe(value.tolist(), depth + 1)
+    text = repr(value)
+    return text if len(text) <= MAX_KEPT_CHARS else text[:MAX_KEPT_CHARS] + "..."
 
 
 def summarize(tool: str, result: Any) -> dict[str, Any]:

@@ -34,6 +34,7 @@ import numpy as np
 
 from pyrua_ros.driver.interfaces import Interfaces, load
 from pyrua_ros.robo.backend import (
+    BackendDeadline,
     BackendRefused,
     BackendTimeout,
     CaptureFrame,
@@ -106,6 +107,9 @@ class RosBackend:
         self._timeouts = self.names.timeouts
         self._closed = False
         self._cancelled = threading.Event()
+        self._deadline: float | None = None   # set by the host around each robo call (set_deadline)
+        self._status_source: bytes | None = None   # GID of the driver's episode-status publisher, once known
+        self.foreign_status: dict[str, dict] = {}  # other publishers of the episode status: {gid hex: info}
 
         self._owns_node = node is None
         if node is None:
@@ -153,6 +157,7 @@ class RosBackend:
         sub(String, s.segmentation_labels, lambda m: self._labels.put(json.loads(m.data)), qos.LATCHED)
 
         self._twist_pub = self.node.create_publisher(TwistStamped, d.servo_twist, qos.LOCKSTEP)
+        self._safety_pub = self.node.create_publisher(String, d.safety_events, qos.EVENTS)
         self._twist_type = TwistStamped
         self._gripper = ActionClient(self.node, GripperCommand, d.gripper_command)
         self._introspect(self._gripper)
@@ -178,6 +183,32 @@ class RosBackend:
             self._executors.append(executor)
             self._threads.append(thread)
             thread.start()
+
+    # ------------------------------------------------------------------ deadline
+    def set_deadline(self, deadline: float | None) -> None:
+        """Every wait of the calls that follow ends by ``deadline`` (``time.monotonic()`` s; None: no bound)."""
+        self._deadline = deadline
+
+    def _within_deadline(self, timeout: float) -> float:
+        """``timeout`` shortened to the host's deadline, if one is set (never below 0)."""
+        if self._deadline is None:
+            return timeout
+        return max(0.0, min(timeout, self._deadline - time.monotonic()))
+
+    def _check_deadline(self, what: str) -> None:
+        """At or past the host's deadline: stop the arm (goals cancelled, a zero twist in realtime) and raise."""
+        if self._deadline is None or time.monotonic() < self._deadline:
+            return
+        for handle in list(self._goal_handles):
+            with contextlib.suppress(Exception):
+                handle.cancel_goal_async()
+        with contextlib.suppress(Exception):
+            if self._status.value is not None and self._status.value.clock_mode == "realtime":
+                stop = self._twist_type()
+                stop.header.frame_id = self.names.frames.world
+                self._twist_pub.publish(stop)
+        raise BackendDeadline(f"{what}: the time limit of this call was reached (cell timeout or episode budget); "
+                              f"motion was stopped")
 
     # ------------------------------------------------------------------ plumbing
     def _introspect(self, action_client) -> None:
@@ -206,10 +237,43 @@ class RosBackend:
         pos, quat = pose_to_numpy(msg.pose)
         self._pose.put(EePose(pos=pos, quat_xyzw=quat, stamp=stamp_to_seconds(msg.header.stamp)))
 
-    def _on_status(self, msg) -> None:
+    def _on_status(self, msg, info) -> None:
+        from pyrua_ros.driver.publishers import sample_gid
         from pyrua_ros.sim_interfaces.status import EpisodeStatus
 
+        gid = sample_gid(info)
+        if gid is not None and not self._from_driver(gid):
+            return
         self._status.put(EpisodeStatus.from_json(msg.data))
+
+    def _from_driver(self, gid: bytes) -> bool:
+        """True when ``gid`` is the episode-status publisher of the driver node (``sim.node`` of the interfaces, in
+        this backend's namespace):
+        success, steps and the e-stop are believed only from there. Any other publisher is ignored and reported
+        once as a safety event (``foreign_status`` and the safety-events topic)."""
+        if self._status_source is not None and gid == self._status_source:
+            return True
+        key = gid.hex()
+        if key in self.foreign_status:
+            self.foreign_status[key]["samples"] += 1
+            return False
+        from pyrua_ros.driver.interfaces import resolve
+        from pyrua_ros.driver.publishers import publisher_node
+
+        node = publisher_node(self.node, self.names.sim.episode_status, gid, wait_s=2.0)
+        driver = resolve(self.names.sim.node, self.node.get_namespace())   # relative: the robot's namespace
+        if node == driver and self._status_source is None:
+            self._status_source = gid
+            return True
+        why = "a second publisher names itself the driver node" if node == driver else "not the driver node"
+        self.foreign_status[key] = {"gid": key, "node": node, "samples": 1, "why": why}
+        with contextlib.suppress(Exception):
+            from std_msgs.msg import String
+
+            event = {"kind": "foreign_publisher", "topic": self.names.sim.episode_status, "node": node,
+                     "gid": key, "reason": f"episode status ignored: {why}"}
+            self._safety_pub.publish(String(data=json.dumps(event)))
+        return False
 
     def _on_safety_event(self, msg) -> None:
         with contextlib.suppress(ValueError):
@@ -238,7 +302,8 @@ class RosBackend:
     def _call(self, client, request, what: str, timeout: float, *, server_wait: float | None = None):
         self._wait_service(client, what, server_wait)
         future = client.call_async(request)
-        if not self._done_within(future, timeout):
+        if not self._done_within(future, self._within_deadline(timeout)):
+            self._check_deadline(what)
             raise BackendTimeout(f"{what}: no answer after {timeout} s")
         return future.result()
 
@@ -318,6 +383,7 @@ class RosBackend:
 
         if self._cancelled.is_set():
             raise BackendRefused("servo: cancelled", reason="cancelled")
+        self._check_deadline("servo")
         before = self.ee_pose()
         status = self.status()
         if status.over:
@@ -361,7 +427,7 @@ class RosBackend:
 
         timeout = self._timeouts.step_reply_s
         with self._step_cond:
-            self._step_cond.wait_for(ended, timeout)
+            self._step_cond.wait_for(ended, self._within_deadline(timeout))
             refusal = self._refusal_since(n_events)
             if settled():
                 return self._pose.value
@@ -374,6 +440,7 @@ class RosBackend:
                                  reason=self._refusal_reason())
         if self._cancelled.is_set():
             raise BackendRefused("servo: cancelled", reason="cancelled")
+        self._check_deadline("servo")
         if self._pose.value is not None and self._pose.value.stamp > last_stamp:
             raise BackendTimeout(f"{self.names.sim.episode_status}: no status for t={self._pose.value.stamp:.3f} "
                                  f"s within {timeout} s")
@@ -382,6 +449,7 @@ class RosBackend:
     def gripper(self, position_m: float, max_effort: float = 0.0) -> GripperOutcome:
         if self._cancelled.is_set():
             raise BackendRefused("gripper: cancelled", reason="cancelled")
+        self._check_deadline("gripper")
         what = self.names.driver.gripper_command
         if not self._gripper.wait_for_server(timeout_sec=self._timeouts.server_wait_s):
             raise BackendTimeout(f"{what}: no action server after {self._timeouts.server_wait_s} s")
@@ -398,8 +466,9 @@ class RosBackend:
         self._goal_handles.append(handle)
         result_future = handle.get_result_async()
         limit = max(self._timeouts.step_reply_s * 10, 30.0)
-        if not self._done_within(result_future, limit):
+        if not self._done_within(result_future, self._within_deadline(limit)):
             handle.cancel_goal_async()
+            self._check_deadline(what)
             raise BackendTimeout(f"{what}: no result within {limit} s")
         self._goal_handles.remove(handle)
         wrapped = result_future.result()

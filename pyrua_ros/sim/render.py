@@ -113,8 +113,9 @@ class ViewRequest:
 
 
 class _Job:
-    def __init__(self, state: StateCopy, requests: tuple[ViewRequest, ...], deliver=None):
+    def __init__(self, state: StateCopy, requests: tuple[ViewRequest, ...], deliver=None, generation: int = 0):
         self.state, self.requests, self.deliver = state, requests, deliver
+        self.generation = generation   # the renderer's stream generation when queued (a clear ends it)
         self.done = threading.Event()
         self.views: list[View] | None = None
         self.error: BaseException | None = None
@@ -157,6 +158,7 @@ class Renderer:
         self._urgent: collections.deque[_Job] = collections.deque()
         self._stream: collections.deque[_Job] = collections.deque(maxlen=int(stream_backlog))
         self._busy = False
+        self._generation = 0     # bumped by clear_stream(): a frame of an earlier generation is never delivered
         self._closed = False
         self._start_error: BaseException | None = None
         self.rendered = 0        # stream frames rendered
@@ -183,8 +185,8 @@ class Renderer:
                deliver: Callable[[list[View]], None]) -> None:
         """Queue a best-effort frame; ``deliver(views)`` is called from the render thread when it is rendered.
         A full backlog drops its oldest pending frame."""
-        job = _Job(state, tuple(requests), deliver)
         with self._cond:
+            job = _Job(state, tuple(requests), deliver, self._generation)
             self._check_open()
             if len(self._stream) == self._stream.maxlen:
                 self.dropped += 1
@@ -192,8 +194,10 @@ class Renderer:
             self._cond.notify_all()
 
     def clear_stream(self) -> None:
-        """Drop every pending stream frame and wait for the frame being rendered (e.g. before a reset)."""
+        """Drop every pending stream frame and wait for the frame being rendered (e.g. before a reset); that one is
+        not delivered either, so no frame of the state before the clear is published after it."""
         with self._cond:
+            self._generation += 1
             self.dropped += len(self._stream)
             self._stream.clear()
             while self._busy:
@@ -252,15 +256,18 @@ class Renderer:
                     job.views = self._render_job(job)
                 except BaseException as exc:
                     job.error = exc
+                job.done.set()
+                try:
+                    # Delivered while still busy, so clear_stream() (which waits for busy) never returns with a
+                    # frame of the cleared generation on its way out.
+                    if job.deliver is not None and job.error is None and job.generation == self._generation:
+                        self.rendered += 1
+                        with contextlib.suppress(Exception):   # a failing consumer must not stop the renderer
+                            job.deliver(job.views)
                 finally:
                     with self._cond:
                         self._busy = False
                         self._cond.notify_all()
-                job.done.set()
-                if job.deliver is not None and job.error is None:
-                    self.rendered += 1
-                    with contextlib.suppress(Exception):   # a failing consumer must not stop the renderer
-                        job.deliver(job.views)
         finally:
             self._fail_all(RuntimeError("the renderer was closed"))
             self._free(gl)

@@ -171,7 +171,7 @@ def isolate(workspace: str, limits: dict) -> dict:
     wanted = {
         "RLIMIT_AS": limits.get("memory_bytes"), "RLIMIT_CPU": limits.get("cpu_s"),
         "RLIMIT_FSIZE": limits.get("file_size_bytes"), "RLIMIT_NOFILE": limits.get("open_files"),
-        "RLIMIT_CORE": 0, "RLIMIT_NPROC": 0,
+        "RLIMIT_CORE": 0, "RLIMIT_NPROC": limits.get("processes", 0),
     }
     for name, value in wanted.items():
         if value is None:
@@ -191,13 +191,13 @@ def isolate(workspace: str, limits: dict) -> dict:
 
 
 def to_png(image: Any) -> bytes:
-    """PNG bytes of a numpy array (HxW or HxWx3/4; uint8, bool, or float in [0, 1]), a PIL image or PNG bytes."""
-    import numpy as np
-
+    """PNG bytes of a numpy array (HxW or HxWx3/4; uint8, bool, or float in [0, 1]) or a PIL image; PNG or JPEG
+    bytes go as they are (the agent process checks and decodes them itself)."""
     if isinstance(image, bytes | bytearray):
-        if bytes(image[:8]) != b"\x89PNG\r\n\x1a\n":
-            raise TypeError("display() got bytes that are not a PNG image")
+        if not bytes(image[:8]).startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")):
+            raise TypeError("display() got bytes that are not a PNG or JPEG image")
         return bytes(image)
+    import numpy as np
     from PIL import Image
 
     if isinstance(image, np.ndarray):
@@ -228,16 +228,17 @@ class Worker:
         self.in_fd, self.out_fd, self.reader = in_fd, out_fd, reader
         self.root = os.path.realpath(init["workspace"])
         self.views = policy.ModuleViews(self.root)
-        self.robo = proxy.build_proxy(init["manifest"], self.request)
+        self.manifest = init["manifest"]
+        self.job = 0  # the id of the job being run; every frame to the agent process carries it
+        self.robo = proxy.build_proxy(self.manifest, self.request)
         self.stdout, self.stderr = CappedText(), CappedText()
         self.namespace = self.fresh_namespace()
-        self.cell_builtins = self.namespace["__builtins__"]  # re-bound before every cell, as is ``robo``
 
     # -- robo round trips ---------------------------------------------------------------------------
     def send(self, message: dict) -> None:
         was_user, STATE.user = STATE.user, False
         try:
-            protocol.write_frame(self.out_fd, message)
+            protocol.write_frame(self.out_fd, {**message, "id": self.job})
         finally:
             STATE.user = was_user
         self._deliver_pending(was_user)
@@ -247,7 +248,8 @@ class Worker:
         was_user, STATE.user = STATE.user, False
         try:
             try:
-                frame = protocol.encode_frame({"op": op, "name": name, "args": list(args), "kwargs": kwargs})
+                frame = protocol.encode_frame({"op": op, "id": self.job, "name": name, "args": list(args),
+                                               "kwargs": kwargs})
             except TypeError as exc:
                 raise TypeError(f"robo.{name}: {exc}") from None
             data = memoryview(frame)
@@ -278,9 +280,7 @@ class Worker:
         importer = WorkspaceImporter(self.root, self.views)
         table = policy.sandbox_builtins(self.root, importer)
         importer.builtins = table
-        import numpy
-
-        np_view = self.views.view(numpy)
+        np_view = self.views.lazy("numpy")
         return {"__name__": "__policy__", "__builtins__": table, "robo": self.robo, "np": np_view,
                 "numpy": np_view, "math": self.views.view(math), "time": self.views.view(time),
                 "display": self.display, "log": print}
@@ -343,7 +343,10 @@ class Worker:
             outcome["exception"] = f"{type(exc).__name__}: <the exception could not be shown: {type(inner).__name__}>"
 
     def cell(self, message: dict) -> dict:
-        self.namespace.update(robo=self.robo, __builtins__=self.cell_builtins, __name__="__policy__")
+        # a fresh robo proxy and builtins table for every cell: what an earlier cell rewrote is not inherited
+        self.robo = proxy.build_proxy(self.manifest, self.request)
+        fresh = self.fresh_namespace()
+        self.namespace.update(robo=self.robo, __builtins__=fresh["__builtins__"], __name__="__policy__")
         outcome = self.run(message["code"], message["filename"], self.namespace, split_last=True)
         return outcome | {"stdout": self.stdout.value(), "stderr": self.stderr.value()}
 
@@ -383,6 +386,7 @@ class Worker:
         while True:
             message = self.reader.read()
             op = message.get("op")
+            self.job = message.get("id", 0)
             if op == "cell":
                 self.send({"op": "done", **self.cell(message)})
             elif op == "program":
@@ -501,9 +505,6 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     reader = protocol.FrameReader(in_fd, proxy.result_factory())
     init = reader.read()
-    import numpy  # noqa: F401  (imported before the limits: it is in every namespace)
-    import PIL.Image  # noqa: F401  (display())
-
     worker = Worker(in_fd, out_fd, init, reader)
     report = isolate(worker.root, init.get("limits", {}))
     signal.signal(signal.SIGINT, _on_sigint)

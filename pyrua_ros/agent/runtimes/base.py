@@ -178,7 +178,9 @@ class JsonlEventSink:
         self._fh = open(self.path, "a", encoding="utf-8")
 
     def __call__(self, event: dict) -> None:
-        line = json.dumps(event, ensure_ascii=False, default=str)
+        from pyrua_ros.agent.text import safe_text
+
+        line = safe_text(json.dumps(event, ensure_ascii=False, default=str))   # model text may hold surrogates
         with self._lock:
             self._fh.write(line + "\n")
             self._fh.flush()

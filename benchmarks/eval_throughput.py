@@ -1,0 +1,107 @@
+"""Evaluation throughput: episodes per hour of ``pyrualean eval`` with 1 vs 2 local workers, and local vs Ray.
+
+The same instance set (by default libero_goal tasks 1 and 8, seeds 0 and 1: four LIBERO episodes of the packaged
+replay programs, video and MCAP recording on, as users run them) is evaluated, in one run of this script, by:
+
+- ``local1``: ``--workers 1`` (one sim node, reset between the four episodes);
+- ``local2``: ``--workers 2`` (two sim nodes on two ROS domains, two episodes at once);
+- ``ray2``:   ``--backend ray --workers 2`` (a private Ray instance on loopback, two episode actors).
+
+Each configuration writes a fresh evaluation directory; its wall time is the whole command (boot of the workers
+and nodes included), and episodes/hour = episodes / wall. The ratios ``local2 / local1`` (goal >= 1.6 on a 2-core
+machine) and ``ray2 / local2`` are what to compare: absolute figures move with the machine's load, which is
+sampled (1-minute load average, before and after each configuration) and reported next to them, with the CPU
+seconds the local process tree used per episode and the cores it kept busy (``cpu_s / wall``): on a machine others
+load, a worker gets a share of the cores, so ``cores_busy`` says how much of the 2x the configuration could reach.
+Usage::
+
+    .venv/bin/python benchmarks/eval_throughput.py [--suite libero_goal --task 1,8 --seed 0-1]
+        [--driver sim|fake] [--configs local1,local2,ray2] [--json FILE]
+
+The last line printed is JSON with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CONFIGS = {
+    "local1": ["--workers", "1"],
+    "local2": ["--workers", "2"],
+    "ray2": ["--backend", "ray", "--workers", "2"],
+}
+
+
+def run_config(name: str, instance_args: list[str], out: pathlib.Path) -> dict:
+    cmd = [sys.executable, "-m", "pyrua_ros.cli.main", "eval", "--arm", "cells", *instance_args, "--out", str(out),
+           "--progress", "off", "--json", *CONFIGS[name]]
+    load_before = os.getloadavg()[0]
+    usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, check=False, cwd=ROOT, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU of the whole local process tree (every level reaps its children); Ray actors are the raylet's children
+    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{name}: eval exited {proc.returncode}: {proc.stderr[-2000:]}")
+    report = json.loads(proc.stdout)
+    episodes = report["episodes"]
+    return {"config": name, "episodes": episodes, "wall_s": round(wall, 1),
+            "episodes_per_hour": round(episodes / wall * 3600, 1),
+            "successes": report["overall"]["successes"], "infra_failures": report["overall"]["infra_failures"],
+            "mean_episode_wall_s": report["overall"]["mean_wall_time_s"],
+            "cpu_s": round(cpu, 1), "cpu_s_per_episode": round(cpu / max(1, episodes), 1),
+            "cores_busy": round(cpu / wall, 2),
+            "load_1min_before": round(load_before, 2), "load_1min_after": round(os.getloadavg()[0], 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="libero_goal")
+    parser.add_argument("--task", default="1,8")
+    parser.add_argument("--seed", default="0-1")
+    parser.add_argument("--driver", default="sim", choices=["sim", "fake"])
+    parser.add_argument("--configs", default="local1,local2,ray2", help="comma list of " + ", ".join(CONFIGS))
+    parser.add_argument("--json", type=pathlib.Path, default=None, help="also write the figures here")
+    parser.add_argument("--keep", type=pathlib.Path, default=None,
+                        help="keep each configuration's evaluation directory under this folder (default: a "
+                             "temporary folder, removed)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    instance_args = ["--suite", args.suite, "--task", args.task, "--seed", args.seed, "--driver", args.driver]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="pyrua_eval_bench_") as tmp:
+        folder = args.keep or pathlib.Path(tmp)
+        for name in args.configs.split(","):
+            row = run_config(name, instance_args, folder / name)
+            rows.append(row)
+            print(f"{name:7s} {row['episodes']} episodes in {row['wall_s']:7.1f} s = {row['episodes_per_hour']:7.1f} "
+                  f"episodes/h, {row['cpu_s_per_episode']} CPU s/episode on {row['cores_busy']} cores "
+                  f"({row['successes']} successes, {row['infra_failures']} infra; load "
+                  f"{row['load_1min_before']} -> {row['load_1min_after']})", flush=True)
+    by = {r["config"]: r for r in rows}
+    summary = {"cpus": os.cpu_count(), "instances": instance_args, "runs": rows}
+    if "local1" in by and "local2" in by:
+        summary["speedup_2_workers"] = round(by["local2"]["episodes_per_hour"] / by["local1"]["episodes_per_hour"], 3)
+        print(f"2 workers / 1 worker: {summary['speedup_2_workers']:.2f}x (goal >= 1.6x on 2 cores)")
+    if "local2" in by and "ray2" in by:
+        summary["ray_vs_local"] = round(by["ray2"]["episodes_per_hour"] / by["local2"]["episodes_per_hour"], 3)
+        print(f"Ray (2 actors) / local (2 workers): {summary['ray_vs_local']:.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

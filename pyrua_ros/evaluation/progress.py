@@ -1,0 +1,154 @@
+"""What an evaluation shows while it runs: done/total, success so far, ETA, and what each worker is doing.
+
+On a terminal a rich live view (a progress bar and one row per worker: instance, turn, steps, tokens, elapsed) is
+redrawn in place; anywhere else (a pipe, a log file, CI) one plain line is printed per episode start and end. Both
+count episodes finished by earlier runs of the same evaluation as done. Infrastructure failures are counted apart
+and kept out of "success so far", as in the report.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+from pyrua_ros.agent.progress import _tokens
+from pyrua_ros.agent.report import INFRA_STATUSES
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{secs:02d}s" if minutes else f"{secs}s")
+
+
+class EvalProgress:
+    """Counts and shows an evaluation's progress; thread-safe; ``tty`` overrides terminal detection."""
+
+    def __init__(self, total: int, slots: int, *, finished_before: int = 0, successes_before: int = 0,
+                 stream: TextIO | None = None, tty: bool | None = None):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.total, self.slots = total, slots
+        # episodes finished by earlier runs are never infrastructure failures (those are run again)
+        self.done, self.successes, self.infra = finished_before, successes_before, 0
+        self.failures = finished_before - successes_before
+        self.run_now = 0
+        self.durations: list[float] = []   # wall time of each episode that ended in this run [s]
+        self.t0 = time.monotonic()
+        self.workers: dict[int, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._live = None
+
+    # ------------------------------------------------------------------ state
+    @property
+    def eta_s(self) -> float | None:
+        """Time left at this run's mean episode duration: what the running episodes still need plus the waiting
+        ones, spread over the workers (None before the first episode ends)."""
+        remaining = self.total - self.done
+        if remaining <= 0:
+            return 0.0
+        if not self.durations:
+            return None
+        mean = sum(self.durations) / len(self.durations)
+        now = time.monotonic()
+        running = [max(0.0, mean - (now - w["t0"])) for w in self.workers.values()]
+        waiting = max(0, remaining - len(running))
+        return (sum(running) + waiting * mean) / max(1, self.slots)
+
+    def headline(self) -> str:
+        judged = self.successes + self.failures
+        rate = f"{100 * self.successes / judged:.1f}%" if judged else "-"
+        infra = f", {self.infra} infra" if self.infra else ""
+        return (f"{self.done}/{self.total} done | success {self.successes}/{judged} ({rate}){infra} | "
+                f"elapsed {_duration(time.monotonic() - self.t0)} | ETA {_duration(self.eta_s)}")
+
+    # ------------------------------------------------------------------ events
+    def start(self) -> None:
+        if self.tty:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(self, console=Console(file=self.stream), refresh_per_second=2, transient=False)
+            self._live.start()
+        else:
+            self._line(f"starting: {self.total - self.done} episode(s) to run on {self.slots} worker(s), "
+                       f"{self.done} already finished")
+
+    def episode_started(self, slot: int, instance: str, attempt: int = 1) -> None:
+        with self._lock:
+            self.workers[slot] = {"instance": instance, "attempt": attempt, "t0": time.monotonic(), "status": {}}
+        if not self.tty:
+            retry = f" (attempt {attempt})" if attempt > 1 else ""
+            self._line(f"w{slot} start {instance}{retry}")
+
+    def episode_status(self, slot: int, status: dict[str, Any]) -> None:
+        with self._lock:
+            if slot in self.workers:
+                self.workers[slot]["status"] = dict(status)
+
+    def episode_done(self, slot: int, instance: str, summary: dict[str, Any] | None, *, final: bool = True,
+                     detail: str = "") -> None:
+        """One episode ended; ``final`` False when it will be retried (not counted as done yet)."""
+        status = (summary or {}).get("status") or "killed"
+        success = bool((summary or {}).get("environment_success"))
+        with self._lock:
+            started = self.workers.pop(slot, None)
+            if started is not None:
+                self.durations.append(time.monotonic() - started["t0"])
+            if final:
+                self.done += 1
+                self.run_now += 1
+                if status in INFRA_STATUSES:
+                    self.infra += 1
+                elif success:
+                    self.successes += 1
+                else:
+                    self.failures += 1
+        if not self.tty:
+            wall = (summary or {}).get("worker_wall_s")
+            what = f"{status} {'success' if success else 'no success'}"
+            retry = " -> retrying" if not final else ""
+            extra = f" ({detail})" if detail else ""
+            self._line(f"w{slot} done {instance}: {what} in {_duration(wall)}{extra}{retry} | {self.headline()}")
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    # ------------------------------------------------------------------ output
+    def _line(self, text: str) -> None:
+        self.stream.write(f"[eval] {text}\n")
+        self.stream.flush()
+
+    def __rich__(self):
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+
+        with self._lock:
+            table = Table(box=None, padding=(0, 1), show_edge=False)
+            for column in ("worker", "instance", "turn", "steps", "tokens", "elapsed", "last"):
+                table.add_column(column, no_wrap=True, overflow="ellipsis",
+                                 max_width=48 if column == "last" else None)
+            for slot in range(self.slots):
+                w = self.workers.get(slot)
+                if w is None:
+                    table.add_row(f"w{slot}", "idle", "", "", "", "", "")
+                    continue
+                st = w["status"]
+                attempt = f" (try {w['attempt']})" if w["attempt"] > 1 else ""
+                table.add_row(f"w{slot}", w["instance"] + attempt, str(st.get("turn", "-")),
+                              str(st.get("steps") if st.get("steps") is not None else "-"),
+                              _tokens(st.get("tokens")), _duration(time.monotonic() - w["t0"]),
+                              " ".join(str(st.get("last", "")).split()))
+            bar = Table.grid(padding=(0, 1))
+            bar.add_row(ProgressBar(total=max(1, self.total), completed=self.done, width=60),
+                        Text(f"{self.done}/{self.total}"))
+            return Group(Text(self.headline(), style="bold"), bar, table)

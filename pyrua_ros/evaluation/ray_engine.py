@@ -1,0 +1,287 @@
+"""The Ray engine: episodes as Ray actor tasks, for when one machine is not enough.
+
+Each slot is a Ray actor (``num_cpus`` / ``num_gpus`` per episode, placed by Ray anywhere in the cluster) holding
+an :class:`~pyrua_ros.evaluation.worker.EpisodeWorker`: its driver node and ROS domain live as long as the actor,
+and every ``run`` call is one episode. The actor claims its ROS domain and loopback discovery before it imports
+rclpy, so co-located actors stay apart (DDS never leaves a node: every episode's nodes run where its actor runs).
+
+Results reach ``OUT`` one of two ways: written in place when the actor sees the same ``OUT`` (a shared file system,
+or the coordinator's own machine: checked with a token file under ``OUT/.eval``), or else written to a scratch
+folder on the actor's node and returned as a gzipped tar that the coordinator unpacks into the instance's run
+directory ("gather"). ``--ray-results shared|gather|auto`` forces one.
+
+Without ``--address`` a private Ray instance is started on this machine with every server on loopback and no
+dashboard; with one, the coordinator joins that cluster (``ray start --head`` there, see README).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pathlib
+import secrets
+import shutil
+import signal
+import tarfile
+import tempfile
+import time
+from typing import Any
+
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+DEFAULT_TOKEN_FILE = pathlib.Path.home() / ".ray" / "auth_token"
+TOKEN_FILE = "ray-token"
+RESULT_MODES = ("auto", "shared", "gather")
+
+
+def loopback_ray_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """Make Ray choose 127.0.0.1 as this node's address (so every Ray server binds loopback only), keep usage
+    statistics off, and require a token only this process and its children know (Ray would otherwise write one
+    to ~/.ray); for a private single-machine instance and the tests' head node."""
+    env = os.environ if env is None else env
+    for key, value in LOOPBACK_ENV.items():
+        env.setdefault(key, value)
+    if "RAY_AUTH_MODE" not in env:
+        env["RAY_AUTH_MODE"] = "token"
+        env.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+    return env
+
+
+def cluster_token_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """Joining a cluster: turn token authentication on when a token is at hand (``RAY_AUTH_TOKEN``,
+    ``RAY_AUTH_TOKEN_PATH`` or ~/.ray/auth_token) and the mode was not chosen, as Ray does for local clusters."""
+    env = os.environ if env is None else env
+    if "RAY_AUTH_MODE" not in env and (env.get("RAY_AUTH_TOKEN") or env.get("RAY_AUTH_TOKEN_PATH")
+                                       or DEFAULT_TOKEN_FILE.is_file()):
+        env["RAY_AUTH_MODE"] = "token"
+    return env
+
+
+def _pack(folder: pathlib.Path) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(folder, arcname=".")
+    return buffer.getvalue()
+
+
+def unpack_into(archive: bytes, target: pathlib.Path, origin: dict[str, str] | None = None) -> None:
+    """Unpack a gathered run directory into ``target`` (replacing it; only regular files and folders below it).
+    Paths in its result.json that pointed into the actor's scratch folder (``origin["path"]``) are made to point
+    into ``target``, and a note says where the episode ran."""
+    from pyrua_ros.agent.records import read_result, write_json
+
+    target = pathlib.Path(target)
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        tar.extractall(target, filter="data")
+    if origin is None or not (target / "result.json").is_file():
+        return
+    with contextlib.suppress(OSError, ValueError):
+        data = _relocate(read_result(target), origin["path"], str(target))
+        data.setdefault("notes", []).append(f"run on {origin['host']} in {origin['path']}; gathered by Ray")
+        write_json(target / "result.json", data)
+
+
+def _relocate(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return new + value[len(old):] if value == old or value.startswith(old + "/") else value
+    if isinstance(value, list):
+        return [_relocate(v, old, new) for v in value]
+    if isinstance(value, dict):
+        return {k: _relocate(v, old, new) for k, v in value.items()}
+    return value
+
+
+class EpisodeActor:
+    """The actor body (wrapped by ``ray.remote`` in :class:`RayEngine`): one EpisodeWorker for its lifetime."""
+
+    def __init__(self, slot: int, log_dir: str):
+        from pyrua_ros.evaluation.worker import EpisodeWorker, isolate_ros_domain
+
+        self.domain = isolate_ros_domain()
+        self.slot = slot
+        self.scratch = pathlib.Path(tempfile.mkdtemp(prefix=f"pyrua_eval_actor{slot}_"))
+        self.worker = EpisodeWorker(slot, pathlib.Path(log_dir) if _writable(log_dir) else self.scratch / "logs")
+
+    def info(self) -> dict[str, Any]:
+        import socket
+
+        return {"pid": os.getpid(), "host": socket.gethostname(), "ros_domain_id": self.domain}
+
+    def run(self, job: dict[str, Any], out_root: str, token: str, mode: str, statuses=None) -> dict[str, Any]:
+        """One episode; the summary, plus ``archive`` (gzipped tar of the run directory) when gathering.
+        ``statuses``: a Ray queue the per-turn agent status goes to (for the coordinator's live view)."""
+        shared = mode == "shared" or (mode == "auto" and _token_matches(out_root, token))
+        event: dict[str, Any] = {"event": "done", "worker": self.slot, "instance": job["instance"]}
+        on_status = None
+        if statuses is not None:
+            def on_status(status: dict[str, Any]) -> None:
+                with contextlib.suppress(Exception):
+                    statuses.put_nowait({"event": "status", "worker": self.slot, "status": status})
+        if shared:
+            event["summary"] = self.worker.run(job, on_status=on_status)
+            return event
+        local_out = self.scratch / "run"
+        if local_out.exists():
+            shutil.rmtree(local_out)
+        job = {**job, "out": str(local_out)}   # written here first, packed and returned below
+        try:
+            event["summary"] = self.worker.run(job, on_status=on_status)
+        finally:
+            if local_out.exists():
+                import socket
+
+                event["archive"] = _pack(local_out)
+                event["gathered_from"] = {"host": socket.gethostname(), "path": str(local_out)}
+        return event
+
+    def close(self) -> None:
+        self.worker.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _writable(folder: str) -> bool:
+    with contextlib.suppress(OSError):
+        pathlib.Path(folder).mkdir(parents=True, exist_ok=True)
+        return os.access(folder, os.W_OK)
+    return False
+
+
+def _token_matches(out_root: str, token: str) -> bool:
+    with contextlib.suppress(OSError):
+        return (pathlib.Path(out_root) / ".eval" / TOKEN_FILE).read_text().strip() == token
+    return False
+
+
+class RayEngine:
+    """``slots`` Ray actors; the same interface as :class:`~pyrua_ros.evaluation.local.LocalEngine`."""
+
+    name = "ray"
+
+    def __init__(self, slots: int | None, out: pathlib.Path, *, address: str | None = None,
+                 cpus_per_episode: float = 1.0, gpus_per_episode: float = 0.0, results: str = "auto",
+                 max_slots: int | None = None):
+        if results not in RESULT_MODES:
+            raise ValueError(f"--ray-results must be one of {', '.join(RESULT_MODES)}; got {results!r}")
+        self.slots = slots   # None: the cluster's CPUs / cpus_per_episode, at most max_slots
+        self.max_slots = max_slots
+        self.out = pathlib.Path(out).resolve()
+        self.address = address
+        self.cpus, self.gpus = cpus_per_episode, gpus_per_episode
+        self.results = results
+        self.token = secrets.token_hex(16)
+        self.actors: dict[int, Any] = {}
+        self.worker_info: list[dict[str, Any]] = []   # one entry per actor: slot, host, pid, ROS domain
+        self.running: dict[Any, int] = {}   # object ref -> slot
+        self.statuses = None
+        self.closing = False
+
+    def start(self) -> None:
+        if self.address:   # both are read when ray is imported: they must come first
+            cluster_token_environment()
+        else:
+            loopback_ray_environment()
+        import ray
+
+        token_path = self.out / ".eval" / TOKEN_FILE
+        token_path.parent.mkdir(parents=True, exist_ok=True)
+        token_path.write_text(self.token)
+        if self.address:
+            ray.init(address=self.address, logging_level="WARNING", log_to_driver=False)
+        else:
+            slots = self.slots or os.cpu_count() or 1
+            ray.init(num_cpus=max(1, int(slots * self.cpus + 0.999)), include_dashboard=False,
+                     logging_level="WARNING", log_to_driver=False, _node_ip_address="127.0.0.1")
+        if self.slots is None:
+            fit = int(ray.cluster_resources().get("CPU", 1) / self.cpus)
+            self.slots = max(1, min(fit, self.max_slots or fit))
+        from ray.util.queue import Queue
+
+        self.statuses = Queue(maxsize=1000, actor_options={"num_cpus": 0})
+        self._actor_class = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=0)(EpisodeActor)
+        self._new_actors(range(self.slots))
+
+    def _new_actors(self, slots) -> None:
+        """Start actors for ``slots`` and record where each runs (host, pid, ROS domain)."""
+        import ray
+
+        for slot in slots:
+            self.actors[slot] = self._actor_class.remote(slot, str(self.out / ".eval" / "logs"))
+        infos = {slot: self.actors[slot].info.remote() for slot in slots}
+        for slot, ref in infos.items():
+            with contextlib.suppress(Exception):
+                self.worker_info.append({"slot": slot, **ray.get(ref, timeout=300)})
+
+    def submit(self, slot: int, job: dict[str, Any]) -> bool:
+        ref = self.actors[slot].run.remote(job, str(self.out), self.token, self.results, self.statuses)
+        self.running[ref] = slot
+        return True
+
+    def _interrupt_running(self) -> None:
+        import socket
+
+        import ray
+
+        here = socket.gethostname()
+        where = {info["slot"]: info for info in self.worker_info}   # the newest actor of each slot
+        for ref, slot in list(self.running.items()):
+            info = where.get(slot, {})
+            if info.get("host") == here and info.get("pid"):
+                with contextlib.suppress(OSError):
+                    os.kill(info["pid"], signal.SIGTERM)   # the episode's own handler: an "interrupted" record
+            else:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=False)
+
+    def poll(self, timeout: float) -> list[dict[str, Any]]:
+        import ray
+        from ray.exceptions import RayActorError, RayTaskError
+
+        events = []
+        with contextlib.suppress(Exception):   # per-turn statuses, best effort
+            events += self.statuses.get_nowait_batch(self.statuses.qsize())
+        if not self.running:
+            time.sleep(min(timeout, 0.2))
+            return events
+        ready, _ = ray.wait(list(self.running), num_returns=len(self.running), timeout=timeout)
+        for ref in ready:
+            slot = self.running.pop(ref)
+            try:
+                events.append(ray.get(ref))
+            except (RayActorError, RayTaskError) as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                events.append({"event": "crash", "worker": slot, "instance": None, "detail": f"Ray: {first}"})
+                if not self.closing:
+                    with contextlib.suppress(Exception):
+                        ray.kill(self.actors[slot])
+                    self._new_actors([slot])
+        return events
+
+    def close(self, *, interrupted: bool) -> None:
+        """When ``interrupted``, end running episodes as ``interrupted`` (SIGTERM to actors on this machine, a
+        task cancel elsewhere) and give them a minute to write their records; then stop every actor's driver, end
+        the actors, and disconnect (a private Ray instance ends with it)."""
+        import ray
+
+        self.closing = True
+        if interrupted and self.running:
+            self._interrupt_running()
+            with contextlib.suppress(Exception):
+                ray.wait(list(self.running), num_returns=len(self.running), timeout=60.0)
+        closing = []
+        for actor in self.actors.values():
+            with contextlib.suppress(Exception):
+                closing.append(actor.close.remote())
+        with contextlib.suppress(Exception):
+            ray.wait(closing, num_returns=len(closing), timeout=60.0)
+        for actor in self.actors.values():
+            with contextlib.suppress(Exception):
+                ray.kill(actor)
+        with contextlib.suppress(Exception):
+            self.statuses.shutdown()
+        if ray.is_initialized():
+            ray.shutdown()
+        with contextlib.suppress(OSError):
+            (self.out / ".eval" / TOKEN_FILE).unlink()

@@ -1,0 +1,191 @@
+"""An evaluation worker: one episode host (driver node and ROS backend) kept open across episodes.
+
+:class:`EpisodeWorker` is the part shared by both engines: a local worker process (``python -m
+pyrua_ros.evaluation.worker``, driven over two pipes by :mod:`pyrua_ros.evaluation.local`) and a Ray actor
+(:mod:`pyrua_ros.evaluation.ray_engine`). Each job is one ``play`` episode to which the worker lends its open
+:class:`~pyrua_ros.agent.episode.EpisodeHost` (``play(cfg, host=...)``): the episode resets the driver to its
+(suite, task, seed) and gets a fresh robot host, cell kernel and runtime; the host stays open. It is opened again
+when its driver died, when an episode needs another driver or clock, and after an episode that could not boot.
+The slice of the driver's log written during an episode is appended to that episode's ``host.log``.
+
+Every worker process runs on loopback DDS and claims a ROS domain of its own *before* rclpy is imported
+(:func:`isolate_ros_domain`), so parallel workers never see each other's nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import pathlib
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pyrua_ros.driver.rosenv import claim_domain_id, default_to_localhost, die_with_parent
+from pyrua_ros.evaluation.jobs import config_from_json, episode_summary
+
+
+def isolate_ros_domain() -> int:
+    """Loopback discovery (unless set) and a ROS domain id claimed by this process; must precede ``import rclpy``.
+
+    An inherited ``ROS_DOMAIN_ID`` is replaced: workers that shared one would see each other's drivers."""
+    if "rclpy" in sys.modules:
+        raise RuntimeError("rclpy was imported before this worker chose its ROS domain")
+    default_to_localhost()
+    domain = claim_domain_id()
+    os.environ["ROS_DOMAIN_ID"] = str(domain)
+    return domain
+
+
+class _StatusRelay:
+    """The ``progress`` object ``play`` reports to: forwards the agent status after every turn to a callback
+    (phases and the per-second ticks stay in the worker)."""
+
+    def __init__(self, callback: Callable[[dict[str, Any]], None]):
+        self.callback = callback
+
+    def turn(self, status: dict[str, Any]) -> None:
+        with contextlib.suppress(Exception):
+            self.callback(dict(status))
+
+    def phase(self, name: str, detail: str = "", *, elapsed_s: float | None = None) -> None:
+        pass
+
+    def tick(self, status: dict[str, Any]) -> None:
+        pass
+
+    def message(self, text: str, *, elapsed_s: float | None = None) -> None:
+        pass
+
+
+class EpisodeWorker:
+    """Runs episode jobs one after another on an episode host of its own (see the module docstring)."""
+
+    def __init__(self, worker_id: int, log_dir: pathlib.Path):
+        self.worker_id = worker_id
+        self.log_dir = pathlib.Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.host = None
+        self._host_key: tuple | None = None
+        self.driver_starts = 0
+
+    @property
+    def driver_log(self) -> pathlib.Path:
+        return self.log_dir / f"worker-{self.worker_id}-driver.log"
+
+    def _close_host(self) -> None:
+        if self.host is not None:
+            with contextlib.suppress(Exception):
+                self.host.close()
+        self.host, self._host_key = None, None
+
+    def _open_host(self, episode) -> None:
+        """An open host for ``episode`` (EpisodeSettings): the current one, or a new one when the driver or its
+        clock differ or the driver died."""
+        from pyrua_ros.agent.episode import EpisodeHost
+
+        key = (episode.driver, episode.clock)
+        driver = self.host.driver if self.host is not None else None
+        if self.host is not None and (key != self._host_key or (driver is not None and not driver.alive())):
+            self._close_host()
+        if self.host is None:
+            host = EpisodeHost(episode)
+            try:
+                host.open(self.driver_log)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    host.close()
+                raise
+            self.host, self._host_key = host, key
+            self.driver_starts += host.driver is not None
+
+    def run(self, job: dict[str, Any], on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Run one job's episode (``job["out"]``, if given, replaces its run directory); returns
+        :func:`episode_summary` of the result.json it wrote."""
+        from pyrua_ros.agent.episode import play
+        from pyrua_ros.agent.records import read_result
+
+        cfg = config_from_json(job["config"], out=job.get("out"))
+        progress = _StatusRelay(on_status) if on_status else None
+        t0 = time.monotonic()
+        offset = self.driver_log.stat().st_size if self.driver_log.exists() else 0
+        try:
+            self._open_host(cfg.episode)
+            play(cfg, progress=progress, host=self.host)
+        finally:
+            if self.host is not None and self.host.driver is not None:
+                self._copy_driver_log(offset, pathlib.Path(cfg.out) / "host.log")
+        summary = episode_summary(read_result(cfg.out))
+        if summary["status"] == "boot_error":
+            self._close_host()   # it may be wedged; the next episode opens a fresh one
+        summary["worker_wall_s"] = round(time.monotonic() - t0, 3)
+        summary["driver_starts"] = self.driver_starts
+        return summary
+
+    def _copy_driver_log(self, offset: int, target: pathlib.Path) -> None:
+        with contextlib.suppress(OSError):
+            with open(self.driver_log, "rb") as src:
+                src.seek(offset)
+                chunk = src.read()
+            if chunk:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "ab") as dst:
+                    dst.write(chunk)
+
+    def close(self) -> None:
+        """Close the host: the ROS backend, then the driver (a clean ROS shutdown first)."""
+        self._close_host()
+
+
+# ---------------------------------------------------------------------------------------------------- process
+def _raise_interrupt(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A local worker process: read job lines from ``--jobs-fd`` until EOF, write event lines to ``--events-fd``."""
+    parser = argparse.ArgumentParser(prog="python -m pyrua_ros.evaluation.worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", type=int, required=True, help="worker index")
+    parser.add_argument("--jobs-fd", type=int, required=True, help="file descriptor job lines arrive on")
+    parser.add_argument("--events-fd", type=int, required=True, help="file descriptor event lines go to")
+    parser.add_argument("--log-dir", type=pathlib.Path, required=True, help="folder of the worker's driver log")
+    args = parser.parse_args(argv)
+    die_with_parent()   # PR_SET_PDEATHSIG: the coordinator's death ends this worker (and so its driver)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupt)
+    domain = isolate_ros_domain()
+    events = os.fdopen(args.events_fd, "w", buffering=1, encoding="utf-8")
+    jobs = os.fdopen(args.jobs_fd, "r", encoding="utf-8")
+
+    def emit(event: str, **fields: Any) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            events.write(json.dumps({"event": event, "worker": args.worker, **fields}, default=str) + "\n")
+
+    worker = EpisodeWorker(args.worker, args.log_dir)
+    emit("ready", pid=os.getpid(), ros_domain_id=domain)
+    try:
+        for line in jobs:
+            job = json.loads(line)
+            emit("start", instance=job["instance"], attempt=job.get("attempt", 1))
+            try:
+                summary = worker.run(job, on_status=lambda st, inst=job["instance"]: emit("status", instance=inst,
+                                                                                         status=st))
+            except Exception as exc:   # the episode writes its own record; this is the worker's failure
+                emit("done", instance=job["instance"], error=f"{type(exc).__name__}: {exc}", summary=None)
+                continue
+            emit("done", instance=job["instance"], summary=summary)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        worker.close()
+        with contextlib.suppress(OSError):
+            events.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,450 @@
+"""``pyrualean eval``: instance sets, refusal of bad input before anything boots, the manifest, and real evaluations
+through the CLI: the fake arm on two local workers (interrupted, then resumed without re-running finished episodes),
+the LIBERO sim on two workers, and the same fake-arm set through a local Ray cluster bound to loopback only.
+
+Episodes are the replay runtime running the packaged example programs, judged by each driver's success check.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import pathlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+import pytest
+
+from pyrua_ros.agent.schema import SettingError
+from pyrua_ros.evaluation import instances as I
+from pyrua_ros.evaluation.jobs import config_from_json, config_to_json
+from pyrua_ros.evaluation.manifest import Manifest, ManifestMismatch
+from pyrua_ros.evaluation.runner import finished_summary
+from pyrua_ros.testing import spin_until
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FAKE_SET = ["--arm", "cells", "--driver", "fake", "--suite", "fake_table", "--task", "0", "--seed", "0-2",
+            "--no-video", "--no-record"]
+
+
+def eval_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pyrua_ros.cli.main", "eval", *args]
+
+
+def run_eval(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(eval_command(*args), cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def episode_lines(text: str, what: str) -> int:
+    """How many plain progress lines say a worker started (``start``) or ended (``done``) an episode."""
+    return len(re.findall(rf"^\[eval\] w\d+ {what} ", text, flags=re.M))
+
+
+def results(out: pathlib.Path) -> dict[str, dict]:
+    """``suite:task:seed`` -> result.json of every episode under an evaluation directory."""
+    found = {}
+    for path in sorted(out.glob("*/*/*/result.json")):
+        data = json.loads(path.read_text())
+        found[f"{data['suite']}:{data['task']}:{data['seed']}"] = data
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------- instance sets
+def test_index_lists_and_named_sets():
+    assert I.parse_index_list("0-2,5, 7", "task") == [0, 1, 2, 5, 7]
+    assert I.parse_index_list([3, "1-2", 3], "seed") == [1, 2, 3]
+    assert I.parse_index_list("all", "task", upper=3) == [0, 1, 2]
+    for bad in ("3-1", "x", True):
+        with pytest.raises(SettingError):
+            I.parse_index_list(bad, "task")
+    assert I.expand_suites(["libero", "libero_goal", "libero_pro_swap"]) == [
+        "libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_spatial_swap", "libero_object_swap",
+        "libero_goal_swap", "libero_10_swap"]
+    assert len(I.NAMED_SETS["libero_pro"]) == 16
+    instances = I.build_instances("sim", ["libero_goal"], "all", "0-1")
+    assert len(instances) == 20 and instances[1] == I.Instance("libero_goal", 0, 1)
+    assert I.Instance("libero_goal", 3, 7).run_dir(pathlib.Path("/o")) == pathlib.Path("/o/libero_goal/3/7")
+
+
+def test_instance_files(tmp_path):
+    (tmp_path / "set.yaml").write_text("instances:\n  - {suite: fake_table, task: 0-1, seed: 0}\n"
+                                       "  - {suite: fake_table, task: 1, seed: [0, 2]}\n")
+    assert I.load_instance_file(tmp_path / "set.yaml", "fake") == [
+        I.Instance("fake_table", 0, 0), I.Instance("fake_table", 1, 0), I.Instance("fake_table", 1, 2)]
+    (tmp_path / "set.json").write_text(json.dumps([{"suite": "libero_goal", "task": 8}]))
+    assert I.load_instance_file(tmp_path / "set.json", "sim") == [I.Instance("libero_goal", 8, 0)]
+    (tmp_path / "bad.yaml").write_text("- {suite: fake_table, tasks: 0}\n")
+    with pytest.raises(SettingError, match=r"unknown key\(s\) \['tasks'\]; valid keys: suite, task, seed"):
+        I.load_instance_file(tmp_path / "bad.yaml", "fake")
+    (tmp_path / "broken.yaml").write_text("- {suite: [\n")
+    with pytest.raises(SettingError, match="is not valid YAML/JSON"):
+        I.load_instance_file(tmp_path / "broken.yaml", "fake")
+
+
+def test_job_config_round_trip(tmp_path):
+    """A job carries play's settings tree in the schema's JSON form and comes back equal (paths, dicts)."""
+    from pyrua_ros.agent.config import AgentSettings, EpisodeSettings, ModelSettings, OutputSettings, PlayConfig
+
+    cfg = PlayConfig(episode=EpisodeSettings(task=8, clock="realtime"), agent=AgentSettings(replay=tmp_path / "p.py"),
+                     model=ModelSettings(extra_body={"top_k": 20}), output=OutputSettings(out=tmp_path / "o"))
+    data = json.loads(json.dumps(config_to_json(cfg)))
+    assert data["episode"]["task"] == 8 and data["output"]["out"] == str(tmp_path / "o")
+    assert config_from_json(data) == cfg
+    assert config_from_json(data, out=str(tmp_path / "x")).out == tmp_path / "x"
+    with pytest.raises(SettingError, match=r"episode\.nope is not a setting of PlayConfig"):
+        config_from_json({"episode": {"nope": 1}})
+
+
+# ---------------------------------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(("args", "message"), [
+    (["--suite", "libero_nope"], "unknown suite 'libero_nope' for --driver sim; valid suites: libero_spatial, "),
+    (["--suite", "libero_goal", "--task", "10"],
+     "--task 10 is out of range for suite 'libero_goal': valid tasks are 0..9"),
+    (["--suite", "libero_goal", "--seed", "-1"], "--seed -1 is invalid: the seed is an integer >= 0"),
+    (["--suite", "fake_table", "--driver", "fake", "--task", "2"], "valid tasks are 0..1"),
+    (["--instances", "/nonexistent/set.yaml"], "--instances /nonexistent/set.yaml: no such file"),
+    (["--suite", "libero_goal", "--task", "8", "--runtime", "openai", "--base-url", "http://127.0.0.1:{port}/v1"],
+     "--base-url http://127.0.0.1:{port}/v1: no model server answers at http://127.0.0.1:{port}/v1/models"),
+    (["--suite", "libero_goal", "--task", "0"], "no example program for libero_goal task 0; available: "),
+    (["--suite", "fake_table", "--driver", "fake", "--backend", "ray", "--address", "127.0.0.1:{port}"],
+     "--address 127.0.0.1:{port}: no Ray head answers"),
+    (["--suite", "libero_goal", "--task", "8", "--workers", "0"], "--workers must be at least 1"),
+])
+def test_bad_input_is_refused_before_anything_boots(tmp_path, args, message, capsys):
+    """Each refusal is one line naming the valid values, exit 2, and nothing written or started (the command runs
+    in this process: a worker would be a child of it)."""
+    from pyrua_ros.cli.main import main
+
+    with socket.socket() as s:   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [a.replace("{port}", str(port)) for a in args]
+    out = tmp_path / "out"
+    children = set(psutil.Process().children(recursive=True))
+    assert main(["eval", "--arm", "cells", "--out", str(out), *args]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pyrualean eval: error: "), lines
+    assert message.replace("{port}", str(port)) in lines[0]
+    assert not out.exists()   # nothing was written: no manifest, no worker, no node
+    assert set(psutil.Process().children(recursive=True)) <= children
+
+
+def test_the_command_line_refuses_in_about_a_second(tmp_path, record_property):
+    """The whole command, interpreter start included, for a task out of range (the check that needs the
+    simulator's task counts). The time is recorded, not asserted: these machines are shared."""
+    t0 = time.monotonic()
+    proc = run_eval("--arm", "cells", "--out", str(tmp_path / "out"), "--suite", "libero_goal", "--task", "10",
+                    timeout=120)
+    record_property("refusal_wall_s", round(time.monotonic() - t0, 3))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_manifest_refuses_other_options_and_other_code(tmp_path):
+    options = {"arm": "cells", "runtime": "replay", "base_url": None, "suite": "x", "out": tmp_path}
+    manifest = Manifest.open(tmp_path / "e", options)
+    run = manifest.begin_run(["a:0:0"], argv=["eval"], backend="local", workers=1, skipped=0)
+    manifest.end_run(run, outcome="finished", episodes_run=1)
+    assert "suite" not in manifest.data["options"] and manifest.data["options"]["arm"] == "cells"
+    # where the model server is, and the per-episode values, may change on resume
+    Manifest.open(tmp_path / "e", {**options, "base_url": "http://127.0.0.1:30001/v1", "suite": "y"})
+    with pytest.raises(ManifestMismatch, match=r"other agent options \(arm: 'cells' then, 'program' now\)"):
+        Manifest.open(tmp_path / "e", {**options, "arm": "program"})
+    data = json.loads((tmp_path / "e" / "eval.json").read_text())
+    data["code"]["git_commit"] = "0" * 40
+    (tmp_path / "e" / "eval.json").write_text(json.dumps(data))
+    with pytest.raises(ManifestMismatch, match="evaluated by other code"):
+        Manifest.open(tmp_path / "e", options)
+    assert Manifest.open(tmp_path / "e", options, allow_code_change=True).data["code_history"]
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    with pytest.raises(ManifestMismatch, match=r"non-empty directory without eval\.json"):
+        Manifest.open(tmp_path / "busy", options)
+
+
+def test_finished_means_a_record_that_is_not_an_infrastructure_failure(tmp_path):
+    instance = I.Instance("fake_table", 0, 0)
+    run_dir = instance.run_dir(tmp_path)
+    assert finished_summary(instance, tmp_path) is None
+    run_dir.mkdir(parents=True)
+    record = {"schema": "pyrualean-episode-v2", "suite": "fake_table", "task": 0, "seed": 0,
+              "environment_success": False}
+    for status, finished in (("error", False), ("boot_error", False), ("planner_error", False), ("killed", False),
+                             ("timeout", True), ("call_budget", True), ("completed", True)):
+        (run_dir / "result.json").write_text(json.dumps({**record, "status": status}))
+        assert (finished_summary(instance, tmp_path) is not None) is finished, status
+    (run_dir / "result.json").write_text(json.dumps({**record, "status": "completed", "seed": 1}))
+    assert finished_summary(instance, tmp_path) is None   # another instance's record is not this one's
+
+
+# ---------------------------------------------------------------------------------------------------- real evaluations
+def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
+    out = []
+    for p in processes:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+@pytest.mark.slow
+def test_fake_arm_eval_on_two_workers_interrupted_and_resumed(tmp_path):
+    out, log_path = tmp_path / "fake", tmp_path / "first.log"
+    args = [*FAKE_SET, "--workers", "2", "--out", str(out)]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(eval_command(*args), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        assert spin_until(lambda: episode_lines(log_path.read_text(), "done") >= 1 or proc.poll() is not None, 300), \
+            log_path.read_text()
+        descendants = psutil.Process(proc.pid).children(recursive=True)   # workers and their driver nodes
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(180) == 130, log_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    first = log_path.read_text()
+    assert not _alive(descendants), f"left running: {_alive(descendants)}"
+    assert len(descendants) >= 4   # two workers, each with its own driver
+    done = {k: r for k, r in results(out).items() if r["status"] == "completed"}
+    assert 1 <= len(done) < 3, first
+    assert all(r["environment_success"] for r in done.values())
+    for key, r in results(out).items():   # every episode that had started says what happened to it
+        if key not in done:
+            assert r["status"] in ("error", "boot_error") and r["reason"] == "interrupted", r
+    stamps = {k: (out / k.replace(":", "/") / "result.json").stat().st_mtime_ns for k in done}
+
+    second = run_eval(*args, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert f"{len(done)} already finished" in second.stderr
+    for key in done:   # finished episodes were not run again
+        assert f"start {key}" not in second.stderr
+        assert (out / key.replace(":", "/") / "result.json").stat().st_mtime_ns == stamps[key]
+    final = results(out)
+    assert sorted(final) == [f"fake_table:0:{s}" for s in range(3)]
+    assert all(r["status"] == "completed" and r["environment_success"] for r in final.values())
+    assert all(r["host"]["boot_options"]["driver"] == "fake" for r in final.values())
+    assert "fake_table" in second.stdout and "100.0%" in second.stdout   # the closing report
+    manifest = json.loads((out / "eval.json").read_text())
+    assert [r["outcome"] for r in manifest["runs"]] == ["interrupted", "finished"]
+    assert manifest["runs"][1]["skipped_finished"] == len(done)
+    for run in manifest["runs"]:   # the resumed run has as many workers as episodes left (1 or 2)
+        domains = [w["ros_domain_id"] for w in run["workers_info"]]
+        assert len(set(domains)) == len(domains) == run["workers"] and str(domains[0]) != os.environ["ROS_DOMAIN_ID"]
+    assert manifest["runs"][0]["workers"] == 2
+
+
+@pytest.mark.slow
+def test_libero_eval_on_two_workers(tmp_path):
+    """Two LIBERO episodes at once, each on its own sim node and ROS domain, judged by the benchmark's check."""
+    out = tmp_path / "libero"
+    proc = run_eval("--arm", "cells", "--suite", "libero_goal", "--task", "1,8", "--seed", "0", "--workers", "2",
+                    "--out", str(out), "--no-video", "--no-record", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    final = results(out)
+    assert sorted(final) == ["libero_goal:1:0", "libero_goal:8:0"]
+    assert all(r["status"] == "completed" and r["environment_success"] for r in final.values()), final
+    manifest = json.loads((out / "eval.json").read_text())
+    assert len({w["ros_domain_id"] for w in manifest["runs"][0]["workers_info"]}) == 2
+    for key in final:   # each episode's host.log holds its slice of the shared sim node's log
+        assert "sim" in (out / key.replace(":", "/") / "host.log").read_text()
+    assert "libero_goal" in proc.stdout and "2/2 done" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------------- Ray
+def _socket_table() -> dict[int, tuple[str, str, str]]:
+    """inode -> (protocol, local address, state) for every TCP/UDP socket of this network namespace."""
+    table = {}
+    for proto in ("tcp", "tcp6", "udp", "udp6"):
+        with open(f"/proc/net/{proto}") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                host_hex = fields[1].split(":")[0]
+                raw = bytes.fromhex(host_hex)
+                if len(raw) == 4:
+                    address = ipaddress.IPv4Address(raw[::-1])
+                else:   # four little-endian 32-bit words
+                    address = ipaddress.IPv6Address(b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+                table[int(fields[9])] = (proto, str(address), fields[3])
+    return table
+
+
+def _is_loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def non_loopback_sockets(processes: list[psutil.Process]) -> list[str]:
+    """Sockets of ``processes`` bound to a non-loopback address: every TCP socket, and UDP sockets of processes
+    that are not ROS nodes (DDS in the episode actors and driver nodes is kept local by its discovery range)."""
+    table = _socket_table()
+    bad = []
+    for p in processes:
+        try:
+            cmdline = " ".join(p.cmdline())
+            fds = os.listdir(f"/proc/{p.pid}/fd")
+        except (psutil.NoSuchProcess, FileNotFoundError, PermissionError):
+            continue
+        runs_ros = "EpisodeActor" in cmdline or "pyrua_ros.nodes" in cmdline
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{p.pid}/fd/{fd}")
+            except OSError:
+                continue
+            if not target.startswith("socket:["):
+                continue
+            entry = table.get(int(target[8:-1]))
+            if entry is None or (entry[0].startswith("udp") and runs_ros):
+                continue
+            if not _is_loopback(entry[1]):
+                bad.append(f"{p.pid} {cmdline[:80]!r}: {entry}")
+    return bad
+
+
+@pytest.fixture
+def ray_head(tmp_path):
+    """A local Ray head with two CPUs: every Ray server on 127.0.0.1, no dashboard, no usage statistics."""
+    from pyrua_ros.bringup.process import stop_process_groups
+    from pyrua_ros.evaluation.ray_engine import loopback_ray_environment
+
+    env = loopback_ray_environment(dict(os.environ))
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")   # short: Ray's socket paths must fit 107 bytes
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log_path = tmp_path / "ray-head.log"
+    with open(log_path, "w") as log:
+        head = subprocess.Popen([str(pathlib.Path(sys.executable).parent / "ray"), "start", "--head", "--block",
+                                 "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
+                                 "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", temp],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        assert spin_until(lambda: "Ray runtime started" in log_path.read_text() or head.poll() is not None, 180), \
+            log_path.read_text()[-3000:]
+        yield {"address": f"127.0.0.1:{port}", "env": env, "process": head}
+    finally:
+        stop_process_groups([head], sigint_grace_s=20.0)
+        leftovers = [p.pid for p in psutil.process_iter(["cmdline"]) if temp in " ".join(p.info["cmdline"] or [])]
+        for pid in leftovers:   # our head's processes only: they carry our private temp dir
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        __import__("shutil").rmtree(temp, ignore_errors=True)
+        assert not leftovers, f"Ray processes outlived the head: {leftovers}"
+
+
+@pytest.mark.slow
+def test_fake_arm_eval_through_a_local_ray_cluster(tmp_path, ray_head):
+    out, log_path = tmp_path / "ray", tmp_path / "eval.log"
+    args = [*FAKE_SET, "--backend", "ray", "--address", ray_head["address"], "--out", str(out)]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(eval_command(*args), cwd=ROOT, env=ray_head["env"], stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        # while both actors run episodes: every socket of the cluster and of the coordinator is on loopback
+        assert spin_until(lambda: episode_lines(log_path.read_text(), "start") >= 2 or proc.poll() is not None, 300), \
+            log_path.read_text()
+        tree = [psutil.Process(ray_head["process"].pid), psutil.Process(proc.pid)]
+        tree += [c for p in list(tree) for c in p.children(recursive=True)]
+        assert any("raylet" in " ".join(p.cmdline()) for p in _alive(tree))
+        assert non_loopback_sockets(_alive(tree)) == []
+        assert proc.wait(600) == 0, log_path.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    final = results(out)
+    assert sorted(final) == [f"fake_table:0:{s}" for s in range(3)]
+    assert all(r["status"] == "completed" and r["environment_success"] for r in final.values())
+    run = json.loads((out / "eval.json").read_text())["runs"][0]
+    assert run["backend"] == "ray" and run["workers"] == "cluster" and len(run["workers_info"]) == 2
+    assert len({w["ros_domain_id"] for w in run["workers_info"]}) == 2
+    assert "3/3 done" in log_path.read_text()
+
+
+def test_gathered_run_directories_land_in_out_with_their_paths_moved(tmp_path):
+    """--ray-results gather: an actor on another machine packs its scratch run directory; the coordinator unpacks
+    it at the instance's place in OUT and makes the record's paths point there."""
+    from pyrua_ros.evaluation import ray_engine as E
+
+    scratch = tmp_path / "node-b" / "run"
+    (scratch / "card").mkdir(parents=True)
+    (scratch / "card" / "agentview_high.png").write_bytes(b"png")
+    (scratch / "result.json").write_text(json.dumps({
+        "suite": "fake_table", "task": 0, "seed": 0, "notes": [],
+        "prompt": {"images": [str(scratch / "card" / "agentview_high.png")]}, "reason": str(scratch) + "x"}))
+    target = tmp_path / "out" / "fake_table" / "0" / "0"
+    target.mkdir(parents=True)
+    (target / "stale.txt").write_text("from an earlier attempt")
+    E.unpack_into(E._pack(scratch), target, {"host": "node-b", "path": str(scratch)})
+    record = json.loads((target / "result.json").read_text())
+    assert record["prompt"]["images"] == [str(target / "card" / "agentview_high.png")]
+    assert record["reason"] == str(scratch) + "x"   # only whole path prefixes move
+    assert record["notes"] == [f"run on node-b in {scratch}; gathered by Ray"]
+    assert (target / "card" / "agentview_high.png").read_bytes() == b"png" and not (target / "stale.txt").exists()
+    (tmp_path / "out" / ".eval").mkdir()
+    (tmp_path / "out" / ".eval" / E.TOKEN_FILE).write_text("abc")
+    assert E._token_matches(str(tmp_path / "out"), "abc") and not E._token_matches(str(tmp_path / "elsewhere"), "abc")
+
+
+# ---------------------------------------------------------------------------------------------------- progress
+def test_progress_plain_lines_and_live_view():
+    import io
+
+    from rich.console import Console
+
+    from pyrua_ros.evaluation.progress import EvalProgress
+
+    stream = io.StringIO()
+    progress = EvalProgress(5, 2, finished_before=2, successes_before=1, stream=stream, tty=False)
+    progress.start()
+    progress.episode_started(0, "libero_goal:1:0")
+    progress.episode_started(1, "libero_goal:8:0", attempt=2)
+    progress.episode_status(0, {"turn": 3, "steps": 120, "tokens": 15400, "last": "python: moved"})
+    progress.episode_done(1, "libero_goal:8:0", {"status": "boot_error", "worker_wall_s": 12.0}, final=False)
+    progress.episode_done(0, "libero_goal:1:0", {"status": "completed", "environment_success": True,
+                                                 "worker_wall_s": 75.0})
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "[eval] starting: 3 episode(s) to run on 2 worker(s), 2 already finished"
+    assert lines[2] == "[eval] w1 start libero_goal:8:0 (attempt 2)"
+    assert lines[3].startswith("[eval] w1 done libero_goal:8:0: boot_error no success in 12s -> retrying | 2/5 done")
+    assert lines[4].startswith("[eval] w0 done libero_goal:1:0: completed success in 1m15s | 3/5 done | "
+                               "success 2/3 (66.7%)")
+    assert "ETA" in lines[4] and "ETA -" not in lines[4]   # one episode ended in this run: a pace exists
+
+    live = EvalProgress(4, 2, stream=io.StringIO(), tty=True)
+    live.episode_started(1, "libero_goal_swap:3:0")
+    live.episode_status(1, {"turn": 7, "steps": 410, "tokens": 52000, "last": "python: grasped the bowl"})
+    console = Console(record=True, width=140, file=io.StringIO())
+    console.print(live)
+    screen = console.export_text()
+    assert "0/4 done | success 0/0 (-)" in screen and "ETA -" in screen
+    row = next(line for line in screen.splitlines() if "libero_goal_swap:3:0" in line)
+    assert row.split()[:5] == ["w1", "libero_goal_swap:3:0", "7", "410", "52.0k"] and "grasped the bowl" in row
+    assert any(line.split()[:2] == ["w0", "idle"] for line in screen.splitlines())
+
+
+def test_workers_keep_their_task_when_they_can():
+    """A reset to the driver's current (suite, task) reuses the simulator's scene: the coordinator hands each
+    worker more of its own task, and a fresh worker a task nobody holds."""
+    from pyrua_ros.evaluation.runner import Coordinator
+
+    coordinator = Coordinator(pathlib.Path("/nonexistent"), {}, engine=None, progress=None)
+    coordinator.todo.extend((I.Instance("libero_goal", t, s), 1) for t in (1, 8) for s in (0, 1))
+    first = coordinator._next_for(0)[0]
+    coordinator.slot_task[0] = (first.suite, first.task)
+    second = coordinator._next_for(1)[0]
+    coordinator.slot_task[1] = (second.suite, second.task)
+    assert (first.task, second.task) == (1, 8)
+    assert coordinator._next_for(1)[0] == I.Instance("libero_goal", 8, 1)
+    assert coordinator._next_for(0)[0] == I.Instance("libero_goal", 1, 1)
