@@ -141,6 +141,8 @@ def test_double_ctrl_c_leaves_no_process_kernel_included(tmp_path):
 
         def kernel_started():   # the kernel worker: the agent's isolated interpreter (started after boot)
             nonlocal kernel
+            if not (tmp_path / "run" / "result.json").exists():   # before the run began, a bwrap is the sandbox's
+                return proc.poll() is not None                      # own probe, not the kernel
             agent = next((p for p in descendants(proc.pid) if "pyrua_ros.nodes.agent_node" in cmdline(p)), None)
             kernel = next((p for p in descendants(agent) if " -I -B -S " in cmdline(p) or "bwrap" in cmdline(p)),
                           None) if agent else None
