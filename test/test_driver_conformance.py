@@ -78,5 +78,8 @@ def test_check_driver_cli_prints_the_table_and_fails_without_a_driver():
                           "--skip-sim-interfaces"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
     assert "no publisher on /nobody_here/joint_states" in out.stdout
+    # the probe's own action clients are no server
+    assert "no action server /nobody_here/arm_controller/follow_joint_trajectory" in out.stdout
+    assert "not run: nothing publishes the joint states" in out.stdout          # no timeouts against nobody
     assert "NOT conformant" in out.stdout.splitlines()[-1]
     assert "Traceback" not in out.stderr

@@ -108,9 +108,12 @@ class Probe:
         return dict(self.node.get_service_names_and_types())
 
     def actions(self) -> dict[str, list[str]]:
+        """Actions that have a server, with their types. The graph lists an action for a client alone too (the
+        probe's own clients among them); only a server publishes ``<action>/_action/status``."""
         from rclpy.action.graph import get_action_names_and_types
 
-        return dict(get_action_names_and_types(self.node))
+        return {name: types for name, types in get_action_names_and_types(self.node)
+                if self.node.get_publishers_info_by_topic(f"{name}/_action/status")}
 
     def wait_graph(self, pred: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
