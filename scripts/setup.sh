@@ -4,7 +4,7 @@
 # Creates .venv/ at the repository root with the pinned ROS 2 kilted wheels, LIBERO-PRO, the agent's
 # dependencies and pyrua_ros itself (editable); builds the interface packages PyPI lacks (control_msgs,
 # tf2_msgs) from interfaces/ into the venv; installs the apt packages headless EGL rendering, OpenCV and
-# the interface build need. Idempotent: every stage is skipped when its inputs did not change, so a
+# the interface build need, and the pinned agent CLIs (Codex, Claude Code) from npm into .venv/npm. Idempotent: every stage is skipped when its inputs did not change, so a
 # second run takes seconds.
 #
 # With --jazzy it also makes .venv-jazzy/: the ROS 2 Jazzy wheels (rclpy 7.1.6), the interface packages built
@@ -110,13 +110,37 @@ fi
 
 "$VPY" "$ROOT/scripts/install_data_files.py" --prefix "$VENV" >/dev/null
 
-# 7. Smoke check ------------------------------------------------------------------------------------
+# 7. The agent CLIs of the codex / claude runtimes, pinned, from the npm registry into .venv/npm ---------------
+# A project-local prefix (nothing global). Both packages carry their native binaries; the machine's Node.js
+# (Debian's nodejs/npm when there is none) only runs npm and Codex's launcher.
+if ! command -v npm >/dev/null; then
+  say "apt: installing nodejs npm"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+fi
+npm_hash=$(hash_of "$ROOT/scripts/npm-tools.txt")
+NPM_PREFIX="$VENV/npm"
+if ! stamp_ok npm "$npm_hash" || [[ ! -x "$NPM_PREFIX/node_modules/.bin/codex" || ! -x "$NPM_PREFIX/node_modules/.bin/claude" ]]; then
+  say "npm: installing $(grep -v '^#' "$ROOT/scripts/npm-tools.txt" | xargs) into $NPM_PREFIX (about 800 MB)"
+  mkdir -p "$NPM_PREFIX"
+  grep -v '^#' "$ROOT/scripts/npm-tools.txt" | xargs npm install --prefix "$NPM_PREFIX" --no-audit --no-fund \
+    --no-save --loglevel=error 2>&1 | { grep -v "EBADENGINE\|install-scripts\|^npm warn *$\|npm warn   \|npm warn }" || true; }
+  stamp_set npm "$npm_hash"
+else
+  say "npm: agent CLIs unchanged"
+fi
+for tool in codex claude; do
+  "$NPM_PREFIX/node_modules/.bin/$tool" --version >/dev/null || { echo "setup: $tool does not run" >&2; exit 1; }
+done
+
+# 8. Smoke check ------------------------------------------------------------------------------------
 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST "$VPY" -c \
   "import rclpy, control_msgs.action, tf2_msgs.msg, libero.libero, pyrua_ros" \
   || { echo "setup: import check failed" >&2; exit 1; }
 say "done: $(du -sh "$VENV" | cut -f1) in .venv"
 
-# 8. On request: the Jazzy venv --------------------------------------------------------------------
+# 9. On request: the Jazzy venv --------------------------------------------------------------------
 if ((WITH_JAZZY)); then
   JVENV="$ROOT/.venv-jazzy"
   JSTAMPS="$JVENV/.pyrua_setup"

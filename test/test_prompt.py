@@ -140,7 +140,7 @@ def test_undocumented_members_are_reported():
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"arm": "notebook"}, "arm must be one of cells, program, single-shot"),
+    ({"arm": "notebook"}, "arm must be one of cells, program, tools, single-shot"),
     ({"images": "always"}, "images must be one of on-motion, on-demand, none"),
     ({"feedback": "loud"}, "feedback must be one of pure, rich"),
     ({"robot": "robotwin"}, "robot must be one of libero"),

@@ -355,3 +355,42 @@ def test_followed_clock_is_system_time_until_clock_then_sim_time(ros_client):
         assert (now.sec, now.nanosec) == (12, 500_000_000)        # sim time holds until the next /clock
     finally:
         followed.close()
+
+
+def test_a_held_recording_keeps_an_earlier_episodes_late_frames_out(ros_client, tmp_path):
+    """A driver shared between episodes may still publish the last episode's stream frames: a held bag writes
+    only latched topics until begin(), then no stream frame stamped ahead of the new episode's clock."""
+    from builtin_interfaces.msg import Time
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import Image
+
+    color, clock = "/rec_held/color", "/rec_held/clock"
+    rec = recorder.EpisodeRecorder(ros_client.node, tmp_path / "held.mcap",
+                                   {color: recorder.IMAGE, clock: "rosgraph_msgs/msg/Clock"},
+                                   held=True, stamped=[color], clock=clock)
+    images = ros_client.node.create_publisher(Image, color, qos.EVENTS)
+    clocks = ros_client.node.create_publisher(Clock, clock, qos.EVENTS)
+    assert spin_until(lambda: images.get_subscription_count() and clocks.get_subscription_count(), 10.0)
+
+    def frame(t: float) -> Image:
+        msg = Image(height=1, width=1, encoding="rgb8", step=3, data=b"\x01\x02\x03")
+        msg.header.stamp = Time(sec=int(t), nanosec=round(t % 1 * 1e9))
+        return msg
+
+    def settle():
+        deadline = time.monotonic() + 0.5
+        spin_until(lambda: time.monotonic() > deadline, 1.0)
+
+    images.publish(frame(7.0))                     # the last episode, before begin(): not written
+    settle()
+    rec.begin()
+    images.publish(frame(7.5))                     # after begin(), ahead of the new clock (none yet): not written
+    settle()
+    for t in (0.0, 0.5):                           # the new episode: its clock, then its frame
+        clocks.publish(Clock(clock=Time(sec=0, nanosec=round(t * 1e9))))
+        settle()
+        images.publish(frame(t))
+        settle()
+    rec.close()
+    written = decoded(tmp_path / "held.mcap")[color]
+    assert [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for _mc, m in written] == [0.0, 0.5]

@@ -12,6 +12,10 @@ state 0. Besides success, each run reports its wall time and how many camera ren
   episode video subscribes, 2 Hz of sim time) counted in the run's ``episode.mcap``.
 
 One episode takes ~60 s on a loaded 2-core machine (about 20 s of it the node start), hence ``slow``.
+
+The same module runs the paper's A/B on libero_goal task 8: the instance solved by code cells and by one tool
+call per primitive (``--arm tools``), both through the ``openai`` runtime and a scripted chat-completions
+server, then paired by ``pyrualean compare``.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import math
 import os
 import pathlib
 import subprocess
+import sys
 import threading
 import time
 
@@ -29,6 +35,7 @@ import pytest
 
 from pyrua_ros.driver.interfaces import load
 from pyrua_ros.examples import EXAMPLES
+from pyrua_ros.testing.chat_server import ChatServer, Reply
 
 NAMES = load()
 # Task 8 (bowl on plate) is the README's main command: test_readme_main_command_solves_its_episode runs it.
@@ -204,3 +211,124 @@ def test_readme_main_command_solves_its_episode(tmp_path):
     assert (result["suite"], result["task"], result["seed"]) == ("libero_goal", 8, 0)
     assert "libero_goal:8" in proc.stdout and " Y " in proc.stdout   # the summary row the script prints
     assert (out / "episode.mp4").stat().st_size > 0 and (out / "episode.mcap").stat().st_size > 0
+
+
+# --- The paper's A/B on the same instance: code cells vs one tool call per primitive (openai runtime) -----------
+# The tools-arm script is a sequence of primitive calls whose arguments are computed from the tool results the
+# runtime sent back (where ``segment`` said the bowl and the plate are), as a model would compute them.
+BOWL_PROGRAM = (ROOT / "pyrua_ros" / "examples" / "libero_goal_bowl_on_plate.py").read_text()
+CARRY_DZ, RIM_DY, MEDIAN_BIAS_X = 0.15, 0.045, 0.02   # the example program's grasp geometry [m]
+
+
+def _tool_results(body: dict) -> list[dict]:
+    return [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
+
+
+def _scene(body: dict) -> tuple[list[float], list[float], list[float]]:
+    """(bowl median, plate median, current gripper position) from the tool results so far."""
+    results = _tool_results(body)
+    seg = {r["call"]: r["value"]["world_xyz"] for r in results if r.get("tool") == "segment"}
+    eef = next(r["value"]["eef_pos"] for r in results if r.get("tool") == "state")
+    moves = [r["value"]["final_eef_pos"] for r in results if r.get("tool") == "move_to" and "value" in r]
+    return seg[1], seg[2], moves[-1] if moves else eef
+
+
+def _legs(start: list[float], goal: list[float], gripper: float, **options) -> tuple:
+    """move_to calls in planar legs of at most 0.25 m (one call may travel at most 0.30 m in x/y)."""
+    n = max(1, math.ceil(math.hypot(goal[0] - start[0], goal[1] - start[1]) / 0.25))
+    return tuple(("move_to", {"xyz": [start[0] + (goal[0] - start[0]) * i / n,
+                                      start[1] + (goal[1] - start[1]) * i / n, goal[2]],
+                              "gripper": gripper, **options}) for i in range(1, n + 1))
+
+
+def _grasp_point(bowl):
+    return [bowl[0] + MEDIAN_BIAS_X, bowl[1] + RIM_DY, bowl[2]]
+
+
+def _approach(body):
+    bowl, _plate, eef = _scene(body)
+    gx, gy, bz = _grasp_point(bowl)
+    return Reply(tool_calls=_legs(eef, [gx, gy, bz + 0.10], -1.0))
+
+
+def _descend(body):
+    gx, gy, bz = _grasp_point(_scene(body)[0])
+    return Reply(tool_calls=(("move_to", {"xyz": [gx, gy, bz], "gripper": -1.0, "step_clip": 0.015,
+                                          "tol": 0.008}),))
+
+
+def _lift(body):
+    gx, gy, bz = _grasp_point(_scene(body)[0])
+    return Reply(tool_calls=(("move_to", {"xyz": [gx, gy, bz + CARRY_DZ], "gripper": 1.0}),))
+
+
+def _carry(body):
+    bowl, plate, eef = _scene(body)
+    return Reply(tool_calls=_legs(eef, [plate[0], plate[1] + RIM_DY, bowl[2] + CARRY_DZ], 1.0))
+
+
+def _lower(body):
+    _bowl, plate, _eef = _scene(body)
+    return Reply(tool_calls=(("move_to", {"xyz": [plate[0], plate[1] + RIM_DY, plate[2] + 0.05], "gripper": 1.0,
+                                          "step_clip": 0.015, "tol": 0.008}),))
+
+
+TOOLS_SCRIPT = [
+    Reply(reasoning_content="Find the bowl and the plate, and where the gripper is.",
+          tool_calls=(("segment", {"prompt": "the black bowl"}), ("segment", {"prompt": "the plate"}),
+                      ("state", {}))),
+    _approach, _descend,
+    Reply(tool_calls=(("set_gripper", {"gripper": 1.0, "steps": 12}),)),
+    _lift, _carry, _lower,
+    Reply(tool_calls=(("release", {"max_steps": 20}),)),
+    Reply(content="The bowl is on the plate.", tool_calls=(("finish", {"status": "success",
+                                                                      "summary": "bowl released on the plate"}),)),
+]
+CELLS_SCRIPT = [
+    Reply(tool_calls=(("python", {"code": BOWL_PROGRAM + "\nrun(robo)"}),)),
+    Reply(tool_calls=(("finish", {"status": "success", "summary": "bowl on plate"}),)),
+]
+
+
+def _play(out: pathlib.Path, arm: str, script: list) -> tuple[dict, list[dict]]:
+    with ChatServer(script) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", arm, "--suite",
+             "libero_goal", "--task", "8", "--seed", "0", "--driver", "external", "--runtime", "openai",
+             "--base-url", server.base_url, "--no-video", "--no-record", "--feedback", "pure", "--images", "none",
+             "--progress", "off"], capture_output=True, text=True, timeout=400, cwd=ROOT)
+        bodies = server.completion_bodies()
+        assert server.steps_used == len(script), (server.steps_used, proc.stderr[-3000:])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads((out / "result.json").read_text()), bodies
+
+
+@pytest.mark.slow
+def test_cells_and_tools_arms_solve_the_same_instance_and_compare_pairs_them(tmp_path, sim_driver):
+    tools, bodies = _play(tmp_path / "tools", "tools", TOOLS_SCRIPT)
+    assert tools["status"] == "completed" and tools["environment_success"] is True, tools
+    offered = [t["function"]["name"] for t in bodies[0]["tools"]]
+    assert offered[-1] == "finish" and {"segment", "move_to", "set_gripper", "release", "state"} <= set(offered)
+    assert tools["finish"]["environment_terminated"] is True
+    results = _tool_results(bodies[-1])
+    assert all("exception" not in r for r in results), [r for r in results if "exception" in r]
+    assert results[-1]["tool"] == "release" and results[-1]["value"]["terminated"] is True
+    calls = [json.loads(line) for line in (tmp_path / "tools" / "calls.jsonl").read_text().splitlines()]
+    assert [c["tool"] for c in calls if c["tool"] != "view_env_state"][:3] == ["segment", "segment", "move_to"]
+    assert tools["tool_turns"] == len(results) + 1 and tools["calls"] >= len(results)
+
+    cells, _ = _play(tmp_path / "cells", "cells", CELLS_SCRIPT)
+    assert cells["status"] == "completed" and cells["environment_success"] is True, cells
+
+    report_path = tmp_path / "compare.json"
+    proc = subprocess.run([sys.executable, "-m", "pyrua_ros.cli.main", "compare", str(tmp_path / "cells"),
+                           str(tmp_path / "tools"), "--left-system", "pyrualean:cells", "--right-system",
+                           "pyrualean:tools", "--output", str(report_path)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(report_path.read_text())
+    assert report["pairing"]["valid"] is True and report["pairing"]["matched_episodes"] == 1
+    pair = report["pairs"][0]
+    assert pair["task"] == "libero_goal:8" and pair["delta"]["native_success_delta"] == 0
+    assert pair["delta"]["turns"] == tools["tool_turns"] - cells["tool_turns"] > 0
+    assert pair["delta"]["input_tokens"] == tools["generation"]["input_tokens"] - cells["generation"]["input_tokens"]

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from pyrua_ros.agent import schema
-from pyrua_ros.agent.config import GenerateConfig, PlayConfig, RunConfig
+from pyrua_ros.agent.config import GenerateConfig, McpConfig, PlayConfig, RunConfig
 from pyrua_ros.bringup import graph
 from pyrua_ros.cli.main import build_parser
 from pyrua_ros.nodes import agent_node
@@ -27,7 +27,8 @@ def _subparser(name: str) -> argparse.ArgumentParser:
     return sub.choices[name]
 
 
-@pytest.mark.parametrize("command, tree", [("play", PlayConfig), ("run", RunConfig), ("generate", GenerateConfig)])
+@pytest.mark.parametrize("command, tree", [("play", PlayConfig), ("run", RunConfig), ("generate", GenerateConfig),
+                                           ("mcp", McpConfig)])
 def test_cli_flags_are_exactly_the_schema_leaves_with_their_choices_and_defaults(command, tree):
     parser = _subparser(command)
     actions = {a.option_strings[0]: a for a in parser._actions if a.option_strings and a.dest != "help"}

@@ -1,28 +1,40 @@
-"""The loop arms (``cells``, ``program``) as an agent strategy of an :class:`~pyrua_ros.agent.episode.Episode`.
+"""The loop arms (``cells``, ``program``, ``tools``) as an agent strategy of an
+:class:`~pyrua_ros.agent.episode.Episode`.
 
-:class:`LoopAgent` builds the prompt from the live ``robo``, starts the kernel and the runtime of
-``cfg.agent.runtime``, runs the agent loop under the wall-clock budget while reporting progress (a line per turn,
-a live line while a cell runs), and writes the loop's records (tool_turns.json, transcript.json, last_message.md,
+:class:`LoopAgent` builds the prompt from the live ``robo``, starts the kernel (code arms) and the runtime of
+``cfg.agent.runtime``, runs the agent under the wall-clock budget while reporting progress (a line per turn, a live
+line while a call runs), and writes the loop's records (tool_turns.json, transcript.json, last_message.md,
 ``<runtime>_events.jsonl``) and the play ``result.json`` (:class:`~pyrua_ros.agent.records.EpisodeResult`).
+
+The ``openai`` and ``replay`` runtimes answer :func:`pyrua_ros.agent.loop.run_loop`'s requests; the ``codex`` and
+``claude`` runtimes run their CLI's own loop against the same toolkit served by an MCP server on loopback
+(:meth:`LoopAgent._run_cli`). ``pyrua-ros mcp`` (:class:`pyrua_ros.agent.mcp_episode.McpAgent`) is this strategy
+with an outside MCP client in the runtime's place.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
 
+from pyrua_ros.agent.modes import CLI_RUNTIMES, CODE_ARMS, MCP_RUNTIME
 from pyrua_ros.agent.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso
 
 TICK_S = 1.0   # how often the live status is refreshed while the loop runs [s]
 
 
+TOOL_WORD = {"cells": "python", "program": "run_program", "tools": "a robot tool"}   # the loop's "call <tool>" hint
+
+
 class LoopAgent:
-    """The ``cells`` / ``program`` arm over a runtime (``openai``, ``replay``), for a :class:`PlayConfig`."""
+    """The ``cells`` / ``program`` / ``tools`` arm over a runtime (``openai``, ``replay``, ``codex``, ``claude``),
+    for a :class:`PlayConfig`."""
 
     def __init__(self, cfg):
         self.cfg = cfg
-        self.kernel = self.runtime = self.toolkit = self.events = None
+        self.kernel = self.runtime = self.toolkit = self.events = self.mcp = None
         self.outcome = None
         self.turns_written = None   # the tool turns tool_turns.json was written from: result.json counts the same
         self.guides = False
@@ -34,8 +46,6 @@ class LoopAgent:
     # ------------------------------------------------------------------ AgentStrategy
     def start(self, ep) -> None:
         from pyrua_ros.agent import prompt as prompt_mod
-        from pyrua_ros.agent.runtimes import make_runtime
-        from pyrua_ros.agent.runtimes.base import JsonlEventSink
         from pyrua_ros.agent.toolkit import ArmToolkit
 
         self._ep = ep
@@ -52,23 +62,38 @@ class LoopAgent:
                                            cell_timeout_s=agent.cell_timeout_s)
         ep.prompt = prompt_mod.build_prompt(ep.robot.robo, ep.card, options, card_dir=ep.out)
         (ep.out / "prompt.txt").write_text(ep.prompt.text)
-        self.kernel = ep.open_kernel(self.cfg.sandbox)
-        self.events = JsonlEventSink(ep.out / f"{agent.runtime}_events.jsonl")
-        self.runtime = make_runtime(self.cfg, events=self.events)
+        if agent.arm in CODE_ARMS:   # the tools arm runs no model-written code: no kernel
+            self.kernel = ep.open_kernel(self.cfg.sandbox)
         self.toolkit = ArmToolkit(agent, ep.robot, self.kernel, ep.workspace, on_turn=self._on_turn,
                                   on_call=self._on_call)
+        self.start_runtime(ep)
 
-    def run(self, ep) -> None:
-        from pyrua_ros.agent.loop import run_loop
+    def start_runtime(self, ep) -> None:
+        """The runtime of ``cfg.agent.runtime``, offered the toolkit's tools (the CLI runtimes write their own
+        ``<runtime>_events.jsonl``)."""
+        from pyrua_ros.agent.runtimes import make_cli_runtime, make_runtime
+        from pyrua_ros.agent.runtimes.base import JsonlEventSink
 
         agent = self.cfg.agent
-        model = f", model {self.cfg.model.model}" if agent.runtime != "replay" else ""
+        if agent.runtime in CLI_RUNTIMES:
+            self.runtime = make_cli_runtime(self.cfg, out_dir=ep.out, workspace=ep.workspace,
+                                            tool_names=self.toolkit.tool_names())
+            return
+        self.events = JsonlEventSink(ep.out / f"{agent.runtime}_events.jsonl")
+        self.runtime = make_runtime(self.cfg, events=self.events, tools=self.toolkit.tool_specs())
+
+    @property
+    def uses_model(self) -> bool:
+        """True when a model made the calls (not a replay, not an outside MCP client)."""
+        return self.cfg.agent.runtime not in ("replay", MCP_RUNTIME)
+
+    def run(self, ep) -> None:
+        agent = self.cfg.agent
+        model = f", model {self.cfg.model.model}" if self.uses_model else ""
         ep.phase("agent", f"runtime {agent.runtime}{model}; budget {agent.budget_s:g} s"
                           + (f", {agent.max_turns} turns" if agent.max_turns else ""))
         started = time.monotonic()
         self.deadline = started + agent.budget_s
-        images = [ep.robot.artifact(f"{c}_high.png", step=0) for c in ep.host.backend.cameras]
-        tool = "python" if agent.arm == "cells" else "run_program"
         self.toolkit.deadline = self.deadline   # no cell or program runs past the budget
         # at the budget the episode ends even inside a robo call: motion raises EpisodeFinished("timeout")
         watchdog = threading.Timer(agent.budget_s, ep.robot.stop, args=("timeout",))
@@ -78,8 +103,7 @@ class LoopAgent:
         ticker.start()
         watchdog.start()
         try:
-            self.outcome = run_loop(self.runtime, self.toolkit, deadline=self.deadline,
-                                    first_prompt=ep.prompt.text, first_images=images, tool_name=tool)
+            self.outcome = self.drive(ep)
         finally:
             watchdog.cancel()
             stop.set()
@@ -95,13 +119,53 @@ class LoopAgent:
         if ep.status == "planner_error" and self.toolkit.finish is not None:
             ep.status = "completed"
 
+    def drive(self, ep):
+        """Run the agent until it finishes, the budget ends or the runtime fails; a
+        :class:`~pyrua_ros.agent.loop.LoopOutcome`."""
+        from pyrua_ros.agent.loop import run_loop
+
+        if self.cfg.agent.runtime in CLI_RUNTIMES:
+            return self._run_cli(ep)
+        images = [ep.robot.artifact(f"{c}_high.png", step=0) for c in ep.host.backend.cameras]
+        return run_loop(self.runtime, self.toolkit, deadline=self.deadline, first_prompt=ep.prompt.text,
+                        first_images=images, tool_name=TOOL_WORD[self.cfg.agent.arm])
+
+    def _run_cli(self, ep):
+        """The codex / claude runtimes: serve the toolkit over MCP (streamable HTTP on loopback) and let the CLI run
+        until it exits, the budget ends, or finish / the call budget ended the episode."""
+        from pyrua_ros.agent.mcp_server import ArmMcpServer
+
+        self.mcp = ArmMcpServer(self.toolkit)
+        url = self.mcp.start_http()
+        card_images = [ep.out / path for path in ep.card.images.values()]
+        outcome = None
+        try:
+            outcome = self.runtime.run_episode(
+                ep.prompt.text, card_images, url, self.deadline,
+                finished=lambda: self.toolkit.finished or self.toolkit.turn_budget_exhausted)
+        finally:
+            if outcome is None or outcome.status == "timeout":
+                ep.robot.stop("timeout")   # a cell still running in the server ends now
+            self.mcp.stop()
+        if self.toolkit.turn_budget_exhausted and outcome.status == "completed":
+            outcome.status = "call_budget"
+            outcome.reason = f"call budget exhausted ({self.cfg.agent.max_turns})"
+        if getattr(self.runtime, "shell_commands", None):
+            outcome.notes.append(f"{len(self.runtime.shell_commands)} shell command(s) used; audit "
+                                 f"{self.cfg.agent.runtime}_events.jsonl")
+        return outcome
+
     def close(self, ep) -> None:
         try:
+            if self.mcp is not None:
+                self.mcp.stop()
             if self.kernel is not None:
                 self.kernel.close()
         finally:
             if self.events is not None:
                 self.events.close()
+            if hasattr(self.runtime, "close"):
+                self.runtime.close()
             records = ep.records   # the one writer: texts made safe, a failed record noted, never raised
             if self.toolkit is not None:
                 self.turns_written = list(self.toolkit.turns)
@@ -116,21 +180,24 @@ class LoopAgent:
             records.write_text("last_message.md", (self.outcome.last_message if self.outcome else "") or "")
 
     def result(self, ep, placeholder: bool = False) -> EpisodeResult:
+        from pyrua_ros.agent.runtimes import cli_reasoning
+
         cfg, agent = self.cfg, self.cfg.agent
         calls = ep.calls_for_result()
         turns = self.turns_written if self.turns_written is not None else (
             list(self.toolkit.turns) if self.toolkit else [])
         usage = self.usage()
-        is_model = agent.runtime != "replay"
+        is_model = self.uses_model
+        cli = _cli_facts(self.runtime)
         generation = Generation(
             runtime=agent.runtime, model=cfg.model.model if is_model else None,
             input_tokens=usage.get("input_tokens"), cached_input_tokens=usage.get("cached_input_tokens"),
             output_tokens=usage.get("output_tokens"), reasoning_output_tokens=usage.get("reasoning_output_tokens"),
             total_tokens=usage.get("total_tokens"), requests=int(usage.get("requests") or 0),
             turns=len(turns),
-            usage_source="server usage" if is_model else "none",
+            usage_source=cli.get("usage_source") or ("server usage" if is_model else "none"),
             sandbox_flags=tuple(self.toolkit.sandbox_flags) if self.toolkit else (),
-            extra={"kernel_restarts": self.toolkit.kernel_restarts if self.toolkit else 0},
+            extra={"kernel_restarts": self.toolkit.kernel_restarts if self.toolkit else 0, **cli.get("audit", {})},
         )
         status, reason = ep.status, ep.reason
         if placeholder:
@@ -140,8 +207,9 @@ class LoopAgent:
         return EpisodeResult(
             arm=agent.arm, backend="ros2", robot=e.robot, suite=e.suite, task=e.task, seed=e.seed,
             task_language=ep.task_language, model=cfg.model.model if is_model else None,
-            reasoning_effort=cfg.model.reasoning, max_programs=agent.max_programs, images=agent.images,
-            feedback=agent.feedback, guides=self.guides, max_turns=agent.max_turns, budget_mode=agent.budget_mode,
+            reasoning_effort=cli_reasoning(cfg) if is_model else None, max_programs=agent.max_programs,
+            images=agent.images, feedback=agent.feedback, guides=self.guides, max_turns=agent.max_turns,
+            budget_mode=agent.budget_mode,
             environment_success=bool(ep.environment_success), status=status, reason=reason, error=ep.error,
             finish=self.toolkit.finish if self.toolkit else None,
             calls=len(calls), stateful_calls=sum(1 for r in calls if r.stateful),
@@ -153,9 +221,11 @@ class LoopAgent:
             generation=generation,
             host=HostInfo(python=sys.version.split()[0], cuda_device=ep.compat.cuda_device,
                           primitive_set=e.primitive_set, runtime=agent.runtime, boot_options=cfg.boot_options(),
-                          sandbox=ep.sandbox_description(), rpent_root=ep.compat.rpent_root),
-            created_at=now_iso(), notes=ep.final_notes(placeholder), runtime_returncode=None if placeholder else 0,
-            planner_attempts=1, env_steps_total=ep.env_steps_total)
+                          sandbox=ep.sandbox_description(), rpent_root=ep.compat.rpent_root,
+                          **cli.get("host", {})),
+            created_at=now_iso(), notes=ep.final_notes(placeholder),
+            runtime_returncode=None if placeholder else cli.get("returncode", 0),
+            planner_attempts=cli.get("attempts", 1), env_steps_total=ep.env_steps_total)
 
     # ------------------------------------------------------------------ status people watch
     def usage(self) -> dict:
@@ -208,3 +278,15 @@ class LoopAgent:
                     ep.progress.tick(self.status())
                 except Exception:   # a display problem never ends an episode
                     pass
+
+
+def _cli_facts(runtime) -> dict:
+    """What a codex / claude runtime adds to result.json (empty for the loop runtimes): its event audit (under
+    ``generation``), ``host`` fields, the CLI's exit status, planner attempts and the usage source."""
+    if runtime is None or not hasattr(runtime, "audit"):
+        return {}
+    audit = runtime.audit()
+    shadowed = {f.name for f in dataclasses.fields(Generation)}
+    return {"audit": {k: v for k, v in audit.items() if k not in shadowed},
+            "usage_source": audit.get("usage_source"), "host": runtime.host_fields(),
+            "returncode": runtime.returncode, "attempts": max(1, runtime.attempts)}

@@ -9,15 +9,19 @@ and its valid values):
   budgets);
 - :class:`~pyrua_ros.agent.runtimes.settings.ModelSettings` — the model server and sampling (nested as is: the
   runtime reads the very object the CLI built);
+- :class:`CliRuntimeSettings` — the coding-agent CLIs of ``--runtime codex|claude`` (executables, CODEX_HOME,
+  network rule);
+- :class:`ServeSettings` — ``pyrua-ros mcp``'s transport and port;
 - :class:`OutputSettings` — the run directory and what is written and shown;
 - :class:`SandboxSettings` — the cell kernel's OS boundary (``play`` and ``run``: both run model code in it);
 - :class:`CompatSettings` — flags accepted for PyRUA-Lean command-line compatibility, recorded, unused by ROS.
 
-Trees: :class:`PlayConfig` (``play``, the agent node, the launch), :class:`RunConfig` (single-shot ``run``) and
-:class:`GenerateConfig` (single-shot ``generate``). ``pyrua_ros.agent.schema`` generates the CLI flags, launch
-arguments, node parameters and ``config/agent.yaml`` from them, so **adding a setting is one ``setting(...)``
-field here** (plus the code that uses it). Checks that need the file system, the suite table or the network live in
-:mod:`pyrua_ros.agent.validate`; nothing here touches either.
+Trees: :class:`PlayConfig` (``play``, the agent node, the launch), :class:`McpConfig` (``pyrua-ros mcp``),
+:class:`RunConfig` (single-shot ``run``) and :class:`GenerateConfig` (single-shot ``generate``).
+``pyrua_ros.agent.schema`` generates the CLI flags, launch arguments, node parameters and ``config/agent.yaml``
+from them, so **adding a setting is one ``setting(...)`` field here** (plus the code that uses it). Checks that
+need the file system, the suite table or the network live in :mod:`pyrua_ros.agent.validate`; nothing here touches
+either.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ from typing import Any
 
 from pyrua_ros.agent.modes import (
     ARMS,
+    CLI_RUNTIMES,
     CLOCK_MODES,
     DRIVERS,
     FEEDBACK_MODES,
     IMAGE_POLICIES,
+    MCP_RUNTIME,
     PRIMITIVE_SETS,
     PROGRESS_MODES,
     ROBOTS,
@@ -103,11 +109,11 @@ class EpisodeSettings:
 class AgentSettings:
     """The agent loop of ``play``: who writes the cells, what it sees, and its budgets."""
 
-    arm: str = setting("cells", help="tool surface: python cells (python tool) or programs (run_program tool)",
-                       choices=ARMS, cli_required=True)
-    runtime: str = setting("replay", help="who writes the cells: replay (a recorded run or a run(robo) file; no "
-                                          "model server) or openai (chat completions)", choices=RUNTIMES,
-                           env="PYRUALEAN_RUNTIME")
+    arm: str = setting("cells", help="tool surface: python cells (python tool), programs (run_program tool) or "
+                                     "tools (one tool per robo primitive)", choices=ARMS, cli_required=True)
+    runtime: str = setting("replay", help="who makes the calls: replay (a recorded run or a run(robo) file; no "
+                                          "model server), openai (chat completions), codex (Codex CLI over MCP) or "
+                                          "claude (Claude Code over MCP)", choices=RUNTIMES, env="PYRUALEAN_RUNTIME")
     replay: pathlib.Path | None = setting(None, help="replay source: an earlier run directory, a tool_turns.json or "
                                                      "a .py file defining run(robo)",
                                           unset="the packaged example program of the suite and task", metavar="PATH")
@@ -118,20 +124,25 @@ class AgentSettings:
     guides_dir: pathlib.Path | None = setting(None, help="copy every *.md of this folder as the guides (implies "
                                                          "--guides)", unset="the packaged LIBERO guides",
                                               metavar="DIR")
-    max_turns: int | None = setting(None, help="decision budget: python/run_program calls", unset="unbounded")
+    max_turns: int | None = setting(None, help="decision budget: python/run_program calls, or robot tool calls on "
+                                               "the tools arm (finish not counted)", unset="unbounded")
     max_programs: int | None = setting(None, help="program arm: at most N run_program calls", unset="unbounded")
     budget_s: float = setting(1200.0, help="wall-clock budget of the agent loop [s], model time included")
     cell_timeout_s: float = setting(300.0, help="wall-clock limit of one cell [s]")
 
+    RUNTIME_CHOICES = RUNTIMES   # class attribute, not a field: what --runtime may be
+
     def __post_init__(self) -> None:
         _choice("--arm", self.arm, ARMS)
-        _choice("--runtime", self.runtime, RUNTIMES)
+        _choice("--runtime", self.runtime, self.RUNTIME_CHOICES)
         _choice("--images", self.images, IMAGE_POLICIES)
         _choice("--feedback", self.feedback, FEEDBACK_MODES)
         _at_least("--budget-s", self.budget_s, 0, strict=True)
         _at_least("--cell-timeout-s", self.cell_timeout_s, 0, strict=True)
         _at_least("--max-turns", self.max_turns, 1)
         _at_least("--max-programs", self.max_programs, 1)
+        if self.max_programs is not None and self.arm != "program":
+            raise SettingError(f"--max-programs applies to --arm program only (got --arm {self.arm})")
 
     @property
     def uses_guides(self) -> bool:
@@ -140,6 +151,31 @@ class AgentSettings:
     @property
     def budget_mode(self) -> str:
         return "calls" if self.max_turns is not None else "wall"
+
+
+@dataclasses.dataclass(frozen=True)
+class CliRuntimeSettings:
+    """The coding-agent CLIs of ``--runtime codex|claude`` (PyRUA-Lean's flags and variables, plus the network
+    rule): which executable runs, Codex's home, and what the CLI may reach."""
+
+    codex_bin: str | None = setting(None, help="Codex executable", env="PYRUALEAN_CODEX_BIN",
+                                    unset="the pinned one scripts/setup.sh installed, else codex on PATH",
+                                    metavar="PATH")
+    codex_home: pathlib.Path | None = setting(None, help="CODEX_HOME of the Codex agent (used as it is)",
+                                              env="PYRUALEAN_CODEX_HOME", unset="a clean <out>/codex_home",
+                                              metavar="DIR")
+    claude_cli: str | None = setting(None, help="Claude Code executable", env="PYRUALEAN_CLAUDE_CLI",
+                                     unset="the pinned one scripts/setup.sh installed, else claude on PATH",
+                                     metavar="PATH")
+    cli_network: str = setting("loopback", help="what the CLI may reach: loopback (its proxy variables point at a "
+                                                "dead loopback port, so only 127.0.0.1 answers) or inherit (your "
+                                                "proxy settings; a remote model server)",
+                               choices=("loopback", "inherit"))
+    cli_proxy: str | None = setting(None, help="proxy URL given to the CLI under --cli-network loopback",
+                                    unset="a dead loopback port", metavar="URL")
+
+    def __post_init__(self) -> None:
+        _choice("--cli-network", self.cli_network, ("loopback", "inherit"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,23 +239,35 @@ class PlayConfig:
     episode: EpisodeSettings = EpisodeSettings()
     agent: AgentSettings = AgentSettings()
     model: ModelSettings = ModelSettings()
+    cli: CliRuntimeSettings = CliRuntimeSettings()
     output: OutputSettings = OutputSettings()
     sandbox: SandboxSettings = SandboxSettings()
     compat: CompatSettings = CompatSettings()
 
     def __post_init__(self) -> None:
-        """Flag combinations that would silently do nothing are refused, naming what they need."""
+        """Flag combinations that would silently do nothing are refused, naming what they need (the checks that
+        need the file system, e.g. that a CLI executable exists, are :func:`pyrua_ros.agent.validate.check_play`'s)."""
         agent, model = self.agent, self.model
-        if agent.max_programs is not None and agent.arm != "program":
-            raise SettingError(f"--max-programs applies to --arm program only (got --arm {agent.arm})")
         if agent.runtime == "openai" and not model.base_url:
             raise SettingError("--runtime openai needs --base-url (an OpenAI-compatible chat-completions endpoint, "
                                "e.g. http://127.0.0.1:30000/v1)")
         if agent.replay is not None and agent.runtime != "replay":
             raise SettingError(f"--replay applies to --runtime replay only (got --runtime {agent.runtime})")
         if agent.runtime == "replay" and model.base_url:
-            raise SettingError("--base-url applies to a model runtime (--runtime openai); the replay runtime "
-                               "needs no model server")
+            raise SettingError("--base-url applies to a model runtime (--runtime openai, codex or claude); the "
+                               "replay runtime needs no model server")
+        if agent.arm == "tools" and agent.runtime == "replay":
+            raise SettingError("--arm tools needs a model runtime (--runtime openai, codex or claude); replay replays "
+                               "recorded cells or programs")
+        if agent.runtime in CLI_RUNTIMES and self.cli.cli_network == "loopback":
+            from pyrua_ros.agent.runtimes.cli_agent import is_loopback_url
+
+            if not model.base_url:
+                raise SettingError(f"--runtime {agent.runtime} needs --base-url on loopback (the CLI reaches only "
+                                   "127.0.0.1 by default); pass --cli-network inherit to use the vendor's API")
+            if not is_loopback_url(model.base_url):
+                raise SettingError(f"--base-url {model.base_url} is not on loopback; the CLI runtimes reach only "
+                                   "loopback by default (pass --cli-network inherit to allow it)")
 
     @property
     def out(self) -> pathlib.Path | None:
@@ -231,6 +279,56 @@ class PlayConfig:
         return {"driver": e.driver, "clock": e.clock, "vla_endpoint": e.vla_endpoint,
                 "sam3_endpoint": e.sam3_endpoint, "libero_type": self.compat.libero_type,
                 "cell_timeout_s": self.agent.cell_timeout_s}
+
+
+TRANSPORTS = ("stdio", "http")
+
+
+@dataclasses.dataclass(frozen=True)
+class McpAgentSettings(AgentSettings):
+    """:class:`AgentSettings` of ``pyrua-ros mcp``: the MCP client is the agent, so ``runtime`` is ``mcp`` and
+    there is no replay source (both internal fields here, offered by no front end)."""
+
+    RUNTIME_CHOICES = (MCP_RUNTIME,)
+    runtime: str = MCP_RUNTIME
+    replay: pathlib.Path | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeSettings:
+    """How ``pyrua-ros mcp`` serves the episode's tools."""
+
+    transport: str = setting("stdio", help="MCP transport: stdio (this process's stdin/stdout, for a client that "
+                                           "launches it as a command) or http (streamable HTTP on 127.0.0.1)",
+                             choices=TRANSPORTS, launch=False)
+    port: int = setting(0, help="HTTP port on 127.0.0.1 (0: a free one)", launch=False)
+
+    def __post_init__(self) -> None:
+        _choice("--transport", self.transport, TRANSPORTS)
+        if not 0 <= self.port <= 65535:
+            raise SettingError(f"--port must be 0-65535; got {self.port}")
+
+
+@dataclasses.dataclass(frozen=True)
+class McpConfig:
+    """One ``pyrua-ros mcp`` episode: booted as ``play`` boots it, its tools served to an outside MCP client."""
+
+    episode: EpisodeSettings = EpisodeSettings()
+    agent: McpAgentSettings = McpAgentSettings()
+    serve: ServeSettings = ServeSettings()
+    output: OutputSettings = OutputSettings()
+    sandbox: SandboxSettings = SandboxSettings()
+    compat: CompatSettings = CompatSettings()
+
+    @property
+    def out(self) -> pathlib.Path | None:
+        return self.output.out
+
+    def boot_options(self) -> dict[str, Any]:
+        e = self.episode
+        return {"driver": e.driver, "clock": e.clock, "vla_endpoint": e.vla_endpoint,
+                "sam3_endpoint": e.sam3_endpoint, "libero_type": self.compat.libero_type,
+                "cell_timeout_s": self.agent.cell_timeout_s, "transport": self.serve.transport}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,11 +5,14 @@ The primitive sets belong to the robot (``pyrua_ros.robo.libero``) and are re-ex
 
 from pyrua_ros.robo.libero import PRIMITIVE_SETS
 
-ARMS = ("cells", "program")                      # play arms; the prompt also knows "single-shot"
+ARMS = ("cells", "program", "tools")             # play arms; the prompt also knows "single-shot"
+CODE_ARMS = ("cells", "program")                 # arms whose tool runs model-written code in the kernel
 PROMPT_ARMS = (*ARMS, "single-shot")
 IMAGE_POLICIES = ("on-motion", "on-demand", "none")
 FEEDBACK_MODES = ("pure", "rich")
-RUNTIMES = ("openai", "replay")
+RUNTIMES = ("openai", "replay", "codex", "claude")   # play's --runtime
+CLI_RUNTIMES = ("codex", "claude")               # runtimes that drive a coding-agent CLI over MCP
+MCP_RUNTIME = "mcp"                              # recorded by pyrua-ros mcp: an outside MCP client decides
 ROBOTS = ("libero",)
 DRIVERS = ("sim", "fake", "external")
 CLOCK_MODES = ("lockstep", "realtime")
@@ -19,5 +22,6 @@ PLAY_STATUSES = ("completed", "timeout", "call_budget", "planner_error", "error"
 BUDGET_MODES = ("calls", "wall")
 PROGRESS_MODES = ("auto", "rich", "plain", "off")
 
-__all__ = ["ARMS", "BUDGET_MODES", "CLOCK_MODES", "DRIVERS", "FEEDBACK_MODES", "FINISH_STATUSES", "IMAGE_POLICIES",
-           "PLAY_STATUSES", "PRIMITIVE_SETS", "PROGRESS_MODES", "PROMPT_ARMS", "ROBOTS", "RUNTIMES", "TOOL_CHOICES"]
+__all__ = ["ARMS", "BUDGET_MODES", "CLI_RUNTIMES", "CLOCK_MODES", "CODE_ARMS", "DRIVERS", "FEEDBACK_MODES",
+           "FINISH_STATUSES", "IMAGE_POLICIES", "MCP_RUNTIME", "PLAY_STATUSES", "PRIMITIVE_SETS", "PROGRESS_MODES",
+           "PROMPT_ARMS", "ROBOTS", "RUNTIMES", "TOOL_CHOICES"]

@@ -365,8 +365,22 @@ class PromptOptions:
         return "calls" if self.max_turns is not None else "wall"
 
 
+def _unit(options: PromptOptions) -> str:
+    """What one decision is called in the contract text."""
+    return {"cells": "cell", "program": "program", "tools": "tool call"}[options.arm]
+
+
 def _feedback_note(options: PromptOptions) -> str:
-    unit = "cell" if options.arm == "cells" else "program"
+    unit = _unit(options)
+    if options.arm == "tools":
+        produced = ("the call number, the tool name, `value` (the method's result object as JSON, e.g. "
+                    "`{\"type\": \"Move\", \"reached\": true, ...}`) or the `exception` text or `episode_finished`, "
+                    "and elapsed seconds")
+        if options.feedback == "pure":
+            return f"A tool result holds only what the call produced: {produced}."
+        return (f"A tool result holds {produced}; it also lists the robot calls made, whether the robot moved, the "
+                "simulator steps used, a state summary (step, eef_pos, eef_yaw, eef_pitch, gripper_opening, "
+                "terminated, truncated) and `episode_done`.")
     if options.arm == "cells":
         produced = ("the cell number, stdout, stderr, elapsed seconds and, when there is one, the value of a trailing "
                     "expression, the exception traceback or `episode_finished`")
@@ -385,9 +399,17 @@ def _image_note(options: PromptOptions) -> str:
     wording = ROBOT_WORDING[options.robot]
     cams = " and ".join(wording.cameras)
     shows = " / ".join(f"`robo.show('{c}')`" for c in wording.cameras)
-    unit = "cell" if options.arm == "cells" else "program"
+    unit = _unit(options)
     display = ("`display(image)` attaches any image you compute (a crop, an overlay, a mask), named `display_0`, "
                "`display_1` and so on")
+    if options.arm == "tools":
+        shows = " / ".join(f"`show(camera=\"{c}\")`" for c in wording.cameras)
+        if options.images == "on-motion":
+            return f"After every tool call that moved the robot, the current {cams} images (1024x1024) are attached."
+        if options.images == "on-demand":
+            return (f"No camera image is attached unless you ask for one: {shows} attaches that camera's current "
+                    "image (1024x1024) to its result. Images cost context: look when it matters.")
+        return "Camera images are never attached; perceive with `segment`, `back_project` and `region_center`."
     if options.images == "on-motion":
         return (f"After every {unit} that moved the robot, the current {cams} images (1024x1024) are attached to the "
                 f"result. {display}.")
@@ -418,7 +440,10 @@ def _sandbox_note(options: PromptOptions) -> str:
 
 
 def _budget_note(options: PromptOptions, max_env_steps: int) -> str:
-    tool = "`python`" if options.arm == "cells" else "`run_program`"
+    tool = {"cells": "`python`", "program": "`run_program`", "tools": "robot tool"}[options.arm]
+    if options.budget_mode == "calls" and options.arm == "tools":
+        return ("The number of robot tool calls (every tool but `finish`) is limited, and every call counts, "
+                f"including calls that only look. The episode also ends after {max_env_steps} simulator steps.")
     if options.budget_mode == "calls":
         return (f"The number of {tool} calls is limited, and every call counts, including calls that only look. "
                 f"Put several steps into one call. The episode also ends after {max_env_steps} simulator steps.")
@@ -457,6 +482,14 @@ def contract_text(options: PromptOptions, *, class_name: str, max_env_steps: int
                  "- `np` (numpy), `math`, `time`;\n"
                  "- `log(value)` (prints a value) and `display(image)` (attaches a numpy array, PIL image or PNG "
                  "bytes as an image).")
+    elif options.arm == "tools":
+        intro = (f"You control {wording.blurb} through one tool per robot primitive: each method of `robo` "
+                 f"documented below (a `{class_name}` bound to the live robot: {services}) is a tool of the same "
+                 "name whose arguments are the method's parameters, passed by name as JSON (e.g. "
+                 "`move_to(xyz=[0.1, 0.2, 1.0], gripper=1.0)`; defaults apply to what you leave out). Each call "
+                 "runs that one method on the robot and returns its result. There is no code execution: "
+                 "arithmetic between calls is yours to do. Constants: `OPEN` = -1.0 and `CLOSE` = 1.0 (the "
+                 "gripper values).")
     else:
         intro = (f"You control {wording.blurb} by writing complete Python programs and running them with the tool "
                  "`run_program(code=...)` (or `path=` a `.py` file of the workspace). A program is a whole file "
@@ -470,7 +503,7 @@ def contract_text(options: PromptOptions, *, class_name: str, max_env_steps: int
         intro,
         "Results. " + _feedback_note(options),
         "Images. " + _image_note(options),
-        "Sandbox. " + _sandbox_note(options),
+        *([] if options.arm == "tools" else ["Sandbox. " + _sandbox_note(options)]),
         "Budget. " + _budget_note(options, max_env_steps),
         ("Scoring and ending. The episode counts as a success when the benchmark's own success check fires at "
          "any moment; what you claim does not count. Motion results carry `terminated`, and `robo.done` turns "
@@ -479,7 +512,7 @@ def contract_text(options: PromptOptions, *, class_name: str, max_env_steps: int
          "`finish` with status `failure` or `stuck` and a one- or two-sentence summary. `finish` ends the "
          "episode at once: nothing runs after it, so call it only when you are done."),
         ("Workspace. The current directory is a scratch workspace for your own files. Do not read outside it; the "
-         "robot is reachable only through `robo`."),
+         "robot is reachable only through " + ("these tools." if options.arm == "tools" else "`robo`.")),
     ]
     if options.guides:
         sections.append(_guides_note())

@@ -34,6 +34,7 @@ import importlib
 import os
 import pathlib
 import re
+import struct
 import sys
 import threading
 import time
@@ -255,6 +256,16 @@ def _absolute(node: Any, topic: str) -> str:
     return resolve(topic) if resolve is not None else interfaces.resolve(topic, node.get_namespace())
 
 
+def _cdr_time_ns(data: bytes) -> int:
+    """The ``builtin_interfaces/Time`` that starts a CDR message (after the 4-byte encapsulation header): a
+    ``std_msgs/Header``'s stamp, or a ``rosgraph_msgs/Clock``. 0 for a message too short to hold one."""
+    if len(data) < 12:
+        return 0
+    order = "<" if data[1] == 1 else ">"   # CDR_LE / CDR_BE
+    sec, nanosec = struct.unpack_from(f"{order}iI", data, 4)
+    return sec * 1_000_000_000 + nanosec
+
+
 class EpisodeRecorder:
     """Record ``topics`` (``{topic: "pkg/msg/Type"}``) seen by ``node`` into the MCAP file ``path``.
 
@@ -265,11 +276,16 @@ class EpisodeRecorder:
 
     ``held=True`` writes only the latched topics until :meth:`begin`: an episode subscribes before its reset (so
     the reset's step-0 state is matched) but a driver shared with an earlier episode may still publish that
-    episode's last state and stream frames meanwhile; those belong to no episode of this bag.
+    episode's last state and stream frames meanwhile; those belong to no episode of this bag. A frame of such a
+    backlog may still land just after :meth:`begin`; so messages of the ``stamped`` topics (each starting with a
+    ``std_msgs/Header``) are written only when their stamp is not ahead of the ``clock`` topic's latest time
+    seen since :meth:`begin` (0 before the first): the new episode's clock restarts, the old frames' stamps do not
+    (only when the clock topic has a publisher at :meth:`begin`; a real arm on wall time has none).
     """
 
     def __init__(self, node: Any, path: str | os.PathLike, topics: Mapping[str, str], *,
-                 latched: Iterable[str] = (), held: bool = False):
+                 latched: Iterable[str] = (), held: bool = False, stamped: Iterable[str] = (),
+                 clock: str | None = None):
         from mcap.writer import Writer
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -284,6 +300,10 @@ class EpisodeRecorder:
         self._writer.start(profile="ros2", library="pyrua_ros recorder")
         self._closed = False
         self._held = bool(held)
+        self._stamped = frozenset(stamped)
+        self._clock_topic = clock
+        self._clock_ns = 0       # the clock topic's latest time since begin() [ns]
+        self._guard = False      # stamped topics checked against it (from begin(), when a clock is published)
         self._started_ns: int | None = None
         self._last_ns = 0
         latched = set(latched)
@@ -318,8 +338,13 @@ class EpisodeRecorder:
 
     def begin(self) -> None:
         """Write every topic from now on (see ``held``); call it just before the episode's reset is requested."""
+        # A driver without a clock publisher (a real arm on wall time) stamps its frames otherwise: no guard then.
+        clocked = self._clock_topic in self._subscriptions and \
+            self._subscriptions[self._clock_topic].get_publisher_count() > 0
         with self._lock:
             self._held = False
+            self._clock_ns = 0
+            self._guard = clocked
 
     def _channel(self, topic: str) -> int:
         """The topic's channel, registered now (with its schema and its publishers' offered QoS) if new.
@@ -360,6 +385,10 @@ class EpisodeRecorder:
             with self._lock:
                 if self._closed or (self._held and topic not in self._latched):
                     return
+                if topic == self._clock_topic:
+                    self._clock_ns = max(self._clock_ns, _cdr_time_ns(data))
+                elif self._guard and topic in self._stamped and _cdr_time_ns(data) > self._clock_ns:
+                    return   # stamped ahead of this episode's clock: a late frame of an earlier episode
                 channel = self._channel(topic)
                 sequence[0] += 1
                 self._writer.add_message(channel_id=channel, log_time=received, data=data, publish_time=source,
@@ -436,5 +465,7 @@ def record_episode(node: Any, path: str | os.PathLike, *, cameras: bool = True,
     """An :class:`EpisodeRecorder` of :func:`episode_topics` with the latched ones subscribed transient local
     (``held``: see :class:`EpisodeRecorder`)."""
     names = names or interfaces.load()
+    d = names.driver
+    streams = [topic for cam in names.robot.cameras for topic in (d.color(cam), d.info(cam))]
     return EpisodeRecorder(node, path, episode_topics(names, cameras=cameras), latched=latched_topics(names),
-                           held=held)
+                           held=held, stamped=streams if held else (), clock=d.clock if held else None)

@@ -1,11 +1,17 @@
-"""``ArmToolkit``: what one tool call does (``python``, ``run_program``, ``finish``), and what the model gets back.
+"""``ArmToolkit``: what one tool call does (``python``, ``run_program``, a ``robo`` primitive of the tools arm,
+``finish``), and what the model gets back.
 
 One turn = one tool call. The toolkit saves the source into the workspace, runs it in the cell kernel, builds
 the tool result under the ``--feedback`` mode (``pure``: only what the code produced; ``rich``: plus the
 primitive calls of the turn, whether the robot moved, env steps and a state summary), attaches images under the
 ``--images`` policy, counts the decision budget, and appends a :class:`~pyrua_ros.agent.records.TurnRecord`.
 Facts: PYRUALEAN-CONTRACT.md 3.2-3.7. Unlike the reference, ``finish`` ends the loop (the loop checks
-:attr:`finished`), and the decision budget counts every ``python``/``run_program`` call.
+:attr:`finished`), and the decision budget counts every ``python``/``run_program`` call. On the tools arm
+(``--arm tools``, :mod:`pyrua_ros.agent.primitive_tools`) every primitive call is one decision: it counts against
+the same budget and gets the same feedback and images as a cell that made that one call.
+
+The toolkit is also what every runtime serves: ``tool_specs()`` are the chat-completions function specs of the
+arm (the MCP server publishes the same list), ``execute()`` runs one call.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ import pathlib
 import time
 from typing import Any
 
+from pyrua_ros.agent import primitive_tools
 from pyrua_ros.agent.config import AgentSettings
 from pyrua_ros.agent.modes import FINISH_STATUSES
 from pyrua_ros.agent.records import FinishRecord, TurnRecord
+from pyrua_ros.agent.runtimes.tools import finish_spec, tool_specs
 from pyrua_ros.agent.text import safe_text
 
 RESULT_TEXT_LIMIT = 20_000
@@ -65,10 +73,29 @@ class ArmToolkit:
         self.finish: FinishRecord | None = None
         self.turn_budget_exhausted = False
         self.kernel_restarts = 0
+        self.primitive_calls = 0
         self.last_code: str | None = None
         self.deadline: float | None = None   # the loop's wall-clock budget (time.monotonic()); bounds every job
         self._on_turn = on_turn
         self._on_call = on_call
+        self._primitives = tuple(primitive_tools.primitive_methods(host.robo)) if cfg.arm == "tools" else ()
+
+    def tool_specs(self) -> list[dict]:
+        """The arm's tools as chat-completions function specs: ``python`` or ``run_program`` (descriptions
+        following ``--feedback`` / ``--images``), or one per ``robo`` primitive (tools arm); then ``finish``."""
+        if self.cfg.arm == "tools":
+            return [*primitive_tools.primitive_specs(self.host.robo), finish_spec()]
+        return tool_specs(self.cfg.arm, self.cfg.feedback, self.cfg.images, self.cfg.max_programs)
+
+    def tool_names(self) -> list[str]:
+        """Names of the tools this arm serves, ``finish`` last."""
+        return [spec["function"]["name"] for spec in self.tool_specs()]
+
+    def _counted(self, name: str) -> bool:
+        """True for the calls that count as decisions and get feedback and images (everything but finish)."""
+        if self.cfg.arm == "tools":
+            return name in self._primitives
+        return name == ("python" if self.cfg.arm == "cells" else "run_program")
 
     # ------------------------------------------------------------------ dispatch
     @property
@@ -95,13 +122,14 @@ class ArmToolkit:
             reply, flags = self._python(arguments or {})
         elif name == "run_program" and self.cfg.arm == "program":
             reply, flags = self._program(arguments or {})
+        elif name in self._primitives:
+            reply = self._primitive(name, arguments or {})
         else:
-            valid = ["python" if self.cfg.arm == "cells" else "run_program", "finish"]
-            reply = ToolReply({"error": f"unknown tool: {name} (available: {', '.join(valid)})"}, [])
+            reply = ToolReply({"error": f"unknown tool: {name} (available: {', '.join(self.tool_names())})"}, [])
         moved, env_steps = self._motion_since(ledger_mark, steps_mark)
-        if name in ("python", "run_program") and self.cfg.feedback == "rich" and "error" not in reply.payload:
+        if self._counted(name) and self.cfg.feedback == "rich" and "error" not in reply.payload:
             self._add_rich(reply.payload, ledger_mark, moved, env_steps)
-        if name in ("python", "run_program") and "error" not in reply.payload:
+        if self._counted(name) and "error" not in reply.payload:
             self._attach_images(reply, moved)
         record = TurnRecord(index=len(self.turns) + 1, tool=name, elapsed_s=round(time.monotonic() - started, 3),
                             ok=reply.ok, moved=moved, env_steps=env_steps, terminated=self._done(),
@@ -120,7 +148,7 @@ class ArmToolkit:
         return self.kernel.programs
 
     def _budget_error(self) -> ToolReply | None:
-        used = self.kernel.cells + self.kernel.programs
+        used = (self.kernel.cells + self.kernel.programs if self.kernel is not None else 0) + self.primitive_calls
         if self.cfg.max_turns is not None and used >= self.cfg.max_turns:
             self.turn_budget_exhausted = True
             self.host.stop("call_budget")
@@ -188,6 +216,30 @@ class ArmToolkit:
                                     else self.cfg.max_programs - self.programs)
         images = [(f"display_{i}", png) for i, png in enumerate(outcome.images)]
         return ToolReply(payload, images), list(outcome.sandbox_flags)
+
+    def _primitive(self, name: str, args: dict) -> ToolReply:
+        """One ``robo.<name>(**args)`` call on the real robot (tools arm): the result dataclass as JSON, or the
+        exception text a cell making the same call would end with."""
+        if not isinstance(args, dict):
+            return ToolReply({"error": f"{name} needs a JSON object of arguments"}, [])
+        refused = self._budget_error()
+        if refused:
+            return refused
+        self.primitive_calls += 1
+        payload: dict[str, Any] = {"call": self.primitive_calls, "tool": name}
+        started = time.monotonic()
+        try:
+            payload["value"] = primitive_tools.result_json(getattr(self.host.robo, name)(**args))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:   # EpisodeFinished is a BaseException, like in a cell
+            if primitive_tools.error_text(exc).startswith("EpisodeFinished"):
+                payload["episode_finished"] = str(getattr(exc, "reason", exc))
+            else:
+                payload["exception"] = primitive_tools.error_text(exc)
+        payload["elapsed_s"] = round(time.monotonic() - started, 2)
+        self.last_code = f"robo.{name}(**{args!r})"
+        return ToolReply(payload, [])
 
     def _finish(self, args: dict) -> ToolReply:
         status = args.get("status")

@@ -8,6 +8,7 @@ valid, and each is meant to finish well under a second (the endpoint check is on
 - :func:`check_sandbox` — the cell kernel's bubblewrap boundary can be set up (unless ``--unsafe-sandbox``);
 - :func:`check_input_path` — a file or folder a run reads (replay source, guides, policy, card, instance files);
 - :func:`replay_source` — the replay runtime's source (the packaged example program when none is given);
+- :func:`check_cli_runtime` — ``--runtime codex|claude``: the CLI executable, ``--codex-home``, the key variable;
 - :func:`claim_run_directory` — the run-directory rules: a non-empty ``--out`` is refused unless ``--overwrite``
   (moved aside to ``OUT.prev-<time>``) or ``--resume`` (a finished run is kept; an unfinished one moved aside);
 - :func:`check_model_server` — one GET of ``<base-url>/models`` (skipped with ``--no-preflight``);
@@ -23,6 +24,7 @@ import time
 import urllib.error
 import urllib.request
 
+from pyrua_ros.agent.modes import CLI_RUNTIMES, CODE_ARMS
 from pyrua_ros.agent.schema import SettingError
 from pyrua_ros.sim_interfaces import episodes
 
@@ -89,7 +91,8 @@ def check_play(cfg) -> None:
     """Every local check of a :class:`~pyrua_ros.agent.config.PlayConfig` (no network, no run directory)."""
     e, agent = cfg.episode, cfg.agent
     check_episode(e.suite, e.task, e.seed, e.driver)
-    check_sandbox(cfg.sandbox)
+    if agent.arm in CODE_ARMS:   # the tools arm starts no kernel
+        check_sandbox(cfg.sandbox)
     if agent.runtime == "replay":
         source = replay_source(agent, e)
         check_input_path("--replay", source, kind="any")
@@ -102,6 +105,31 @@ def check_play(cfg) -> None:
     check_input_path("--guides-dir", agent.guides_dir, kind="dir")
     if agent.guides_dir is not None and not any(pathlib.Path(agent.guides_dir).glob("*.md")):
         raise SettingError(f"--guides-dir {agent.guides_dir}: holds no *.md guide")
+    if agent.runtime in CLI_RUNTIMES:
+        check_cli_runtime(agent.runtime, cfg.cli, cfg.model)
+
+
+def check_cli_runtime(runtime: str, cli, model) -> str:
+    """``--runtime codex|claude``: the executable to run exists (``--codex-bin`` / ``--claude-cli``, else the pinned
+    one setup installed, else PATH), ``--codex-home`` is a folder if it exists, and ``--api-key-env`` is set.
+    Returns the executable's path."""
+    from pyrua_ros.agent.runtimes.cli_agent import find_cli
+    from pyrua_ros.agent.runtimes.settings import key_from_env
+
+    flag, explicit = ("--codex-bin", cli.codex_bin) if runtime == "codex" else ("--claude-cli", cli.claude_cli)
+    try:
+        executable = find_cli(runtime, explicit)
+    except FileNotFoundError as exc:
+        raise SettingError(f"{flag}: {exc}") from None
+    if runtime == "codex" and cli.codex_home is not None:
+        home = pathlib.Path(cli.codex_home)
+        if home.exists() and not home.is_dir():
+            raise SettingError(f"--codex-home {home}: not a folder")
+    try:
+        key_from_env(model.api_key_env)
+    except ValueError as exc:
+        raise SettingError(str(exc)) from None
+    return executable
 
 
 # ---------------------------------------------------------------------------------------------- run directory
@@ -253,7 +281,8 @@ def check_play_model(cfg, *, warn=None, progress=None) -> None:
 
 
 def prepare_play(cfg, *, warn=None, progress=None):
-    """Every check of a ``play`` episode, then the run directory: ``(cfg with --out filled in, RunDirectory)``.
+    """Every check of a ``play`` (or ``pyrua-ros mcp``) episode, then the run directory: ``(cfg with --out filled
+    in, RunDirectory)``.
 
     Order: local checks (episode, files), the run directory (read only), the model server; only when all passed is
     the run directory claimed (moved aside / created), so a refused command changes nothing on disk.
@@ -266,7 +295,8 @@ def prepare_play(cfg, *, warn=None, progress=None):
     out = pathlib.Path(cfg.out or default_out(cfg.episode))
     o = cfg.output
     check_run_directory("--out", out, overwrite=o.overwrite, resume=o.resume)
-    check_play_model(cfg, warn=warn, progress=progress)
+    if hasattr(cfg, "model"):   # pyrua-ros mcp (McpConfig) has no model server
+        check_play_model(cfg, warn=warn, progress=progress)
     rundir = claim_run_directory("--out", out, overwrite=o.overwrite, resume=o.resume)
     if rundir.previous is not None and warn is not None:
         warn(f"the earlier run in {out} was moved to {rundir.previous}")

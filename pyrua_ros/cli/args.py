@@ -17,7 +17,9 @@ from pyrua_ros.agent import schema
 SECTION_TITLES = {
     "episode": "episode and robot stack",
     "agent": "agent loop",
-    "model": "model server (--runtime openai)",
+    "model": "model server (--runtime openai, codex, claude)",
+    "cli": "agent CLIs (--runtime codex, claude)",
+    "serve": "MCP server",
     "output": "run directory and display",
     "sandbox": "cell sandbox",
     "compat": "accepted for PyRUA-Lean compatibility (recorded, unused on ROS)",

@@ -3,11 +3,12 @@
 Subcommands: ``play`` (one episode: starts the driver node, runs the agent loop, writes the run directory),
 ``run`` (single shot: a ``run(robo)`` file executed once, no model), ``generate`` (single-shot generation of a
 ``policy.py`` through the openai runtime), ``api`` / ``prompt`` (print the generated reference / prompt without a
-simulator), ``summarize`` / ``compare`` (run records), ``launch`` (the pip-only launch runner). The flags of
-``play``, ``run`` and ``generate`` are generated from the settings schema (``pyrua_ros.agent.config``). Every bad
-input is refused before anything boots, with one line and exit code 2. Every process this CLI starts stays on one
-machine, so DDS discovery defaults to LOCALHOST when ``ROS_AUTOMATIC_DISCOVERY_RANGE`` is unset, and an episode
-picks a free ROS domain of its own when ``ROS_DOMAIN_ID`` is unset.
+simulator), ``summarize`` / ``compare`` (run records), ``launch`` (the pip-only launch runner), ``mcp`` (serve one
+episode's tools to any MCP client). The flags of ``play``, ``mcp``, ``run`` and ``generate`` are generated from
+the settings schema (``pyrua_ros.agent.config``). Every bad input is refused before anything boots, with one line
+and exit code 2. Every process this CLI starts stays on one machine, so DDS discovery defaults to LOCALHOST when
+``ROS_AUTOMATIC_DISCOVERY_RANGE`` is unset, and an episode picks a free ROS domain of its own when
+``ROS_DOMAIN_ID`` is unset.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from pyrua_ros.agent.config import PlayConfig
     from pyrua_ros.cli.commands_info import add_info_parsers
+    from pyrua_ros.cli.commands_mcp import add_mcp_parser
     from pyrua_ros.cli.commands_single import add_single_parsers
     from pyrua_ros.conformance.cli import add_parser as add_check_driver_parser
 
@@ -146,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_info_parsers(sub)
     add_single_parsers(sub)
     add_check_driver_parser(sub)
+    add_mcp_parser(sub, formatter_class=_Formatter)
     from pyrua_ros.evaluation.command import add_eval_parser
 
     add_eval_parser(sub)

@@ -9,7 +9,9 @@
   (a slow server, to run past a client timeout);
 - :class:`HttpError`: a status (429, 500, 503 ...) with an optional ``Retry-After`` header;
 - :class:`Drop`: the socket is closed without a response;
-- :class:`Malformed`: a 200 whose body is not valid JSON.
+- :class:`Malformed`: a 200 whose body is not valid JSON;
+- a callable ``(request_body) -> step``: a step computed from the conversation so far (e.g. a ``move_to`` to
+  where an earlier ``segment`` result said the object is), as a model would.
 
 When ``context_limit`` is set, a request whose estimated prompt (``chars_per_token`` chars/token, ``image_tokens``
 per image part) plus ``max_tokens`` exceeds it gets a 400 context-length error (vLLM's wording) and does not
@@ -22,9 +24,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .loopback_http import LoopbackHttpServer, QuietHandler
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,44 +106,17 @@ def estimate_prompt_tokens(body: dict, chars_per_token: float, image_tokens: int
     return int(chars / chars_per_token) + image_tokens * images
 
 
-class ChatServer:
+class ChatServer(LoopbackHttpServer):
     """Scripted chat-completions server. ``base_url`` is ``http://127.0.0.1:<port>/v1``."""
 
     def __init__(self, script: list, model: str = "scripted-model", context_limit: int | None = None,
                  chars_per_token: float = 3.0, image_tokens: int = 1200):
-        self.script = list(script)
         self.model = model
         self.context_limit = context_limit
         self.chars_per_token = chars_per_token
         self.image_tokens = image_tokens
-        self.requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._next = 0
-        self._stop = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
-        self.port = self._httpd.server_address[1]
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"chat-server-{self.port}", daemon=True)
-        self._thread.start()
-
-    def __enter__(self) -> ChatServer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop serving, wake slow handlers and join the server thread (2 s deadline)."""
-        self._stop.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=2.0)
-
-    @property
-    def steps_used(self) -> int:
-        return self._next
+        super().__init__(script, self._handler_class(), name="chat-server")
+        self.base_url = f"{self.root_url}/v1"
 
     def completion_bodies(self) -> list[dict]:
         """Parsed bodies of every POST /v1/chat/completions received, in order."""
@@ -149,14 +124,6 @@ class ChatServer:
             return [r.body for r in self.requests if r.path.endswith("/chat/completions") and r.body is not None]
 
     # --- request handling ---------------------------------------------------------------------------------
-    def _take_step(self):
-        with self._lock:
-            if self._next >= len(self.script):
-                return None
-            step = self.script[self._next]
-            self._next += 1
-            return step
-
     def _completion(self, body: dict, step: Reply, index: int, prompt_tokens: int) -> dict:
         calls = []
         for k, (name, arguments) in enumerate(step.tool_calls):
@@ -188,12 +155,7 @@ class ChatServer:
     def _handler_class(self):
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format, *args):   # keep test output quiet
-                pass
-
+        class Handler(QuietHandler):
             def _send_json(self, status: int, payload, headers: dict | None = None, raw: str | None = None):
                 data = (raw if raw is not None else json.dumps(payload)).encode()
                 try:
@@ -249,13 +211,13 @@ class ChatServer:
                     self._send_json(400, {"object": "error", "message": message, "type": "BadRequestError",
                                           "code": 400})
                     return
-                step = server._take_step()
+                step = server.take_step(body)
                 if step is None:
                     record.outcome = "500 script exhausted"
                     self._send_json(500, {"error": {"message": f"chat_server script exhausted after "
                                                                f"{len(server.script)} step(s)"}})
                     return
-                if step.delay_s and server._stop.wait(step.delay_s):
+                if step.delay_s and server.wait(step.delay_s):
                     record.outcome = "closed while delayed"
                     return
                 if isinstance(step, Drop):

@@ -33,10 +33,13 @@ class ModelSettings:
     """
 
     model: str = setting(DEFAULT_MODEL, help="model id sent to the server")
-    reasoning: str | None = setting(None, help="reasoning effort (recorded; the openai runtime sends it only "
-                                               "through --openai-extra-body)", unset="not set")
-    base_url: str | None = setting(None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000/v1 "
-                                              "(/v1 is appended when missing)", metavar="URL")
+    reasoning: str | None = setting(None, help="reasoning effort: Codex's model_reasoning_effort, Claude Code's "
+                                               "--effort (none: thinking off); the openai runtime records it (send "
+                                               "it through --openai-extra-body)",
+                                    unset="xhigh for codex and claude, else not set")
+    base_url: str | None = setting(None, help="model server: OpenAI-compatible (openai; Responses API for codex), "
+                                              "e.g. http://127.0.0.1:30000/v1 (/v1 is appended when missing), or "
+                                              "Anthropic Messages API (claude)", metavar="URL")
     api_key_env: str | None = setting(None, help="name of the environment variable that holds the API key (the "
                                                  "key itself is never written anywhere)",
                                       unset="a placeholder key", metavar="VAR")
@@ -91,22 +94,14 @@ class ModelSettings:
 
     def endpoint(self) -> str | None:
         """``base_url`` with a trailing ``/`` removed and ``/v1`` appended when missing (as the reference does)."""
-        if self.base_url is None:
-            return None
-        url = self.base_url.rstrip("/")
-        return url if url.endswith("/v1") else url + "/v1"
+        return None if self.base_url is None else v1_endpoint(self.base_url)
 
     def api_key(self) -> str:
         """The key from the environment variable named by ``api_key_env`` (placeholder when unset).
 
         Raises ValueError naming the variable (never its value) when it is named but not set.
         """
-        if self.api_key_env is None:
-            return NO_KEY_PLACEHOLDER
-        value = os.environ.get(self.api_key_env)
-        if not value:
-            raise ValueError(f"--api-key-env names {self.api_key_env!r}, but that environment variable is not set")
-        return value
+        return key_from_env(self.api_key_env) or NO_KEY_PLACEHOLDER
 
     def sampling_fields(self) -> dict:
         """The optional request fields that are set, for logs and result.json (no key, no messages)."""
@@ -117,3 +112,20 @@ class ModelSettings:
         if self.extra_body:
             fields["extra_body"] = dict(self.extra_body)
         return fields
+
+
+def v1_endpoint(base_url: str) -> str:
+    """An OpenAI-compatible base URL as clients want it: trailing ``/`` removed, ``/v1`` appended when missing."""
+    url = base_url.rstrip("/")
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+def key_from_env(api_key_env: str | None) -> str | None:
+    """The API key held by the environment variable named ``api_key_env`` (``--api-key-env``); None when no
+    variable is named. ValueError naming the variable (never a value) when it is named but unset or empty."""
+    if api_key_env is None:
+        return None
+    value = os.environ.get(api_key_env)
+    if not value:
+        raise ValueError(f"--api-key-env names {api_key_env!r}, but that environment variable is not set")
+    return value

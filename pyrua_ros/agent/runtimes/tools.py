@@ -7,7 +7,8 @@ says will not come back (state under ``pure``, camera images under ``none``/``on
 
 from __future__ import annotations
 
-from pyrua_ros.agent.modes import ARMS, FEEDBACK_MODES
+from pyrua_ros.agent.modes import CODE_ARMS as ARMS
+from pyrua_ros.agent.modes import FEEDBACK_MODES
 from pyrua_ros.agent.modes import IMAGE_POLICIES as IMAGE_MODES
 
 _RETURNS = {
@@ -52,7 +53,8 @@ def tool_specs(arm: str, feedback: str, images: str, max_programs: int | None = 
     """Tools for one episode: ``[python, finish]`` (cells arm) or ``[run_program, finish]`` (program arm).
 
     ``feedback`` (pure|rich) and ``images`` (on-motion|on-demand|none) shape the description of the code
-    tool; ``max_programs`` (program arm) adds "You may call it at most N time(s)."
+    tool; ``max_programs`` (program arm) adds "You may call it at most N time(s)." The tools arm's specs are
+    generated from the live robot (``ArmToolkit.tool_specs``, :mod:`pyrua_ros.agent.primitive_tools`).
     """
     _check("arm", arm, ARMS)
     _check("feedback", feedback, FEEDBACK_MODES)

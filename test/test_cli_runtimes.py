@@ -1,0 +1,282 @@
+"""The ``codex`` and ``claude`` runtimes end to end: the real pinned CLIs (installed from npm by setup), the
+episode's real MCP server, the kinematic fake arm, and a scripted model server on loopback speaking the API each
+CLI uses (Responses for Codex, Messages for Claude Code).
+
+Every CLI runs with its proxy variables pointing at a :class:`ProxyTrap`, which records any attempt to reach
+anything off loopback: each test asserts it saw none, and that the scripted server saw every model request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pyrua_ros.testing.messages_server import MessagesServer
+from pyrua_ros.testing.proxy_trap import ProxyTrap
+from pyrua_ros.testing.responses_server import ResponsesServer
+from pyrua_ros.testing.scripted_model import Turn
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "pyrua_ros.cli.main"]
+EPISODE = ["--suite", "fake_table", "--task", "0", "--driver", "fake", "--no-video", "--no-record"]
+PROGRAM = (ROOT / "pyrua_ros" / "examples" / "fake_table_cube_on_plate.py").read_text()
+
+
+def play(out: pathlib.Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, "play", "--out", str(out), *EPISODE, "--progress", "off", *args],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any process of process group ``pgid`` exists (zombies included)."""
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            return True
+    return False
+
+
+def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
+    script = [
+        Turn(calls=(("python", {"code": "s = robo.state()\nprint(s.step, s.gripper_opening)"}),),
+             reasoning="Look before moving.", usage={"input": 5000, "cached": 1000, "output": 200, "reasoning": 50}),
+        Turn(calls=(("python", {"code": PROGRAM + "\nrun(robo)"}),), usage={"input": 7000, "output": 300}),
+        Turn(calls=(("finish", {"status": "success", "summary": "the cube is on the plate"}),)),
+        Turn(text="Done: the cube is on the plate."),
+    ]
+    out = tmp_path / "run"
+    with ResponsesServer(script) as server, ProxyTrap() as trap:
+        env = dict(os.environ, SCRIPTED_KEY="sk-scripted-secret")
+        proc = play(out, "--arm", "cells", "--runtime", "codex", "--base-url", server.base_url, "--model",
+                    "scripted-coder", "--api-key-env", "SCRIPTED_KEY", "--reasoning", "high", "--cli-proxy", trap.url,
+                    env=env)
+        checks = [r for r in server.requests if r.method == "GET"]
+        requests = [r for r in server.requests if r.method == "POST"]
+        reported = server.reported_usage()
+        outputs = server.call_outputs()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert trap.attempts == [], trap.attempts                 # nothing but loopback
+    assert [r.outcome for r in checks] == ["models"]           # the check before boot: one GET of /v1/models
+    assert server.steps_used == len(script) and all(r.main and r.outcome == "turn" for r in requests)
+    first = requests[0]
+    assert first.headers["authorization"] == "Bearer sk-scripted-secret"
+    assert first.body["model"] == "scripted-coder" and first.body["reasoning"]["effort"] == "high"
+    user_parts = [p for item in first.body["input"] if item.get("role") == "user" for p in item["content"]]
+    assert sum(p["type"] == "input_image" for p in user_parts) == 2           # the card images
+    assert any("# Task card" in p.get("text", "") for p in user_parts)
+    moving = [o for o in outputs if any(p.get("type") == "input_image" for p in o["output"])]
+    assert len(moving) == 1                                                 # on-motion images after the move
+
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "completed" and result["environment_success"] is True
+    assert result["finish"]["status"] == "success" and result["tool_turns"] == 3
+    assert result["reasoning_effort"] == "high" and result["codex_returncode"] == 0
+    generation = result["generation"]
+    assert generation["runtime"] == "codex" and generation["usage_source"] == "codex_events"
+    assert generation["input_tokens"] == reported["input"] and generation["output_tokens"] == reported["output"]
+    assert generation["cached_input_tokens"] == 1000 and generation["reasoning_output_tokens"] == 50
+    assert generation["total_tokens"] == reported["input"] + reported["output"]
+    assert generation["requests"] == len(script) and generation["tool_calls"] == {"python": 2, "finish": 1}
+    assert (out / "last_message.md").read_text().strip() == "Done: the cube is on the plate."
+    assert [t["tool"] for t in json.loads((out / "tool_turns.json").read_text())] == ["python", "python", "finish"]
+    assert (out / "workspace" / "cell_002.py").is_file()
+    events = [json.loads(line) for line in (out / "codex_events.jsonl").read_text().splitlines()]
+    assert sum(e.get("item", {}).get("type") == "mcp_tool_call" and e["type"] == "item.completed" for e in events) == 3
+    assert (out / "codex_home" / "config.toml").is_file()
+    for path in out.rglob("*"):   # the key travelled in the environment only
+        if path.is_file() and path.suffix in (".json", ".jsonl", ".txt", ".md", ".toml"):
+            assert "sk-scripted-secret" not in path.read_text(errors="replace"), path
+
+
+def _results(body: dict) -> list[tuple[str, dict]]:
+    """(tool, result JSON) of every tool call in a Messages request, in order."""
+    names = {block["id"]: block["name"].rsplit("__", 1)[-1]
+             for message in body["messages"] if message["role"] == "assistant" and isinstance(message["content"], list)
+             for block in message["content"] if block.get("type") == "tool_use"}
+    found = []
+    for message in body["messages"]:
+        for block in message["content"] if isinstance(message["content"], list) else []:
+            if block.get("type") == "tool_result":
+                text = block["content"][0]["text"] if isinstance(block["content"], list) else block["content"]
+                found.append((names[block["tool_use_id"]], json.loads(text)))
+    return found
+
+
+def _seen(body: dict, prompt: str) -> list[float]:
+    """world_xyz of the segment call for ``prompt``, read from the tool results the CLI sent."""
+    for tool, result in _results(body):
+        if tool == "segment" and result["value"]["found"] and result["call"] == (1 if "cube" in prompt else 2):
+            return result["value"]["world_xyz"]
+    raise AssertionError(f"no segment result for {prompt!r}")
+
+
+def _move(target: str, dz: float, gripper: float):
+    def turn(body: dict) -> Turn:
+        x, y, z = _seen(body, target)
+        if target == "the plate":
+            z = _seen(body, "the red cube")[2]
+        return Turn(calls=(("move_to", {"xyz": [x, y, z + dz], "gripper": gripper}),))
+    return turn
+
+
+def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path):
+    script = [
+        Turn(calls=(("segment", {"prompt": "the red cube"}), ("segment", {"prompt": "the plate"})),
+             reasoning="Find both objects.", usage={"input": 4000, "cached": 500, "output": 120}),
+        _move("the red cube", 0.10, -1.0),
+        _move("the red cube", 0.0, -1.0),
+        Turn(calls=(("set_gripper", {"gripper": 1.0, "steps": 8}),)),
+        _move("the red cube", 0.10, 1.0),
+        _move("the plate", 0.10, 1.0),
+        Turn(calls=(("release", {"max_steps": 20}),)),
+        Turn(calls=(("finish", {"status": "success", "summary": "released over the plate"}),)),
+        Turn(text="The cube is on the plate."),
+    ]
+    out = tmp_path / "run"
+    with MessagesServer(script) as server, ProxyTrap() as trap:
+        proc = play(out, "--arm", "tools", "--runtime", "claude", "--base-url", server.base_url + "/v1", "--model",
+                    "scripted-claude", "--reasoning", "none", "--max-turns", "20", "--cli-proxy", trap.url)
+        main = server.main_requests()
+        reported = server.reported_usage()
+        side = [r for r in server.requests if not r.main and r.method == "POST"]
+        tool_results = server.tool_results()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert trap.attempts == [], trap.attempts
+    assert server.steps_used == len(script) and all(r.outcome == "turn" for r in main)
+    assert all(r.outcome == "side" for r in side)
+    tools = {t["name"] for t in main[0].body["tools"]}
+    assert {"mcp__pyrualean__move_to", "mcp__pyrualean__segment", "mcp__pyrualean__finish"} <= tools
+    assert not {"Bash", "Edit", "Write", "WebFetch"} & tools                  # only Read/Glob/Grep built in
+    assert main[0].body["model"] == "scripted-claude" and "thinking" not in main[0].body   # --reasoning none
+    first_user = main[0].body["messages"][0]["content"]
+    assert sum(block.get("type") == "image" for block in first_user) == 2
+
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "completed" and result["environment_success"] is True, result["reason"]
+    assert result["arm"] == "tools" and result["claude_returncode"] == 0
+    turns = json.loads((out / "tool_turns.json").read_text())
+    assert [t["tool"] for t in turns] == ["segment", "segment", "move_to", "move_to", "set_gripper", "move_to",
+                                         "move_to", "release", "finish"]
+    generation = result["generation"]
+    assert generation["usage_source"] == "result+stream" and generation["requests"] == len(script)
+    # Claude Code's totals count cached prompt tokens as input (the reference's convention).
+    assert generation["input_tokens"] == reported["input"] + reported["cached"]
+    assert generation["cached_input_tokens"] == reported["cached"] == 500
+    assert generation["output_tokens"] == reported["output"]
+    assert generation["max_turns"] == 25 and generation["tool_requests"] == [1, 1, 2, 3, 4, 5, 6, 7, 8]
+    assert generation["init"]["mcp_servers"][0]["status"] == "connected"
+    assert result["host"]["claude_cli"].endswith("claude")
+    assert (out / "last_message.md").read_text().strip() == "The cube is on the plate."
+    assert not (out / "workspace" / "cell_001.py").exists()                 # no code ran on the tools arm
+    images = [block for result in tool_results for block in result["content"] if block.get("type") == "image"]
+    assert len(images) == 2 * 6                     # --images on-motion: both cameras after each motion call
+
+
+@pytest.mark.parametrize("runtime", ["codex", "claude"])
+def test_the_budget_kills_an_overrunning_cli_and_its_process_group(tmp_path, runtime):
+    from pyrua_ros.agent.runtimes.cli_agent import CliSettings, DeadPort, find_cli
+
+    server_cls = ResponsesServer if runtime == "codex" else MessagesServer
+    # mcp_prefix="": any request offering tools is a scripted one (there is no MCP server, so no mcp__ tools)
+    with server_cls([Turn(text="thinking for a long time", delay_s=120)], mcp_prefix="") as server, \
+            ProxyTrap() as trap:
+        dead_mcp = DeadPort()   # no MCP server: the CLI is stuck on the model long before it needs one
+        settings = CliSettings(model="scripted", executable=find_cli(runtime, None), base_url=server.base_url,
+                               proxy=trap.url, kill_grace_s=3.0)
+        workspace = tmp_path / "workspace"
+        workspace.mkdir()
+        if runtime == "codex":
+            from pyrua_ros.agent.runtimes.codex_runtime import CodexRuntime as cls
+            extra = {}
+        else:
+            from pyrua_ros.agent.runtimes.claude_runtime import ClaudeRuntime as cls
+            extra = {"tool_names": ["python", "finish"]}
+        rt = cls(settings, out_dir=tmp_path, workspace=workspace, events_path=tmp_path / "events.jsonl", **extra)
+        started = time.monotonic()
+        outcome = rt.run_episode("Say hello.", [], dead_mcp.url + "/mcp", started + 8.0, finished=lambda: False)
+        elapsed = time.monotonic() - started
+        dead_mcp.close()
+        rt.close()
+        reached = server.steps_used
+    assert outcome.status == "timeout" and rt.stopped == "timeout" and rt.returncode is None
+    assert reached == 1                             # the model request was in flight when the budget ran out
+    assert elapsed < 8.0 + 3 * 3.0 + 5.0, elapsed
+    pids = [e["pid"] for e in map(json.loads, (tmp_path / "events.jsonl").read_text().splitlines())
+            if e.get("type") == "pyrua.started"]
+    assert pids and not group_alive(pids[0])        # the CLI and everything it started are gone
+    assert trap.attempts == []
+
+
+def _settings(runtime: str):
+    from pyrua_ros.agent.runtimes.cli_agent import CliSettings
+
+    return CliSettings(model="m", executable=runtime, base_url="http://127.0.0.1:9/v1")
+
+
+def test_codex_usage_of_a_killed_session_is_recovered_from_its_rollout(tmp_path):
+    """No ``turn.completed`` (the CLI was killed): the rollout's last ``token_count`` gives the totals."""
+    from pyrua_ros.agent.runtimes.codex_runtime import CodexRuntime
+
+    rt = CodexRuntime(_settings("codex"), out_dir=tmp_path, workspace=tmp_path)
+    rt.on_event({"type": "thread.started", "thread_id": "0abc"})
+    rollout = tmp_path / "codex_home" / "sessions" / "2026" / "12" / "03" / "rollout-2026-12-03T10-00-00-0abc.jsonl"
+    rollout.parent.mkdir(parents=True)
+    lines = [{"type": "session_meta", "payload": {"id": "0abc"}}]
+    for total_in, total_out in ((1000, 20), (2500, 45)):
+        lines.append({"type": "event_msg", "payload": {"type": "token_count", "info": {
+            "total_token_usage": {"input_tokens": total_in, "cached_input_tokens": 100, "output_tokens": total_out,
+                                  "reasoning_output_tokens": 5, "total_tokens": total_in + total_out},
+            "last_token_usage": {"input_tokens": 1, "output_tokens": 1}}}})
+    rollout.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    assert rt.usage_totals() == {"input_tokens": 2500, "cached_input_tokens": 100, "output_tokens": 45,
+                                 "reasoning_output_tokens": 5, "total_tokens": 2545, "requests": 2}
+    assert rt.audit()["usage_source"] == "codex_rollout"
+
+
+def test_claude_usage_without_a_result_message_comes_from_the_stream(tmp_path):
+    """One request = one message id (repeated per content block); prompt = input + cache read + cache creation."""
+    from pyrua_ros.agent.runtimes.claude_runtime import ClaudeRuntime
+
+    rt = ClaudeRuntime(_settings("claude"), tool_names=["python", "finish"], out_dir=tmp_path, workspace=tmp_path)
+    usage = {"input_tokens": 100, "cache_read_input_tokens": 900, "cache_creation_input_tokens": 10}
+    for message_id, block in (("m1", {"type": "text", "text": "looking"}),
+                              ("m1", {"type": "tool_use", "id": "t1", "name": "mcp__pyrualean__python"}),
+                              ("m2", {"type": "tool_use", "id": "t2", "name": "mcp__pyrualean__finish"})):
+        rt.on_event({"type": "assistant", "message": {"id": message_id, "content": [block], "usage": usage}})
+    rt.on_event({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1",
+                                                          "is_error": True}]}})
+    assert rt.usage_totals() == {"input_tokens": 2020, "cached_input_tokens": 1800, "output_tokens": None,
+                                 "reasoning_output_tokens": None, "total_tokens": None, "requests": 2,
+                                 "usage_source": "stream"}
+    audit = rt.audit()
+    assert audit["tool_requests"] == [1, 2] and audit["tool_errors"] == 1 and audit["request_profile"] == [1010, 1010]
+    assert rt.attempt_failed()   # no result message: the CLI did not end normally
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--runtime", "codex"], "--runtime codex needs --base-url on loopback"),
+    (["--runtime", "claude", "--base-url", "https://api.example.com/v1"], "is not on loopback"),
+    (["--runtime", "codex", "--base-url", "http://127.0.0.1:9/v1", "--cli-network", "elsewhere"],
+     "--cli-network must be one of loopback, inherit"),
+    (["--arm", "tools"], "--arm tools needs a model runtime"),
+    (["--runtime", "codex", "--base-url", "http://127.0.0.1:9/v1", "--codex-bin", "/nonexistent/codex"],
+     "--codex-bin: no codex executable found (/nonexistent/codex)"),
+    (["--runtime", "claude", "--base-url", "http://127.0.0.1:9", "--api-key-env", "PYRUA_TEST_UNSET_KEY"],
+     "--api-key-env names 'PYRUA_TEST_UNSET_KEY', but that environment variable is not set"),
+])
+def test_cli_runtime_settings_are_checked_before_anything_starts(tmp_path, args, message):
+    cmd = [*CLI, "play", "--out", str(tmp_path / "run"), "--suite", "fake_table", "--task", "0", "--driver", "fake"]
+    if "--arm" not in args:
+        cmd += ["--arm", "cells"]
+    proc = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "run" / "result.json").exists()
