@@ -367,7 +367,7 @@ class DriverNode(Node):
         self.core.on_twist((t.linear.x, t.linear.y, t.linear.z), (t.angular.x, t.angular.y, t.angular.z),
                            msg.header.frame_id, time.monotonic())
 
-    def on_estop(self, msg: Bool, info=None) -> None:
+    def on_estop(self, msg: Bool, info) -> None:   # info: who published it (rclpy passes it to a 2-arg callback)
         if self.core.on_estop(bool(msg.data)):   # applied first; then the log names who did it
             from pyrua_ros.driver.publishers import sample_origin
 
