@@ -114,8 +114,9 @@ class EpisodeHost:
     :class:`~pyrua_ros.robo.host.RobotHost` (ledger, artifacts) per episode; ``close()`` ends everything it started.
     """
 
-    def __init__(self, episode, *, on_phase=None):
+    def __init__(self, episode, *, on_phase=None, node=None):
         self.settings = episode
+        self.node = node     # the launched agent node robo runs on (agent_node); None: robo makes its own
         self.driver: DriverProcess | None = None
         self.backend = None
         self._on_phase = on_phase or (lambda *_a: None)
@@ -129,7 +130,7 @@ class EpisodeHost:
                                    f"{log_path.name})")
         else:
             self._on_phase("boot", "driver external: using the drivers already running")
-        self.backend = RosBackend()
+        self.backend = RosBackend(node=self.node)
 
     def while_driver_alive(self, fn, what: str):
         """``fn()``, but a driver that exits meanwhile ends the wait at once with a BootError naming its last error."""
@@ -225,7 +226,7 @@ class Episode:
     """
 
     def __init__(self, settings, strategy: AgentStrategy, *, out: pathlib.Path, output=None, compat=None,
-                 host: EpisodeHost | None = None, progress=None):
+                 host: EpisodeHost | None = None, progress=None, node=None):
         from pyrua_ros.agent.config import CompatSettings, OutputSettings
 
         self.settings = settings
@@ -236,6 +237,7 @@ class Episode:
         self.workspace = self.out / "workspace"
         self.progress = progress
         self.host = host
+        self.node = node     # for a host of its own: the process's ROS node robo runs on (None: robo makes one)
         self._own_host = host is None
         self.robot = None
         self.recorder = self.video = self.publisher = None
@@ -270,7 +272,7 @@ class Episode:
     def boot(self) -> None:
         e = self.settings
         if self.host is None:
-            self.host = EpisodeHost(e, on_phase=self.phase)
+            self.host = EpisodeHost(e, on_phase=self.phase, node=self.node)
             self.host.open(self.out / "host.log")
         node = self.host.backend.node
         if self.output.record:
@@ -472,11 +474,11 @@ class Episode:
         if self.video is None:
             return
         deadline = time.monotonic() + STREAM_FLUSH_MAX_S
-        seen, quiet_since = len(self.video.frames), time.monotonic()
+        seen, quiet_since = self.video.frame_count, time.monotonic()
         while time.monotonic() < deadline and time.monotonic() - quiet_since < STREAM_QUIET_S:
             time.sleep(0.05)
-            if len(self.video.frames) != seen:
-                seen, quiet_since = len(self.video.frames), time.monotonic()
+            if self.video.frame_count != seen:
+                seen, quiet_since = self.video.frame_count, time.monotonic()
 
     def _write_video(self) -> None:
         if self.video is None:
@@ -517,13 +519,15 @@ def default_out(episode, kind: str = "") -> pathlib.Path:
     return pathlib.Path("runs") / f"{episode.tag}{'-' + kind if kind else ''}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def play(cfg, *, progress=None, host: EpisodeHost | None = None):
+def play(cfg, *, progress=None, host: EpisodeHost | None = None, node=None):
     """Run one ``play`` episode (the loop arm of ``cfg``) and return its result (also in ``<out>/result.json``).
 
     ``host``: a lent, already open :class:`EpisodeHost` (a batch runner reusing one driver); kept open.
+    ``node``: without a lent host, the process's own ROS node for robo (the launched ``agent`` node: one node per
+    process role); else robo makes one.
     """
     from pyrua_ros.agent.arms import LoopAgent
 
     out = cfg.out or default_out(cfg.episode)
     return Episode(cfg.episode, LoopAgent(cfg), out=out, output=cfg.output, compat=cfg.compat, host=host,
-                   progress=progress).run()
+                   progress=progress, node=node).run()
