@@ -148,7 +148,7 @@ def profile_episode(suite: str, task: int, out: pathlib.Path, top: int = 10) -> 
     RosBackend, the kernel host, recording). Returns the top ``top`` functions by cumulative time of each."""
     import cProfile
 
-    from pyrua_ros.agent.single_shot import SingleShotRun
+    from pyrua_ros.agent.single_shot import SingleShotAgent
     from pyrua_ros.testing import NodeProcess
 
     sim_prof = out / "sim_node.prof"
@@ -156,12 +156,12 @@ def profile_episode(suite: str, task: int, out: pathlib.Path, top: int = 10) -> 
     node = NodeProcess([sys.executable, "-m", "cProfile", "-o", str(sim_prof), "-m", "pyrua_ros.nodes.sim_node",
                         "--ros-args", "--params-file", str(ROOT / "config" / "sim.yaml")], cwd=str(ROOT))
     agent = cProfile.Profile()
-    run_loop = SingleShotRun.run_loop
+    run_policy = SingleShotAgent.run
 
-    def profiled_loop(self):
+    def profiled_run(self, ep):
         agent.enable()
         try:
-            return run_loop(self)
+            return run_policy(self, ep)
         finally:
             agent.disable()
 
@@ -170,12 +170,12 @@ def profile_episode(suite: str, task: int, out: pathlib.Path, top: int = 10) -> 
             raise RuntimeError("sim node did not start:\n" + node.output()[-3000:])
         from pyrua_ros.cli.main import main as cli_main
 
-        SingleShotRun.run_loop = profiled_loop
+        SingleShotAgent.run = profiled_run
         with contextlib.redirect_stdout(io.StringIO()):
             cli_main(["run", "--policy", str(EXAMPLES[(suite, task)]), "--suite", suite, "--task", str(task),
                       "--out", str(out / "episode"), "--driver", "external"])
     finally:
-        SingleShotRun.run_loop = run_loop
+        SingleShotAgent.run = run_policy
         node.stop()
     found = {"agent (policy only)": _top(agent, top)}
     if sim_prof.exists():

@@ -63,8 +63,9 @@ def _interface_names() -> set[str]:
     names = set()
     for section in ("driver", "sim", "agent"):
         for value in raw[section].values():
-            if isinstance(value, str) and value.startswith("/"):
-                names.add(value)
+            # names with a path or a compound word; single words (tf, clock, estop) are ordinary code words too
+            if isinstance(value, str) and ("/" in value or "_" in value):
+                names |= {value, "/" + value.lstrip("/")}
     return names
 
 

@@ -591,7 +591,7 @@ def test_a_hostile_episode_cannot_forge_success_release_the_estop_or_leak_the_ke
     import sys
     import threading
 
-    from std_msgs.msg import Bool
+    from std_msgs.msg import Bool, String
 
     from pyrua_ros.driver import qos
     from pyrua_ros.driver.interfaces import load
@@ -619,8 +619,10 @@ def test_a_hostile_episode_cannot_forge_success_release_the_estop_or_leak_the_ke
         "print(leaks, chr(0xD800))\n"
         "x, y, z = robo.state().eef_pos\n"
         "robo.move_to([x + 0.02, y, z])\n")
+    latched_and_forging = threading.Event()
     script = [
-        Reply(tool_calls=(("python", {"code": "print(robo.task)"}),), delay_s=4.0),
+        # the first turn waits until the operator's e-stop is confirmed and the forger has been publishing a while
+        Reply(tool_calls=(("python", {"code": "print(robo.task)"}),), after=latched_and_forging),
         Reply(tool_calls=(("python", {"code": hostile}),)),
         Reply(tool_calls=(("finish", {"status": "success", "summary": "done " + chr(0xD800)}),)),
     ]
@@ -638,11 +640,28 @@ def test_a_hostile_episode_cannot_forge_success_release_the_estop_or_leak_the_ke
         try:
             assert spin_until(lambda: len(server.requests) >= 1 or proc.poll() is not None, 240.0)
             estop = operator.node.create_publisher(Bool, load().driver.estop, qos.LOCKSTEP)
-            assert spin_until(lambda: estop.get_subscription_count() > 0, 10.0)
-            estop.publish(Bool(data=True))
+            # The operator latches the e-stop and waits for the driver's own status to confirm it (the episode's
+            # recorder also subscribes to /estop, so a matched subscriber need not be the driver yet)
+            confirmed = threading.Event()
+
+            def on_status(msg):
+                if json.loads(msg.data).get("estop") and json.loads(msg.data).get("task_language") != "FORGED":
+                    confirmed.set()
+
+            operator.node.create_subscription(String, load().sim.episode_status, on_status, qos.LATCHED_READER)
+
+            def latch() -> bool:
+                estop.publish(Bool(data=True))
+                return confirmed.wait(0.5)
+
             with ros_client("forger") as forging_node:
+                # the forger starts while the first turn is still waiting for its reply (4 s), so the episode's
+                # backend has discovered it before the hostile cell runs
                 forger = threading.Thread(target=_forge_status, args=(forging_node, stop), daemon=True)
                 forger.start()
+                assert any(latch() for _ in range(120)), "the driver never confirmed the operator's e-stop"
+                time.sleep(2.0)   # the forger's status reaches the episode's backend (discovery) before the cells
+                latched_and_forging.set()
                 _stdout, stderr = proc.communicate(timeout=240)
                 stop.set()
                 forger.join(5)

@@ -54,26 +54,26 @@ def test_launch_file_declares_every_graph_argument():
     assert [d.name for d in declared] == [a.name for a in graph.ARGUMENTS]
     context = launch.LaunchContext()
     for d, arg in zip(declared, graph.ARGUMENTS, strict=True):
-        assert launch.utilities.perform_substitutions(context, d.default_value) == arg.default
+        assert launch.utilities.perform_substitutions(context, d.default_value) == arg.launch_default
         assert d.description == arg.description
 
 
-@pytest.mark.parametrize("robot", ["sim", "fake", "external"])
-def test_launch_file_starts_the_planned_nodes(robot):
+def test_launch_file_holds_one_static_node_per_graph_node():
+    """Static Node actions (so ``ros2 launch -p`` lists them), each started exactly when graph.plan plans it."""
     module = _launch_module()
-    import launch.utilities
+    from launch_ros.actions import Node
 
-    context = launch.LaunchContext()
-    values = {a.name: a.default for a in graph.ARGUMENTS} | {"robot": robot, "rviz": "true"}
-    context.launch_configurations.update(values)
+    import launch
 
-    def text(x):
-        return x if isinstance(x, str) else launch.utilities.perform_substitutions(context, x)
-
-    nodes = module.launch_nodes(context)
-    planned = graph.plan(values)
-    assert [(text(n.node_package), text(n.node_executable)) for n in nodes] == \
-        [(p.package, p.executable) for p in planned]
+    ld = module.generate_launch_description()
+    nodes = [e for e in ld.entities if isinstance(e, Node)]
+    assert [(n.node_package, n.node_executable) for n in nodes] == [(s.package, s.executable) for s in graph.NODES]
+    for robot in ("sim", "fake", "external"):
+        context = launch.LaunchContext()
+        values = {a.name: a.launch_default for a in graph.ARGUMENTS} | {"robot": robot, "rviz": "true"}
+        context.launch_configurations.update(values)
+        started = [s.key for s, n in zip(graph.NODES, nodes) if n.condition.evaluate(context)]
+        assert started == [p.key for p in graph.plan(values)]
 
 
 # --- graph.py ---------------------------------------------------------------------------------------------------
@@ -90,7 +90,21 @@ def test_robot_argument_picks_the_driver(robot, keys):
     assert all(n.shutdown_on_exit for n in planned)
 
 
-def test_episode_arguments_reach_sim_and_agent():
+def test_unset_arguments_leave_the_parameter_files_in_charge():
+    """Nothing the command line did not give reaches a node as an override, except what the graph decides: the
+    agent resets the driver to the episode of the driver's own parameter file."""
+    nodes = _by_key({})
+    assert nodes["sim"].parameters == {}
+    sim_file = graph.node_parameters(nodes["sim"].params_file, "sim")
+    assert nodes["agent"].parameters == {"use_sim_time": True} | {k: sim_file[k] for k in
+                                                                  ("suite", "task", "seed", "max_episode_steps")}
+    fake = _by_key({"robot": "fake"})
+    assert fake["agent"].parameters["suite"] == "fake_table" and fake["fake"].parameters == {}
+    external = _by_key({"robot": "external"})["agent"]
+    assert external.parameters == {"use_sim_time": False}      # config/agent.yaml decides the episode
+
+
+def test_given_arguments_reach_driver_and_agent():
     nodes = _by_key({"suite": "libero_goal_swap", "task": "3", "seed": "7", "clock_mode": "realtime"})
     for key in ("sim", "agent"):
         assert {k: nodes[key].parameters[k] for k in ("suite", "task", "seed")} == \
@@ -98,6 +112,21 @@ def test_episode_arguments_reach_sim_and_agent():
     assert nodes["sim"].parameters["clock_mode"] == "realtime"
     assert "clock_mode" not in nodes["agent"].parameters
     assert "use_sim_time" not in nodes["sim"].parameters      # the sim is the clock
+    fake = _by_key({"robot": "fake", "task": "1"})
+    assert fake["fake"].parameters == {"task": 1} and fake["agent"].parameters["suite"] == "fake_table"
+
+
+def test_namespace_and_parameter_files_arguments(tmp_path):
+    own = tmp_path / "my_sim.yaml"
+    own.write_text("/**/sim:\n  ros__parameters:\n    suite: libero_goal\n    task: 3\n")
+    nodes = _by_key({"namespace": "robot1", "driver_params": str(own), "rviz": "true"})
+    assert {n.namespace for n in nodes.values()} == {"/robot1"}
+    assert nodes["sim"].params_file == own and nodes["agent"].parameters["task"] == 3
+    assert ("/clock", "clock") in nodes["agent"].remappings
+    assert {("/tf", "tf"), ("/tf_static", "tf_static")} <= set(nodes["rviz"].remappings)
+    assert runner.ros_arguments(nodes["sim"])[3:5] == ["-r", "__ns:=/robot1"]
+    with pytest.raises(ValueError, match="namespace:='1robot' is not valid"):
+        graph.plan({"namespace": "1robot"})
 
 
 def test_bad_values_name_what_is_valid():
@@ -116,12 +145,32 @@ def test_bad_values_name_what_is_valid():
 
 
 def test_agent_yaml_holds_every_agent_parameter_with_the_graph_default():
-    data = yaml.safe_load((graph.config_dir() / "agent.yaml").read_text())
-    params = data["agent"]["ros__parameters"]
-    defaults = _by_key({})["agent"].parameters
-    assert {k: params[k] for k in defaults if k != "use_sim_time"} == \
-        {k: v for k, v in defaults.items() if k != "use_sim_time"}
+    params = graph.node_parameters(graph.config_dir() / "agent.yaml", "agent")
+    declared = [name for name in graph.AGENT_PARAMETERS if name not in ("use_sim_time", "remap")]
+    defaults = {name: graph.ARGUMENTS_BY_NAME[name].typed_default() for name in declared}
+    # every agent parameter with a default is in the file with that default; unset optionals are not
+    assert {k: params[k] for k in defaults if defaults[k] is not None} == \
+        {k: v for k, v in defaults.items() if v is not None}
     assert set(params) <= set(graph.AGENT_PARAMETERS)
+
+
+@pytest.mark.parametrize("file, node", [("sim.yaml", "sim"), ("fake_arm.yaml", "sim"), ("agent.yaml", "agent")])
+def test_parameter_files_apply_to_their_node_in_any_namespace(file, node):
+    """``/**/<node>`` keys: rcl gives the file's values to the node under /robot1 as well as at the root."""
+    import rclpy
+
+    expected = graph.node_parameters(graph.config_dir() / file, node)
+    for namespace in ("/", "/robot1"):
+        context = rclpy.Context()
+        rclpy.init(args=["x", "--ros-args", "-r", f"__ns:={namespace}", "--params-file",
+                         str(graph.config_dir() / file)], context=context)
+        try:
+            n = rclpy.create_node(node, context=context, automatically_declare_parameters_from_overrides=True)
+            got = {k: n.get_parameter(k).value for k in expected}
+            assert got == expected and n.get_namespace() == namespace
+            n.destroy_node()
+        finally:
+            rclpy.shutdown(context=context)
 
 
 # --- the pip runner's command lines -----------------------------------------------------------------------------
@@ -135,16 +184,17 @@ def test_runner_arguments_match_the_plan():
     assert _params(agent) == nodes["agent"].parameters
     assert _params(agent)["model"] == "true"                  # a string stays a string through YAML
     assert _params(agent)["openai_extra_body"] == '{"top_p": 0.95}'
-    assert "out" not in _params(agent)                        # unset optional settings are not passed
-    assert agent[-2:] == ["-r", "/ee_pose:=/franka_robot_state_broadcaster/current_pose"]
-    assert _params(sim) == nodes["sim"].parameters
+    assert _params(agent)["remap"] == "/ee_pose:=/franka_robot_state_broadcaster/current_pose"
+    assert "out" not in _params(agent)                        # unset: config/agent.yaml decides
+    assert agent[-2:] == ["-r", "/clock:=clock"]
+    assert _params(sim) == nodes["sim"].parameters == {"task": 3}
 
 
 def test_rcl_reads_the_runner_arguments_back_with_their_types():
     """The params file and every -p override reach a real rclpy node with the planned value and type."""
     import rclpy
 
-    agent = _by_key({"model": "true", "openai_extra_body": '{"top_p": 0.95}', "task": "3", "out": ""})["agent"]
+    agent = _by_key({"model": "true", "openai_extra_body": '{"top_p": 0.95}', "task": "3", "out": "x"})["agent"]
     context = rclpy.Context()
     rclpy.init(args=["agent_node", *runner.ros_arguments(agent)], context=context)
     try:
@@ -153,6 +203,7 @@ def test_rcl_reads_the_runner_arguments_back_with_their_types():
         assert node.get_name() == "agent"
         assert got == agent.parameters
         assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in agent.parameters.items()}
+        assert node.get_parameter("budget_s").value == 1200.0     # from config/agent.yaml
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
@@ -182,6 +233,8 @@ def test_runner_refuses_missing_parameter_files_and_rviz_without_ros(tmp_path, m
     monkeypatch.setattr(shutil, "which", lambda _name: None)
     with pytest.raises(runner.LaunchError, match="rviz:=false"):
         runner.node_executable(rviz)
+    assert graph.missing_executables(graph.plan({"rviz": "true"})) == [
+        "rviz2 (rviz2) is not installed: it comes with a ROS 2 install; without one, launch with rviz:=false"]
 
 
 def test_runner_main_prints_commands_and_rejects_bad_arguments(capsys):

@@ -12,7 +12,10 @@ import threading
 
 from pyrua_ros.agent.recorder import message_class
 from pyrua_ros.bringup.rviz_config import rviz_frames, rviz_topics
+from pyrua_ros.driver.interfaces import load
 from pyrua_ros.testing import spin_until
+
+NAMES = load()
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RVIZ = ROOT / "config" / "libero_sim.rviz"
@@ -35,7 +38,7 @@ def test_runner_publishes_every_topic_and_frame_the_rviz_config_shows(ros_client
                         frames.update({tf.header.frame_id, tf.child_frame_id})
         return cb
 
-    latched = {"/robot_description", "/tf_static", "/agent/markers"}
+    latched = {NAMES.driver.robot_description, NAMES.driver.tf_static, NAMES.agent.markers, NAMES.sim.ground_truth}
     for topic, type_name in expected.items():
         profile = qos.LATCHED if topic in latched else qos.STREAM
         ros_client.node.create_subscription(message_class(type_name), topic, on(topic), profile)

@@ -37,6 +37,10 @@ def test_rviz_config_shape():
     model = next(d for d in rviz_config.displays(config) if d["Class"] == rviz_config.ROBOT_MODEL)
     assert model["Description Source"] == "Topic"
     assert model["Description Topic"]["Durability Policy"] == "Transient Local"   # /robot_description is latched
+    markers = [d for d in rviz_config.displays(config) if d["Class"] == "rviz_default_plugins/MarkerArray"]
+    assert markers and all(d["Topic"]["Durability Policy"] == "Transient Local" for d in markers)   # as published
+    topics = [d["Topic"]["Value"] for d in rviz_config.displays(config) if isinstance(d.get("Topic"), dict)]
+    assert not [t for t in topics if t.startswith("/")]      # relative: a namespaced rviz shows its own robot
 
 
 def test_unknown_display_is_refused_with_the_known_classes(tmp_path):

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from pyrua_ros.driver import convert
+from pyrua_ros.driver.clock import LockstepClock, RateGate, RealtimeClock, make_clock
 from pyrua_ros.driver.tf_buffer import TransformError, TransformStore
 from pyrua_ros.safety import EStop, SafetyFilter, SafetyLimits, refusal
-from pyrua_ros.sim.clock import LockstepClock, RateGate, RealtimeClock, make_clock
 from pyrua_ros.sim_interfaces import EpisodeStatus
 
 LIMITS = SafetyLimits((-0.5, -0.5, 0.9), (0.5, 0.5, 1.4), max_linear_speed=0.5, max_angular_speed=2.0)
@@ -23,14 +23,17 @@ def test_twist_inside_limits_passes_unchanged():
     np.testing.assert_allclose(f.w, [0, 0, 0.5])
 
 
-def test_speed_limits_scale_the_twist_and_report_it():
-    f = SafetyFilter(LIMITS).filter_twist([2.0, 0.0, 0.0], [0, 0, 8.0], [0.0, 0.0, 1.1], DT, step=7)
-    assert np.linalg.norm(f.v) == pytest.approx(0.5)
-    assert np.linalg.norm(f.w) == pytest.approx(2.0)
+def test_speed_limits_clip_each_axis_and_report_it():
+    f = SafetyFilter(LIMITS).filter_twist([2.0, -0.3, 0.0], [0, 0, -8.0], [0.0, 0.0, 1.1], DT, step=7)
+    np.testing.assert_allclose(f.v, [0.5, -0.3, 0.0])        # per axis, like LIBERO's OSC action clip
+    np.testing.assert_allclose(f.w, [0.0, 0.0, -2.0])
     ev = json.loads(f.event.to_json())
     assert ev["kind"] == "clipped" and ev["step"] == 7
-    assert ev["requested"][:3] == [2.0, 0.0, 0.0] and ev["executed"][0] == pytest.approx(0.5)
-    assert "linear speed 2.000 m/s > limit 0.5" in ev["reason"] and "angular speed" in ev["reason"]
+    assert ev["requested"][:3] == [2.0, -0.3, 0.0] and ev["executed"][0] == pytest.approx(0.5)
+    assert "linear speed x +2.000 m/s beyond the per-axis limit 0.5 m/s" in ev["reason"]
+    assert "angular speed z -8.000 rad/s" in ev["reason"]
+    diagonal = SafetyFilter(LIMITS).filter_twist([0.5, 0.5, 0.5], [2.0, 2.0, 0], [0.0, 0.0, 1.1], DT, step=0)
+    assert diagonal.event is None                            # every axis at its limit: nothing is cut
 
 
 def test_workspace_box_stops_at_the_wall_but_lets_the_arm_back_in():

@@ -17,7 +17,8 @@ from pyrua_ros.cli.main import build_parser
 from pyrua_ros.nodes import agent_node
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-GRAPH_ONLY = {"rviz", "use_sim_time", "interfaces", "remap"}     # what the launch graph itself decides
+GRAPH_ONLY = {"rviz", "use_sim_time", "interfaces", "remap", "namespace", "driver_params",
+              "agent_params"}     # what the launch graph itself decides
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:
@@ -74,8 +75,8 @@ def test_launch_arguments_are_the_schema_launch_leaves_plus_the_graph_own():
             assert arg.choices == tuple(map(str, leaf.choices)), name
         # the launch text of the default reads back as the schema default
         assert arg.convert(arg.default) == (leaf.default if leaf.kind != "path" else None), name
-    # where each setting goes follows its scope
-    assert launch["suite"].to == ("sim", "agent") and launch["clock_mode"].to == ("sim",)
+    # where each setting goes follows its scope (graph roles: the driver node, sim or fake, and the agent)
+    assert launch["suite"].to == ("driver", "agent") and launch["clock_mode"].to == ("driver",)
     assert launch["robot"].to == () and launch["robot"].choices == ("sim", "fake", "external")
     assert launch["openai_max_tokens"].to == ("agent",)
 

@@ -231,20 +231,39 @@ def test_exit_code_table(status, reason, code):
 
 # --- a driver that dies anyway ----------------------------------------------------------------------------------
 
-def test_a_dying_driver_ends_the_wait_at_once_with_its_last_error_line(tmp_path):
-    """Past the front door (a library caller, a driver that fails on its own): the sim node exits at startup, the
-    episode does not wait out the 120 s reset deadline, and the reason carries the node's own error line."""
+def test_a_driver_given_an_episode_it_does_not_serve_refuses_the_reset_with_the_valid_values(tmp_path):
+    """Past the front door: the driver does not die of a bad episode (it starts with its default one); the reset is
+    refused with the reason and the valid suites, which the episode reports as its boot error."""
     from pyrua_ros.agent.config import PlayConfig
     from pyrua_ros.agent.episode import play
     from pyrua_ros.agent.schema import build
 
-    cfg = build(PlayConfig, {"suite": "nosuch", "task": 0, "replay": FAKE_PROGRAM, "out": tmp_path / "run",
+    cfg = build(PlayConfig, {"robot": "fake", "suite": "nosuch", "task": 0, "replay": FAKE_PROGRAM,
+                             "out": tmp_path / "run", "video": False, "record": False})
+    result = play(cfg)
+    assert result.status == "boot_error"
+    assert "episode reset failed" in result.reason and "unknown suite 'nosuch'" in result.reason, result.reason
+    assert "fake_table" in result.reason                     # the valid values
+    assert "exited" not in result.reason                     # the driver kept serving
+
+
+def test_a_dying_driver_ends_the_wait_at_once_with_its_last_error_line(tmp_path, monkeypatch):
+    """Past the front door (a library caller, a driver that fails on its own): the sim node exits at startup (here:
+    it cannot render, MUJOCO_GL names no backend), the episode does not wait out the 120 s reset deadline, and the
+    reason carries the node's own error line. (A bad episode no longer kills a driver: it starts with its default
+    episode and refuses the reset with the valid values, test_driver_conformance.)"""
+    from pyrua_ros.agent.config import PlayConfig
+    from pyrua_ros.agent.episode import play
+    from pyrua_ros.agent.schema import build
+
+    monkeypatch.setenv("MUJOCO_GL", "no_such_backend")     # read by the driver process only
+    cfg = build(PlayConfig, {"suite": "libero_goal", "task": 8, "replay": FAKE_PROGRAM, "out": tmp_path / "run",
                              "video": False, "record": False})
     started = time.monotonic()
     result = play(cfg)
     elapsed = time.monotonic() - started
     assert result.status == "boot_error"
     assert "episode reset failed: the sim_node exited with status" in result.reason
-    assert "unknown suite 'nosuch'" in result.reason          # the node's last error line, not "see host.log"
+    assert "MUJOCO_GL: no_such_backend" in result.reason     # the node's last error line, not "see host.log"
     assert elapsed < 60, elapsed                               # the node's own start time, not the 120 s deadline
     assert exit_codes.for_result(result.status, result.reason) == exit_codes.BOOT_ERROR

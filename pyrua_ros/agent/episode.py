@@ -117,8 +117,9 @@ class EpisodeHost:
     Pi0.5 on ``--cuda-device``.
     """
 
-    def __init__(self, episode, *, on_phase=None, cuda_device: str | None = None):
+    def __init__(self, episode, *, on_phase=None, node=None, cuda_device: str | None = None):
         self.settings = episode
+        self.node = node     # the launched agent node robo runs on (agent_node); None: robo makes its own
         self.driver: DriverProcess | None = None
         self.backend = None
         self.vla_server = None
@@ -146,7 +147,7 @@ class EpisodeHost:
                                    f"{log_path.name})")
         else:
             self._on_phase("boot", "driver external: using the drivers already running")
-        self.backend = RosBackend()
+        self.backend = RosBackend(node=self.node)
         if self.vla_server is not None:
             self._on_phase("boot", f"waiting for the VLA policy server on {self.vla_server.endpoint}")
             try:
@@ -252,7 +253,7 @@ class Episode:
     """
 
     def __init__(self, settings, strategy: AgentStrategy, *, out: pathlib.Path, output=None, compat=None,
-                 host: EpisodeHost | None = None, progress=None):
+                 host: EpisodeHost | None = None, progress=None, node=None):
         from pyrua_ros.agent.config import CompatSettings, OutputSettings
 
         self.settings = settings
@@ -263,6 +264,7 @@ class Episode:
         self.workspace = self.out / "workspace"
         self.progress = progress
         self.host = host
+        self.node = node     # for a host of its own: the process's ROS node robo runs on (None: robo makes one)
         self._own_host = host is None
         self.robot = None
         self.recorder = self.video = self.publisher = None
@@ -302,7 +304,7 @@ class Episode:
     def boot(self) -> None:
         e = self.settings
         if self.host is None:
-            self.host = EpisodeHost(e, on_phase=self.phase, cuda_device=self.compat.cuda_device)
+            self.host = EpisodeHost(e, on_phase=self.phase, node=self.node, cuda_device=self.compat.cuda_device)
             self.host.open(self.out / "host.log")
         if self.host.vla_server is not None:
             self.notes.append(f"VLA policy server started by --vla-server-cmd on {self.host.vla_server.endpoint}")
@@ -511,11 +513,11 @@ class Episode:
         if self.video is None:
             return
         deadline = time.monotonic() + STREAM_FLUSH_MAX_S
-        seen, quiet_since = len(self.video.frames), time.monotonic()
+        seen, quiet_since = self.video.frame_count, time.monotonic()
         while time.monotonic() < deadline and time.monotonic() - quiet_since < STREAM_QUIET_S:
             time.sleep(0.05)
-            if len(self.video.frames) != seen:
-                seen, quiet_since = len(self.video.frames), time.monotonic()
+            if self.video.frame_count != seen:
+                seen, quiet_since = self.video.frame_count, time.monotonic()
 
     def _write_video(self) -> None:
         if self.video is None:
@@ -556,13 +558,15 @@ def default_out(episode, kind: str = "") -> pathlib.Path:
     return pathlib.Path("runs") / f"{episode.tag}{'-' + kind if kind else ''}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def play(cfg, *, progress=None, host: EpisodeHost | None = None):
+def play(cfg, *, progress=None, host: EpisodeHost | None = None, node=None):
     """Run one ``play`` episode (the loop arm of ``cfg``) and return its result (also in ``<out>/result.json``).
 
     ``host``: a lent, already open :class:`EpisodeHost` (a batch runner reusing one driver); kept open.
+    ``node``: without a lent host, the process's own ROS node for robo (the launched ``agent`` node: one node per
+    process role); else robo makes one.
     """
     from pyrua_ros.agent.arms import LoopAgent
 
     out = cfg.out or default_out(cfg.episode)
     return Episode(cfg.episode, LoopAgent(cfg), out=out, output=cfg.output, compat=cfg.compat, host=host,
-                   progress=progress).run()
+                   progress=progress, node=node).run()

@@ -249,6 +249,13 @@ def latched_topics(names: interfaces.Interfaces | None = None) -> frozenset[str]
     return frozenset({names.driver.tf_static, names.driver.robot_description, s.episode_status, *captures})
 
 
+def _absolute(node: Any, topic: str) -> str:
+    """The topic's absolute name as ``node`` resolves it (interface names are relative to the robot's namespace);
+    bag players want absolute names."""
+    resolve = getattr(node, "resolve_topic_name", None)
+    return resolve(topic) if resolve is not None else interfaces.resolve(topic, node.get_namespace())
+
+
 def _cdr_time_ns(data: bytes) -> int:
     """The ``builtin_interfaces/Time`` that starts a CDR message (after the 4-byte encapsulation header): a
     ``std_msgs/Header``'s stamp, or a ``rosgraph_msgs/Clock``. 0 for a message too short to hold one."""
@@ -272,8 +279,9 @@ class EpisodeRecorder:
     episode's last state and stream frames meanwhile; those belong to no episode of this bag. A frame of such a
     backlog may still land just after :meth:`begin`; so messages of the ``stamped`` topics (each starting with a
     ``std_msgs/Header``) are written only when their stamp is not ahead of the ``clock`` topic's latest time
-    seen since :meth:`begin` (0 before the first): the new episode's clock restarts, the old frames' stamps do not
-    (only when the clock topic has a publisher at :meth:`begin`; a real arm on wall time has none).
+    seen since :meth:`begin` (0 before the first), and, where the clock carries on across resets, only when it is
+    after the clock's time at :meth:`begin` (:meth:`_earlier_episode`; only when the clock topic has a publisher
+    at :meth:`begin`; a real arm on wall time has none).
     """
 
     def __init__(self, node: Any, path: str | os.PathLike, topics: Mapping[str, str], *,
@@ -296,6 +304,8 @@ class EpisodeRecorder:
         self._stamped = frozenset(stamped)
         self._clock_topic = clock
         self._clock_ns = 0       # the clock topic's latest time since begin() [ns]
+        self._last_clock_ns: int | None = None    # its latest time ever (held or not) [ns]
+        self._begin_clock_ns: int | None = None   # that time when begin() was called
         self._guard = False      # stamped topics checked against it (from begin(), when a clock is published)
         self._started_ns: int | None = None
         self._last_ns = 0
@@ -337,7 +347,19 @@ class EpisodeRecorder:
         with self._lock:
             self._held = False
             self._clock_ns = 0
+            self._begin_clock_ns = self._last_clock_ns
             self._guard = clocked
+
+    def _earlier_episode(self, stamp_ns: int) -> bool:
+        """Whether a stream frame stamped ``stamp_ns`` belongs to an episode before :meth:`begin` (lock held).
+
+        Ahead of the clock seen since begin(): a driver whose clock restarts at a reset. Not after the clock
+        at begin() while the clock carries on from there: a driver whose time never runs backwards across resets
+        (pyrua_ros's drivers: the new episode starts one control period after the last one's end)."""
+        if stamp_ns > self._clock_ns:
+            return True
+        begun = self._begin_clock_ns
+        return begun is not None and self._clock_ns >= begun and stamp_ns <= begun
 
     def _channel(self, topic: str) -> int:
         """The topic's channel, registered now (with its schema and its publishers' offered QoS) if new.
@@ -363,7 +385,8 @@ class EpisodeRecorder:
         self._offered[topic] = offered_qos_yaml(offered or [self._requested[topic]])
         metadata = {"offered_qos_profiles": self._offered[topic],
                     "topic_type_hash": installed_type_hash(full_name) or ""}
-        self._channels[topic] = self._writer.register_channel(topic=topic, message_encoding="cdr",
+        self._channels[topic] = self._writer.register_channel(topic=_absolute(self._node, topic),
+                                                              message_encoding="cdr",
                                                               schema_id=self._schemas[full_name], metadata=metadata)
         return self._channels[topic]
 
@@ -375,12 +398,14 @@ class EpisodeRecorder:
             received = info.get("received_timestamp") or now
             source = info.get("source_timestamp") or received
             with self._lock:
+                if topic == self._clock_topic and not self._closed:
+                    self._last_clock_ns = max(self._last_clock_ns or 0, _cdr_time_ns(data))
                 if self._closed or (self._held and topic not in self._latched):
                     return
                 if topic == self._clock_topic:
                     self._clock_ns = max(self._clock_ns, _cdr_time_ns(data))
-                elif self._guard and topic in self._stamped and _cdr_time_ns(data) > self._clock_ns:
-                    return   # stamped ahead of this episode's clock: a late frame of an earlier episode
+                elif self._guard and topic in self._stamped and self._earlier_episode(_cdr_time_ns(data)):
+                    return   # a late frame of an earlier episode
                 channel = self._channel(topic)
                 sequence[0] += 1
                 self._writer.add_message(channel_id=channel, log_time=received, data=data, publish_time=source,
@@ -402,7 +427,8 @@ class EpisodeRecorder:
         start = self._started_ns or 0
         duration = max(0, self._last_ns - start)
         total = sum(self.counts.values())
-        topics = [{"topic_metadata": {"name": topic, "type": type_name_of(self._classes[topic]),
+        topics = [{"topic_metadata": {"name": _absolute(self._node, topic),
+                                      "type": type_name_of(self._classes[topic]),
                                       "serialization_format": "cdr", "offered_qos_profiles": self._offered[topic],
                                       "type_description_hash": installed_type_hash(type_name_of(
                                           self._classes[topic])) or ""},

@@ -53,6 +53,7 @@ class EpisodeVideo:
         self.timeline: list[tuple[float, int, bool]] = []     # (sim_time, step, success) from the episode status
         self.turns: list[tuple[float, int]] = []               # (sim_time when the turn began, turn)
         self._lock = threading.Lock()
+        self._last_stream: dict[str, float] = {}   # camera -> stamp of its latest stream frame
         self._node = node
         self._subs = []
         if node is not None:
@@ -71,7 +72,12 @@ class EpisodeVideo:
         def callback(msg) -> None:
             from pyrua_ros.driver.convert import image_to_numpy, stamp_to_seconds
 
-            self.add_frame(camera, stamp_to_seconds(msg.header.stamp), image_to_numpy(msg)[..., :3])
+            stamp = stamp_to_seconds(msg.header.stamp)
+            with self._lock:
+                if self._last_stream.get(camera) == stamp:   # a lockstep driver re-publishes the same frame while
+                    return                                  # the model thinks
+                self._last_stream[camera] = stamp
+            self.add_frame(camera, stamp, image_to_numpy(msg)[..., :3])
         return callback
 
     def _on_status(self, msg) -> None:
@@ -85,6 +91,12 @@ class EpisodeVideo:
         """The episode's step and success at ``sim_time`` [s] (from the episode status)."""
         with self._lock:
             self.timeline.append((sim_time, step, success))
+
+    @property
+    def frame_count(self) -> int:
+        """Frames collected so far, every camera together."""
+        with self._lock:
+            return sum(map(len, self.frames.values()))
 
     def add_frame(self, camera: str, stamp: float, rgb: np.ndarray) -> None:
         """One frame of ``camera`` at sim time ``stamp`` [s] (streams, the card view, the final capture)."""

@@ -1,8 +1,8 @@
 """The one description of the ``libero_sim`` node graph, read by ``launch/libero_sim.launch.py`` and the pip runner.
 
 Everything a launch needs is here and nowhere else: the launch arguments (name, default, description, allowed
-values, type), the nodes (package, executable, node name, parameter file from ``config/``), which argument
-becomes which node parameter, remappings, environment, and the conditions that pick nodes:
+values, type), the nodes (package, executable, node name, parameter file from ``config/``, the argument and values
+that enable it, remappings), which argument becomes which node parameter, and the environment:
 
 - ``robot:=sim`` starts ``sim_node`` (node ``sim``), ``robot:=fake`` starts ``fake_arm_node`` (also node ``sim``,
   so the agent cannot tell them apart by name), ``robot:=external`` starts no driver: a real arm's drivers (or
@@ -10,16 +10,29 @@ becomes which node parameter, remappings, environment, and the conditions that p
 - ``agent_node`` (node ``agent``) always runs; when it exits, the launch shuts down and its exit code is the launch's.
 - The driver node shuts the launch down too when it exits (``on_exit=Shutdown`` semantics).
 - ``rviz:=true`` adds ``rviz2 -d config/libero_sim.rviz``.
+- ``namespace:=robot1`` puts every node under ``/robot1``: interface names are relative, so one graph (one ROS
+  domain) can hold several robots, each with its own agent. ``/clock`` (rclpy's time source) and rviz's ``/tf``,
+  ``/tf_static`` are remapped to the namespace's own.
+
+**Parameter files take effect.** A node-parameter argument left unset (the default, shown as ``''``) is not passed
+at all, so the node's parameter file decides (``config/sim.yaml``, ``fake_arm.yaml``, ``agent.yaml``, or the files
+given by ``driver_params:=`` / ``agent_params:=``); a value given on the command line overrides it. The agent
+resets the driver to the episode the driver's file names unless suite/task/seed are given.
 
 :func:`plan` turns launch argument values (strings, as both launch front ends deliver them) into a tuple of
-:class:`PlannedNode`; the launch file turns each into a ``launch_ros.actions.Node``, the runner into a command line.
-No rclpy or launch import happens here.
+:class:`PlannedNode`; the launch file builds one static ``launch_ros.actions.Node`` per :data:`NODES` entry (so
+``ros2 launch -p`` lists them) whose parameters are resolved by :func:`plan` at launch time, the runner one command
+line per planned node. No rclpy or launch import happens here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import pathlib
+import shutil
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -37,11 +50,13 @@ _BOOL = ("true", "false")
 
 @dataclasses.dataclass(frozen=True)
 class Argument:
-    """One launch argument. ``default`` is the launch-level text; :meth:`convert` gives the typed value.
+    """One launch argument. ``default`` is the documented default text; :meth:`convert` gives the typed value.
 
     ``kind`` is ``str``, ``int``, ``float``, ``bool`` or ``json`` (a string that must hold a JSON object).
-    ``to`` names the graph nodes (keys of :data:`NODES`) that receive it as a parameter of the same name.
-    ``optional``: the empty text means unset (None), and an unset argument is passed to no node.
+    ``to`` names the graph roles (``driver``, ``agent``: :attr:`NodeSpec.role`) whose node receives it as a
+    parameter of the same name; such an argument is unset by default (``''``: the node's parameter file decides,
+    and ``default`` is the value the node declares when no file sets it). ``optional``: the setting itself may be
+    unset (None), so even a node's declared default is "unset".
     """
 
     name: str
@@ -52,9 +67,24 @@ class Argument:
     to: tuple[str, ...] = ()
     optional: bool = False
 
+    @property
+    def launch_default(self) -> str:
+        """The default the launch front ends declare: ``''`` (unset) for node parameters, else :attr:`default`."""
+        return "" if self.to else self.default
+
+    def typed_default(self) -> Any:
+        """The typed value of :attr:`default` (what a node declares)."""
+        return self._typed(self.default)
+
     def convert(self, text: str) -> Any:
-        """Validate ``text`` and return the typed value; a bad value raises ValueError naming what is accepted."""
+        """Validate ``text`` and return the typed value (None for an unset node parameter); a bad value raises
+        ValueError naming what is accepted."""
         text = str(text)
+        if (self.to or self.optional) and text == "":
+            return None
+        return self._typed(text)
+
+    def _typed(self, text: str) -> Any:
         if self.optional and text == "":
             return None
         if self.choices and text not in self.choices:
@@ -69,16 +99,16 @@ class Argument:
 
 
 AGENT = ("agent",)
-EPISODE = ("sim", "agent")   # the sim starts on these; the agent resets the sim to them (DESIGN.md layer 2)
-SCOPE_TARGETS = {"episode": EPISODE, "agent": AGENT, "driver": ("sim",), "graph": ()}
+EPISODE = ("driver", "agent")   # the driver starts on these; the agent resets it to them (DESIGN.md layer 2)
+SCOPE_TARGETS = {"episode": EPISODE, "agent": AGENT, "driver": ("driver",), "graph": ()}
 _KINDS = {"str": "str", "path": "str", "int": "int", "float": "float", "bool": "bool", "json": "json"}
 
 
 def settings_arguments() -> tuple[Argument, ...]:
     """One launch argument per launch setting of the settings schema (``PlayConfig``), in schema order.
 
-    Defaults, descriptions and choices are the schema's; an unset optional setting is the empty text and is not
-    passed to any node (its parameter stays unset). Which nodes receive a setting follows its scope.
+    Defaults, descriptions and choices are the schema's; which nodes receive a setting follows its scope. A
+    setting that reaches a node is unset unless given (the node's parameter file decides).
     """
     from pyrua_ros.agent import schema
     from pyrua_ros.agent.config import PlayConfig
@@ -95,35 +125,67 @@ def settings_arguments() -> tuple[Argument, ...]:
 
 ARGUMENTS: tuple[Argument, ...] = (
     *settings_arguments(),
-    Argument("rviz", "false", "start rviz2 with config/libero_sim.rviz", kind="bool", choices=_BOOL),
-    Argument("use_sim_time", "auto", "agent and rviz follow /clock: auto = true unless robot:=external",
+    Argument("namespace", "", "namespace of every node of this robot, e.g. robot1 (empty: the root namespace)"),
+    Argument("driver_params", "", "parameter file of the driver (empty: config/sim.yaml or config/fake_arm.yaml)"),
+    Argument("agent_params", "", "parameter file of the agent (empty: config/agent.yaml)"),
+    Argument("rviz", "false", "start rviz2 with config/libero_sim.rviz (checked before anything starts)",
+             kind="bool", choices=_BOOL),
+    Argument("use_sim_time", "auto", "agent and rviz follow the driver's clock: auto = true unless robot:=external",
              choices=("auto", "true", "false")),
+    Argument("remap", "", "agent remappings, from:=to pairs separated by commas, applied to its node (docs/"
+             "BRINGUP.md has an example)", to=AGENT),
     Argument("interfaces", "", "interfaces.yaml replacing the packaged one for every node (PYRUA_INTERFACES)"),
-    Argument("remap", "", "agent remappings: from:=to pairs separated by commas (docs/BRINGUP.md has an example)"),
 )
 ARGUMENTS_BY_NAME: dict[str, Argument] = {a.name: a for a in ARGUMENTS}
+
+# Names other programs use absolute, remapped to this robot's (relative) interface names: rclpy's time source
+# subscribes the root clock, rviz2 the root TF topics. Each picks a name of the driver section of interfaces.yaml.
+CLOCK_REMAP: tuple[Callable[[interfaces.Driver], str], ...] = (lambda d: d.clock,)
+TF_REMAPS: tuple[Callable[[interfaces.Driver], str], ...] = (lambda d: d.tf, lambda d: d.tf_static)
 
 
 @dataclasses.dataclass(frozen=True)
 class NodeSpec:
-    """A node the graph may start. ``when`` decides from the typed argument values whether it runs."""
+    """A node the graph may start, as data both front ends read.
+
+    ``role``: ``driver``, ``agent`` or ``viewer`` (what the arguments' ``to`` names). ``enable``: the argument
+    and the values of it that start this node (None: always). ``remaps`` name driver interfaces whose root name
+    the node uses and is remapped to the robot's (:func:`remappings`); ``sim_time_follower`` nodes get
+    ``use_sim_time``.
+    """
 
     key: str
+    role: str
     package: str
     executable: str
     name: str
     params_file: str | None
-    when: Callable[[Mapping[str, Any]], bool]
+    enable: tuple[str, tuple[str, ...]] | None
+    remaps: tuple[Callable[[interfaces.Driver], str], ...]
     shutdown_on_exit: bool
     sim_time_follower: bool
 
+    def remappings(self, names: interfaces.Interfaces | None = None) -> tuple[tuple[str, str], ...]:
+        """``(root name, interface name)`` pairs, e.g. ``("/clock", "clock")``."""
+        driver = (names or interfaces.load()).driver
+        return tuple((interfaces.resolve(pick(driver)), pick(driver)) for pick in self.remaps)
+
+    def enabled(self, typed: Mapping[str, Any]) -> bool:
+        if self.enable is None:
+            return True
+        arg, values = self.enable
+        return str(typed[arg]).lower() in values
+
 
 NODES: tuple[NodeSpec, ...] = (
-    NodeSpec("sim", PACKAGE, "sim_node", "sim", "sim.yaml", lambda v: v["robot"] == "sim", True, False),
-    NodeSpec("fake", PACKAGE, "fake_arm_node", "sim", "fake_arm.yaml", lambda v: v["robot"] == "fake", True, False),
-    NodeSpec("agent", PACKAGE, "agent_node", "agent", "agent.yaml", lambda v: True, True, True),
-    NodeSpec("rviz", "rviz2", "rviz2", "rviz2", None, lambda v: v["rviz"], False, True),
+    NodeSpec("sim", "driver", PACKAGE, "sim_node", "sim", "sim.yaml", ("robot", ("sim",)), (), True, False),
+    NodeSpec("fake", "driver", PACKAGE, "fake_arm_node", "sim", "fake_arm.yaml", ("robot", ("fake",)), (), True,
+             False),
+    NodeSpec("agent", "agent", PACKAGE, "agent_node", "agent", "agent.yaml", None, CLOCK_REMAP, True, True),
+    NodeSpec("rviz", "viewer", "rviz2", "rviz2", "rviz2", None, ("rviz", ("true",)), TF_REMAPS + CLOCK_REMAP,
+             False, True),
 )
+NODES_BY_KEY: dict[str, NodeSpec] = {n.key: n for n in NODES}
 AGENT_KEY = "agent"
 
 #: parameter names the agent node reads (config/agent.yaml holds their defaults): every argument sent to it,
@@ -135,15 +197,17 @@ AGENT_PARAMETERS: tuple[str, ...] = (*(a.name for a in ARGUMENTS if AGENT_KEY in
 class PlannedNode:
     """One node to start: everything both front ends need, already resolved.
 
-    ``parameters`` are typed overrides applied after ``params_file``; ``remappings`` are ``(from, to)`` pairs;
-    ``env`` holds extra environment variables; ``arguments`` are extra command-line arguments before
-    ``--ros-args``.
+    ``parameters`` are typed overrides applied after ``params_file`` (only what the command line gave, plus what
+    the graph decides: the agent's episode when the driver's file names it, ``use_sim_time``); ``remappings`` are
+    ``(from, to)`` pairs; ``env`` holds extra environment variables; ``arguments`` are extra command-line
+    arguments before ``--ros-args``.
     """
 
     key: str
     package: str
     executable: str
     name: str
+    namespace: str
     params_file: pathlib.Path | None
     parameters: dict[str, Any]
     remappings: tuple[tuple[str, str], ...]
@@ -177,15 +241,21 @@ def parse_launch_args(tokens: Iterable[str]) -> dict[str, str]:
 
 
 def resolve(values: Mapping[str, str]) -> dict[str, Any]:
-    """Apply defaults to launch argument texts and return typed values of every argument."""
+    """Apply defaults to launch argument texts and return typed values of every argument (None = unset)."""
     unknown = set(values) - set(ARGUMENTS_BY_NAME)
     if unknown:
         raise ValueError(f"unknown launch arguments {sorted(unknown)}; valid: {', '.join(sorted(ARGUMENTS_BY_NAME))}")
-    typed = {a.name: a.convert(values.get(a.name, a.default)) for a in ARGUMENTS}
+    typed = {a.name: a.convert(values.get(a.name, a.launch_default)) for a in ARGUMENTS}
     if typed["use_sim_time"] == "auto":
         typed["use_sim_time"] = typed["robot"] != "external"
     else:
         typed["use_sim_time"] = typed["use_sim_time"] == "true"
+    ns = typed["namespace"].strip("/")
+    if ns and not all(part.replace("_", "a").isalnum() and not part[0].isdigit() for part in ns.split("/")):
+        raise ValueError(f"namespace:={typed['namespace']!r} is not valid; use letters, digits and underscores, "
+                         "parts separated by '/', not starting with a digit (e.g. robot1)")
+    if typed["remap"]:
+        parse_remaps(typed["remap"])
     return typed
 
 
@@ -200,28 +270,95 @@ def parse_remaps(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def remap_arguments(pairs: Iterable[tuple[str, str]]) -> list[str]:
+    """``-r from:=to`` command-line arguments of remapping pairs."""
+    return [arg for src, dst in pairs for arg in ("-r", f"{src}:={dst}")]
+
+
+def node_parameters(path: pathlib.Path, node_name: str) -> dict[str, Any]:
+    """The ``ros__parameters`` a ROS 2 parameter file gives node ``node_name`` (keys ``/**``, ``/**/<name>``,
+    ``<name>``, ``/<name>``; later, more specific keys win)."""
+    data = yaml.safe_load(pathlib.Path(path).read_text()) or {}
+    out: dict[str, Any] = {}
+    for key in ("/**", node_name, f"/{node_name}", f"/**/{node_name}"):
+        section = data.get(key)
+        if isinstance(section, dict):
+            out.update(section.get("ros__parameters") or {})
+    return out
+
+
+def _params_file(spec: NodeSpec, typed: Mapping[str, Any], cfg: pathlib.Path) -> pathlib.Path | None:
+    given = typed["driver_params"] if spec.role == "driver" else typed["agent_params"] if spec.role == "agent" \
+        else None
+    if given:
+        return pathlib.Path(given).resolve()
+    return cfg / spec.params_file if spec.params_file else None
+
+
 def plan(values: Mapping[str, str]) -> tuple[PlannedNode, ...]:
     """The nodes to start for these launch argument values (texts; missing ones take their defaults)."""
     typed = resolve(values)
     cfg = config_dir()
     env = {"PYRUA_INTERFACES": str(pathlib.Path(typed["interfaces"]).resolve())} if typed["interfaces"] else {}
+    namespace = "/" + typed["namespace"].strip("/") if typed["namespace"].strip("/") else ""
+    specs = [s for s in NODES if s.enabled(typed)]
+    driver = next((s for s in specs if s.role == "driver"), None)
+    driver_file = _params_file(driver, typed, cfg) if driver else None
     planned = []
-    for spec in NODES:
-        if not spec.when(typed):
-            continue
-        params = {a.name: typed[a.name] for a in ARGUMENTS if spec.key in a.to and typed[a.name] is not None}
+    for spec in specs:
+        params = {a.name: typed[a.name] for a in ARGUMENTS if spec.role in a.to and typed[a.name] is not None}
+        if spec.role == "agent" and driver_file is not None and driver_file.is_file():
+            from_driver = node_parameters(driver_file, driver.name)   # the agent resets the driver to its episode
+            for name in (a.name for a in ARGUMENTS if a.to == EPISODE):
+                if name not in params and name in from_driver:
+                    params[name] = from_driver[name]
         if spec.sim_time_follower:
             params["use_sim_time"] = typed["use_sim_time"]
-        arguments: tuple[str, ...] = ()
-        if spec.key == "rviz":
-            arguments = ("-d", str(cfg / RVIZ_CONFIG))
+        arguments: tuple[str, ...] = ("-d", str(cfg / RVIZ_CONFIG)) if spec.key == "rviz" else ()
         planned.append(PlannedNode(
-            key=spec.key, package=spec.package, executable=spec.executable, name=spec.name,
-            params_file=cfg / spec.params_file if spec.params_file else None, parameters=params,
-            remappings=parse_remaps(typed["remap"]) if spec.key == AGENT_KEY else (),
+            key=spec.key, package=spec.package, executable=spec.executable, name=spec.name, namespace=namespace,
+            params_file=_params_file(spec, typed, cfg), parameters=params, remappings=spec.remappings(),
             env=dict(env), arguments=arguments, shutdown_on_exit=spec.shutdown_on_exit,
             is_agent=spec.key == AGENT_KEY))
     return tuple(planned)
+
+
+def agent_episode(planned: Iterable[PlannedNode]) -> dict[str, Any]:
+    """The episode (suite, task, seed, max_episode_steps) the planned agent resets the driver to: its parameter
+    overrides, else its parameter file, else the schema's defaults."""
+    agent = next(n for n in planned if n.is_agent)
+    from_file = node_parameters(agent.params_file, agent.name) if agent.params_file and agent.params_file.is_file() \
+        else {}
+    names = [a.name for a in ARGUMENTS if a.to == EPISODE]
+    return {n: agent.parameters.get(n, from_file.get(n, ARGUMENTS_BY_NAME[n].typed_default())) for n in names}
+
+
+def find_executable(node: PlannedNode | NodeSpec, prefix: str | os.PathLike = sys.prefix) -> str | None:
+    """Where a node's executable is: ``<prefix>/lib/<package>/<executable>`` (where ``ros2 run`` and launch_ros
+    look; the ament index gives the prefix of other packages), else the executable on ``PATH``; None if nowhere."""
+    prefixes = [pathlib.Path(prefix)]
+    if node.package != PACKAGE:
+        with contextlib.suppress(Exception):
+            from ament_index_python.packages import get_package_prefix
+
+            prefixes.insert(0, pathlib.Path(get_package_prefix(node.package)))
+    for base in prefixes:
+        path = base / "lib" / node.package / node.executable
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    return None if node.package == PACKAGE else shutil.which(node.executable)
+
+
+def missing_executables(planned: Iterable[PlannedNode]) -> list[str]:
+    """Messages for planned nodes whose executable cannot be found (pyrua_ros's own run as ``python -m``)."""
+    return [f"{n.executable} ({n.package}) is not installed: it comes with a ROS 2 install; without one, launch "
+            f"with {n.key}:=false" for n in planned if n.package != PACKAGE and find_executable(n) is None]
+
+
+def overrides_yaml(node: PlannedNode) -> str:
+    """A ROS 2 parameter file holding ``node.parameters`` for this node in any namespace (the launch file's
+    overrides; the runner passes the same values as ``-p``)."""
+    return yaml.safe_dump({f"/**/{node.name}": {"ros__parameters": dict(node.parameters)}}, sort_keys=False)
 
 
 def yaml_scalar(value: Any) -> str:

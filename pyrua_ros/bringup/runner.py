@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import pathlib
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +27,7 @@ from typing import TextIO
 
 from pyrua_ros.bringup import graph
 from pyrua_ros.bringup.process import stop_process_groups
-from pyrua_ros.driver.rosenv import claim_domain_id, default_to_localhost
+from pyrua_ros.driver.rosenv import PARENT_PID_VAR, claim_domain_id, default_to_localhost
 
 POLL_S = 0.05            # how often the supervisor looks at its children [s]
 SIGINT_GRACE_S = 10.0    # time each child gets to end after SIGINT [s]
@@ -52,22 +50,21 @@ class Child:
 
 
 def node_executable(node: graph.PlannedNode, prefix: str | os.PathLike = sys.prefix) -> list[str]:
-    """argv prefix that runs ``node``: ``<prefix>/lib/pyrua_ros/<exe>`` if installed, else ``python -m``."""
+    """argv prefix that runs ``node``: its installed executable (graph.find_executable), else ``python -m`` for
+    pyrua_ros's own nodes; LaunchError for another package's missing executable."""
+    found = graph.find_executable(node, prefix)
+    if found:
+        return [found]
     if node.package == graph.PACKAGE:
-        wrapper = pathlib.Path(prefix) / "lib" / graph.PACKAGE / node.executable
-        if wrapper.is_file() and os.access(wrapper, os.X_OK):
-            return [str(wrapper)]
         return [sys.executable, "-m", f"pyrua_ros.nodes.{node.executable}"]
-    found = shutil.which(node.executable)
-    if not found:
-        raise LaunchError(f"{node.executable} ({node.package}) is not on PATH; it comes with a ROS 2 install. "
-                          f"Without one, launch with {node.key}:=false")
-    return [found]
+    raise LaunchError(graph.missing_executables([node])[0])
 
 
 def ros_arguments(node: graph.PlannedNode) -> list[str]:
-    """The ``--ros-args`` part of a node's command line, exactly what launch_ros would pass."""
+    """The ``--ros-args`` part of a node's command line, what launch_ros would pass."""
     args = ["--ros-args", "-r", f"__node:={node.name}"]
+    if node.namespace:
+        args += ["-r", f"__ns:={node.namespace}"]
     if node.params_file is not None:
         args += ["--params-file", str(node.params_file)]
     for name, value in node.parameters.items():
@@ -124,7 +121,8 @@ class Runner:
     def start(self) -> None:
         width = max(len(k.label) for k in self.kids)
         for kid in self.kids:
-            env = {**self.env, **kid.env, "PYTHONUNBUFFERED": "1"}
+            # PYRUA_PARENT_PID: a pyrua_ros node dies with this runner even if the runner is SIGKILLed
+            env = {**self.env, **kid.env, "PYTHONUNBUFFERED": "1", PARENT_PID_VAR: str(os.getpid())}
             proc = subprocess.Popen(list(kid.argv), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             self._procs[kid.label] = proc
@@ -187,7 +185,8 @@ def arguments_text() -> str:
     lines = []
     for arg in graph.ARGUMENTS:
         choices = f" (one of {', '.join(arg.choices)})" if arg.choices else ""
-        lines.append(f"  {arg.name}:={arg.default!r}\n      {arg.description}{choices}")
+        unset = f"; unset: the parameter file decides (node default {arg.default!r})" if arg.to else ""
+        lines.append(f"  {arg.name}:={arg.launch_default!r}\n      {arg.description}{choices}{unset}")
     return "\n".join(lines) + "\n"
 
 
@@ -197,11 +196,13 @@ def _show_arguments(out: TextIO) -> None:
 
 def check_episode_arguments(values: Mapping[str, str]) -> None:
     """Refuse, before anything starts, an episode the chosen driver does not serve (ValueError naming the valid
-    suites / tasks / seeds); ``robot:=external`` leaves the suites to the external driver."""
+    suites / tasks / seeds): the episode the agent will reset to (given, else the driver's or the agent's parameter
+    file's); ``robot:=external`` leaves the suites to the external driver."""
     from pyrua_ros.sim_interfaces.episodes import check_episode
 
     typed = graph.resolve(values)
-    check_episode(typed["suite"], typed["task"], typed["seed"], typed["robot"])
+    episode = graph.agent_episode(graph.plan(values))
+    check_episode(episode["suite"], episode["task"], episode["seed"], typed["robot"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -126,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     from pyrua_ros.cli.commands_info import add_info_parsers
     from pyrua_ros.cli.commands_mcp import add_mcp_parser
     from pyrua_ros.cli.commands_single import add_single_parsers
+    from pyrua_ros.conformance.cli import add_parser as add_check_driver_parser
 
     parser = OneLineParser(prog="pyrualean", description=DESCRIPTION, epilog=exit_codes.help_epilog(),
                                      formatter_class=_Formatter)
@@ -146,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch.set_defaults(func=cmd_launch)
     add_info_parsers(sub)
     add_single_parsers(sub)
+    add_check_driver_parser(sub)
     add_mcp_parser(sub, formatter_class=_Formatter)
     from pyrua_ros.evaluation.command import add_eval_parser
 

@@ -1,6 +1,7 @@
 """The single source of interface names: ``config/interfaces.yaml`` loaded into frozen dataclasses.
 
-Everything that names a topic, service, action or frame goes through :func:`load`. Templates such as
+Everything that names a topic, service, action or frame goes through :func:`load`. Names are relative, resolved
+in each node's namespace (:func:`resolve` gives the absolute name in a namespace). Templates such as
 ``/cameras/{camera}/color/image_raw`` are filled by the small helper methods, so callers never format names.
 A YAML file given by path (or ``PYRUA_INTERFACES``) replaces the packaged one, which is how a real arm's
 names are remapped.
@@ -170,6 +171,18 @@ def _load_cached(path: str) -> Interfaces:
         raise ValueError(f"interfaces.yaml: unknown sections {sorted(unknown)}; valid: {sorted(sections)}")
     built = {name: _build(cls, raw.get(name, {}), name) for name, cls in sections.items()}
     return Interfaces(source=str(path), **built)
+
+
+def resolve(name: str, namespace: str = "/") -> str:
+    """The absolute name an interface name gets in ``namespace`` (as rcl expands it, before any remapping): a
+    relative name is put under the namespace, an absolute one stays. For code that names a topic without a node
+    (an rviz config check, a bag's channel list); nodes resolve names themselves."""
+    if name.startswith("/"):
+        return name
+    if not name or name.startswith("~"):
+        raise ValueError(f"interface name {name!r} must be relative or absolute, not empty or private")
+    ns = namespace.strip("/")
+    return f"/{ns}/{name}" if ns else f"/{name}"
 
 
 def load(path: str | os.PathLike | None = None) -> Interfaces:

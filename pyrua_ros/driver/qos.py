@@ -6,6 +6,10 @@
   ``/tf_static``, episode status, captures, segmentation labels.
 - :data:`STREAM`: reliable, keep last 1, volatile. Camera streams (large images are lost under best effort).
 - :data:`EVENTS`: reliable, keep last 50, volatile. Safety events and other logs that should not drop bursts.
+- :data:`LATCHED_READER`: reliable, keep last 50, transient local. A reader of a latched topic that must see every
+  message, not only the newest: episode status, where a second publisher (a forger's flood) must not push the
+  driver's one out of a depth-1 queue before it is taken.
+- :data:`TF`: reliable, keep last 100, volatile: ``/tf``, as tf2_ros's broadcaster offers it.
 """
 
 from __future__ import annotations
@@ -22,5 +26,7 @@ LOCKSTEP = _profile(1, DurabilityPolicy.VOLATILE)
 LATCHED = _profile(1, DurabilityPolicy.TRANSIENT_LOCAL)
 STREAM = _profile(1, DurabilityPolicy.VOLATILE)
 EVENTS = _profile(50, DurabilityPolicy.VOLATILE)
+LATCHED_READER = _profile(50, DurabilityPolicy.TRANSIENT_LOCAL)
+TF = _profile(100, DurabilityPolicy.VOLATILE)
 # /tf_static carries every static transform in one message per publisher; keep it for late joiners.
 TF_STATIC = LATCHED

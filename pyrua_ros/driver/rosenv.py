@@ -174,14 +174,15 @@ def die_with_parent(env: MutableMapping[str, str] | None = None) -> None:
 
 
 @contextlib.contextmanager
-def rclpy_session(args: list[str] | None = None, context=None):
-    """``rclpy.init(args, context)`` for the length of a ``with`` block, then shut that context down.
+def rclpy_session(args: list[str] | None = None, context=None, **init_options):
+    """``rclpy.init(args, context, **init_options)`` for the length of a ``with`` block, then shut that context
+    down (``init_options``: e.g. ``signal_handler_options``).
 
     Works on every distro: kilted's ``rclpy.init`` returns a context manager, jazzy's returns ``None``.
     """
     import rclpy
 
-    rclpy.init(args=args, context=context)
+    rclpy.init(args=args, context=context, **init_options)
     try:
         yield
     finally:

@@ -7,11 +7,19 @@ defaults and descriptions (config/agent.yaml is generated from the same schema);
 is a declared parameter without a value. The parameters become a PlayConfig (driver ``external``: the launch
 started the driver), the same checks as ``pyrualean play`` run before anything else, and the episode host does
 the rest. Exit status: the table of :mod:`pyrua_ros.cli.exit_codes` (0 when the episode ran to its end).
+
+One node per process role: robo's ROS clients run on this very node (its namespace, remappings and parameters
+hold for them, and ``ros2 param get /agent task`` answers while the episode runs). The ``remap`` parameter
+(``from:=to`` pairs, a graph argument outside the settings schema) is applied to every node of the process.
+
+Interrupts: the first SIGINT interrupts the episode, which still stops its kernel and writes ``result.json`` (exit
+130); further SIGINTs while it cleans up are ignored, so a double Ctrl-C cannot leave a process behind.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import signal
 import sys
 
 from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
@@ -32,10 +40,13 @@ def parameters_yaml() -> str:
     from pyrua_ros.agent import schema
     from pyrua_ros.agent.config import PlayConfig
 
-    header = ("Parameters of the agent node (node name `agent`), generated from the settings schema\n"
-              "(pyrua_ros/agent/config.py) by scripts/generate_config.py: edit the schema, not this file.\n"
-              "Launch arguments of the same names override them; optional settings are commented out (unset).")
-    return schema.yaml_text(PlayConfig, "agent", scopes=NODE_SCOPES, header=header)
+    header = ("Parameters of the agent node (node name `agent`, in any namespace), generated from the settings\n"
+              "schema (pyrua_ros/agent/config.py) by scripts/generate_config.py: edit the schema, not this file.\n"
+              "Launch arguments of the same names override them only when given; optional settings are commented\n"
+              "out (unset). The episode fields apply with robot:=external: with a driver the launch hands the agent\n"
+              "the episode of the driver's parameter file (config/sim.yaml, config/fake_arm.yaml) unless\n"
+              "suite/task/seed are given.")
+    return schema.yaml_text(PlayConfig, "/**/agent", scopes=NODE_SCOPES, header=header)
 
 
 def declare_parameters(node) -> dict:
@@ -79,9 +90,46 @@ def config_from_parameters(values: dict):
     return dataclasses.replace(cfg, episode=dataclasses.replace(cfg.episode, driver="external"))
 
 
+class _FirstInterruptOnly:
+    """SIGINT handler: the first one raises KeyboardInterrupt, later ones are reported and ignored."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, signum, _frame):
+        self.count += 1
+        if self.count == 1:
+            raise KeyboardInterrupt(f"signal {signum}")
+        print(f"[agent] signal {signum} again: already stopping the episode", file=sys.stderr, flush=True)
+
+
+def remap_arguments(argv: list[str]) -> list[str]:
+    """The node's ``remap`` parameter (its parameter file or an override in ``argv``) as global ``-r`` arguments,
+    so the remappings hold for every node of this process (robo's state node included). Read on a short-lived
+    probe node in a context of its own."""
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+
+    from pyrua_ros.bringup import graph
+
+    context = rclpy.Context()
+    rclpy.init(args=argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        probe = rclpy.create_node("agent", context=context, start_parameter_services=False, enable_rosout=False)
+        try:
+            text = probe.declare_parameter("remap", graph.ARGUMENTS_BY_NAME["remap"].typed_default()).value
+        finally:
+            probe.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+    pairs = graph.parse_remaps(text)
+    return ["--ros-args", *graph.remap_arguments(pairs)] if pairs else []
+
+
 def main(args: list[str] | None = None) -> int:
     node_preamble()
     import rclpy
+    from rclpy.signals import SignalHandlerOptions
 
     from pyrua_ros.agent.episode import play
     from pyrua_ros.agent.progress import PlainProgress
@@ -89,29 +137,46 @@ def main(args: list[str] | None = None) -> int:
     from pyrua_ros.agent.validate import prepare_play
     from pyrua_ros.cli import exit_codes
 
+    interrupts = _FirstInterruptOnly()
+    signal.signal(signal.SIGINT, interrupts)
+    node = None
+    argv = list(sys.argv if args is None else args)
     try:
-        with rclpy_session(sys.argv if args is None else args):
-            node = rclpy.create_node("agent")
-            progress = PlainProgress(sys.stdout)
+        try:
+            argv += remap_arguments(argv)
+        except ValueError as exc:
+            print(f"[agent] invalid parameter remap: {exc}", file=sys.stderr, flush=True)
+            return exit_codes.BAD_INPUT
+        # rclpy's own SIGINT handler would shut the context down, taking robo's clients away while the episode
+        # still cleans up; the episode handles the interrupt itself.
+        with rclpy_session(argv, signal_handler_options=SignalHandlerOptions.NO):
             try:
-                cfg, _rundir = prepare_play(config_from_parameters(declare_parameters(node)),
-                                            warn=node.get_logger().warning)
-            except (SettingError, ValueError) as exc:
-                node.get_logger().error(f"invalid parameter: {exc}")
-                return exit_codes.BAD_INPUT
-            node.get_logger().info(f"episode {cfg.episode.tag}: runtime {cfg.agent.runtime}, arm {cfg.agent.arm}, "
-                                   f"out {cfg.out}")
-            result = play(cfg, progress=progress)
-            code = exit_codes.for_result(result.status, result.reason)
-            progress.finish({"status": result.status, "reason": result.reason,
-                             "environment_success": result.environment_success, "tool_turns": result.tool_turns,
-                             "env_steps": result.env_steps, "total_tokens": result.generation.total_tokens,
-                             "total_wall_s": result.total_wall_s, "startup_s": result.startup_s,
-                             "exit_code": code, "out": str(cfg.out)})
-            node.destroy_node()
-            return code
+                node = rclpy.create_node("agent")
+                node.declare_parameter("remap", "")    # applied above; declared so ros2 param get shows it
+                progress = PlainProgress(sys.stdout)
+                try:
+                    cfg, _rundir = prepare_play(config_from_parameters(declare_parameters(node)),
+                                                warn=node.get_logger().warning)
+                except (SettingError, ValueError) as exc:
+                    node.get_logger().error(f"invalid parameter: {exc}")
+                    return exit_codes.BAD_INPUT
+                node.get_logger().info(f"episode {cfg.episode.tag}: runtime {cfg.agent.runtime}, arm "
+                                       f"{cfg.agent.arm}, out {cfg.out}")
+                result = play(cfg, progress=progress, node=node)
+                code = exit_codes.for_result(result.status, result.reason)
+                progress.finish({"status": result.status, "reason": result.reason,
+                                 "environment_success": result.environment_success,
+                                 "tool_turns": result.tool_turns, "env_steps": result.env_steps,
+                                 "total_tokens": result.generation.total_tokens,
+                                 "total_wall_s": result.total_wall_s, "startup_s": result.startup_s,
+                                 "exit_code": code, "out": str(cfg.out)})
+                return code
+            finally:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)   # nothing interrupts the teardown
+                if node is not None:
+                    node.destroy_node()
     except KeyboardInterrupt:
-        return exit_codes.INTERRUPTED + 2
+        return exit_codes.INTERRUPTED + signal.SIGINT
 
 
 if __name__ == "__main__":

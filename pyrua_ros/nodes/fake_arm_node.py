@@ -1,34 +1,23 @@
-"""``fake_arm_node``: the kinematic fake Panda driver (node name ``sim``).
+"""Executable of the kinematic fake arm driver (node name ``sim``).
 
-Run as ``python -m pyrua_ros.nodes.fake_arm_node``.
+Run: ``python -m pyrua_ros.nodes.fake_arm_node --ros-args --params-file config/fake_arm.yaml`` (or
+``bin/fake_arm_node``).
 """
 
 from __future__ import annotations
 
 import sys
 
+from pyrua_ros.nodes.spin import spin_node
 
-def main(argv: list[str] | None = None) -> int:
-    from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
 
-    node_preamble()
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+def main(args: list[str] | None = None) -> int:
+    def make():
+        from pyrua_ros.fake_arm.node import FakeArmNode
 
-    from pyrua_ros.fake_arm.node import FakeArmNode
+        return FakeArmNode()
 
-    args = sys.argv if argv is None else argv
-    with rclpy_session(args):
-        node = FakeArmNode()
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        try:
-            executor.spin()
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        finally:
-            executor.shutdown()
-            node.destroy_node()
-    return 0
+    return spin_node(make, args)
 
 
 if __name__ == "__main__":

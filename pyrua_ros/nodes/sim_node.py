@@ -7,30 +7,16 @@ from __future__ import annotations
 
 import sys
 
-from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
+from pyrua_ros.nodes.spin import spin_node
 
 
 def main(args: list[str] | None = None) -> int:
-    node_preamble()
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    def make():
+        from pyrua_ros.sim.node import SimNode
 
-    from pyrua_ros.sim.node import SimNode
+        return SimNode()
 
-    node = None
-    try:
-        with rclpy_session(sys.argv if args is None else args):
-            node = SimNode()
-            executor = SingleThreadedExecutor()
-            executor.add_node(node)
-            try:
-                executor.spin()
-            finally:
-                executor.shutdown()
-                node.close()
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return 0
+    return spin_node(make, args)
 
 
 if __name__ == "__main__":

@@ -5,14 +5,16 @@ It speaks only the interfaces of ``config/interfaces.yaml``: the driver surface 
 episode status, capture and segmentation). Any driver that serves them works: the LIBERO sim node, the
 kinematic fake arm, or a real arm's remapped drivers.
 
-Threading model: the backend owns one rclpy context and two nodes, each with a ``SingleThreadedExecutor``
-spinning in a named daemon thread. The *state* node carries only what every control step publishes (``/ee_pose``,
-``/joint_states``, episode status, safety events, ``/tf``): its executor has five subscriptions to wait on, so a
-step's messages are dispatched in a fraction of a millisecond. ``node`` (public: the episode host adds its
-recorder, video and agent publishers to it) carries everything else: capture topics, clients, the gripper action.
-Callbacks never block (they store a value and notify), so one thread per executor is enough. Public methods are
-called from the agent's thread; they publish or send requests and then wait on a condition or a future, always
-with a deadline from ``timeouts`` in interfaces.yaml. Nothing here ever spins a node itself.
+Threading model: the backend has two nodes in one rclpy context, each with a ``SingleThreadedExecutor``
+spinning in a named daemon thread. The *state* node (``<node>_state``, in the same namespace with the same
+remappings) carries only what every control step publishes (``/ee_pose``, ``/joint_states``, episode status,
+safety events, ``/tf``): its executor has five subscriptions to wait on, so a step's messages are dispatched in a
+fraction of a millisecond. ``node`` (public: the episode host adds its recorder, video and agent publishers to it)
+carries everything else: capture topics, clients, the gripper action. ``node`` is the backend's own, in a context
+of its own, or the process's node when one is given (the launched ``agent`` node). Callbacks never block (they
+store a value and notify), so one thread per executor is enough. Public methods are called from the agent's
+thread; they publish or send requests and then wait on a condition or a future, always with a deadline from
+``timeouts`` in interfaces.yaml. Nothing here ever spins a node itself.
 
 Lockstep protocol of :meth:`servo`: publish one TwistStamped, then wait on one condition, woken by every state
 message, until the step's ``/ee_pose`` (newer than the last), its episode status (the driver publishes it last,
@@ -77,11 +79,16 @@ class _Latest:
 class RosBackend:
     """RobotBackend over ROS 2. ``RosBackend()`` connects; ``close()`` releases everything (idempotent).
 
-    ``interfaces``: names and timeouts (default: ``pyrua_ros.driver.interfaces.load()``).
-    ``context_args``: extra rclpy init args (e.g. ``["--ros-args", "-r", "__ns:=/robot1"]``).
+    ``interfaces``: names and timeouts (default: ``pyrua_ros.driver.interfaces.load()``); names are relative, so
+    they resolve in the node's namespace.
+    ``node``: run on this node (the launched ``agent`` node, whose namespace, remappings and parameters then hold
+    for robo too: one node per process role); it must not be spun by anyone else, and is left alive by ``close``.
+    Without one, the backend makes its own node in its own context, initialised with ``context_args`` only (e.g.
+    ``["--ros-args", "-r", "__ns:=/robot1"]``), never with ``sys.argv``: a launched process's ``--ros-args``
+    (``__node:=agent``) belong to that process's node, not to a second one.
     """
 
-    def __init__(self, interfaces: Interfaces | None = None, *, node_name: str | None = None,
+    def __init__(self, interfaces: Interfaces | None = None, *, node=None, node_name: str | None = None,
                  context_args: list[str] | None = None):
         import rclpy
         from control_msgs.action import GripperCommand
@@ -107,11 +114,19 @@ class RosBackend:
         self._status_source: bytes | None = None   # GID of the driver's episode-status publisher, once known
         self.foreign_status: dict[str, dict] = {}  # other publishers of the episode status: {gid hex: info}
 
-        self._context = rclpy.Context()
-        rclpy.init(args=context_args, context=self._context)
-        name = node_name or f"pyrua_robo_{next(_instance_counter)}"
-        self.node = rclpy.create_node(name, context=self._context)
-        self._state_node = rclpy.create_node(f"{name}_state", context=self._context)
+        self._owns_node = node is None
+        if node is None:
+            self._context = rclpy.Context()
+            rclpy.init(args=list(context_args or []), context=self._context)
+            node = rclpy.create_node(node_name or f"pyrua_robo_{next(_instance_counter)}", context=self._context)
+        else:
+            self._context = node.context
+        self.node = node
+        name = node.get_name()
+        # The state node follows the node's namespace and remappings (the process's global arguments); only its
+        # name is its own (a node-local __node remap wins over a global one such as the launch's __node:=agent).
+        self._state_node = rclpy.create_node(f"{name}_state", context=self._context,
+                                             cli_args=["--ros-args", "-r", f"__node:={name}_state"])
         from pyrua_ros.driver.followed_clock import FollowedClock
 
         # The driver's /clock from the start (the reset publishes one): what the agent side stamps (markers,
@@ -130,7 +145,7 @@ class RosBackend:
         state_sub = self._state_node.create_subscription
         state_sub(PoseStamped, d.ee_pose, self._on_pose, qos.EVENTS)
         state_sub(JointState, d.joint_states, self._joints.put, qos.EVENTS)
-        state_sub(String, s.episode_status, self._on_status, qos.LATCHED)
+        state_sub(String, s.episode_status, self._on_status, qos.LATCHED_READER)
         state_sub(String, d.safety_events, self._on_safety_event, qos.EVENTS)
         self.tf = TfBuffer(self._state_node, cache_s=30.0)
         sub = self.node.create_subscription
@@ -238,7 +253,8 @@ class RosBackend:
         self._status.put(EpisodeStatus.from_json(msg.data))
 
     def _from_driver(self, gid: bytes) -> bool:
-        """True when ``gid`` is the episode-status publisher of the driver node (``sim.node`` of the interfaces):
+        """True when ``gid`` is the episode-status publisher of the driver node (``sim.node`` of the interfaces, in
+        this backend's namespace):
         success, steps and the e-stop are believed only from there. Any other publisher is ignored and reported
         once as a safety event (``foreign_status`` and the safety-events topic)."""
         if self._status_source is not None and gid == self._status_source:
@@ -247,14 +263,15 @@ class RosBackend:
         if key in self.foreign_status:
             self.foreign_status[key]["samples"] += 1
             return False
+        from pyrua_ros.driver.interfaces import resolve
         from pyrua_ros.driver.publishers import publisher_node
 
         node = publisher_node(self.node, self.names.sim.episode_status, gid, wait_s=2.0)
-        if node == self.names.sim.node and self._status_source is None:
+        driver = resolve(self.names.sim.node, self.node.get_namespace())   # relative: the robot's namespace
+        if node == driver and self._status_source is None:
             self._status_source = gid
             return True
-        why = ("a second publisher names itself the driver node" if node == self.names.sim.node
-               else "not the driver node")
+        why = "a second publisher names itself the driver node" if node == driver else "not the driver node"
         self.foreign_status[key] = {"gid": key, "node": node, "samples": 1, "why": why}
         with contextlib.suppress(Exception):
             from std_msgs.msg import String
@@ -592,9 +609,11 @@ class RosBackend:
             executor.shutdown(timeout_sec=5.0)
         for thread in self._threads:
             thread.join(timeout=5.0)
-        for node in (self.node, self._state_node):
+        for node in (self.node, self._state_node) if self._owns_node else (self._state_node,):
             with contextlib.suppress(Exception):
                 node.destroy_node()
+        if not self._owns_node:
+            return   # the process's node and context are its owner's
         with contextlib.suppress(Exception):
             rclpy.shutdown(context=self._context)
 

@@ -18,7 +18,9 @@ import numpy as np
 @dataclasses.dataclass(frozen=True)
 class SafetyLimits:
     """workspace_min/max: corners of the box the end effector must stay in [m, world].
-    max_linear_speed [m/s] and max_angular_speed [rad/s]: norms of the commanded twist."""
+    max_linear_speed [m/s] and max_angular_speed [rad/s]: limits of each axis of the commanded twist (a per-axis
+    clip, the way LIBERO's OSC_POSE clips each action component to [-1, 1], so a driver whose limits equal its
+    controller's range never cuts what the benchmark itself allows)."""
 
     workspace_min: tuple[float, float, float]
     workspace_max: tuple[float, float, float]
@@ -81,18 +83,17 @@ class SafetyFilter:
 
     def filter_twist(self, v: Sequence[float], w: Sequence[float], eef_pos: Sequence[float], dt: float,
                      step: int) -> FilteredTwist:
-        """Return the twist to run for ``dt`` seconds from ``eef_pos``: speeds scaled down to the limits, then
+        """Return the twist to run for ``dt`` seconds from ``eef_pos``: each axis clipped to its speed limit, then
         each linear axis cut so that ``eef_pos + v*dt`` stays in the box (motion back into the box is allowed)."""
         v_req, w_req = np.asarray(v, dtype=float), np.asarray(w, dtype=float)
         v_out, w_out = v_req.copy(), w_req.copy()
         reasons = []
-        lin, ang = float(np.linalg.norm(v_out)), float(np.linalg.norm(w_out))
-        if lin > self.limits.max_linear_speed:
-            v_out *= self.limits.max_linear_speed / lin
-            reasons.append(f"linear speed {lin:.3f} m/s > limit {self.limits.max_linear_speed} m/s")
-        if ang > self.limits.max_angular_speed:
-            w_out *= self.limits.max_angular_speed / ang
-            reasons.append(f"angular speed {ang:.3f} rad/s > limit {self.limits.max_angular_speed} rad/s")
+        for name, vec, limit, unit in (("linear", v_out, self.limits.max_linear_speed, "m/s"),
+                                       ("angular", w_out, self.limits.max_angular_speed, "rad/s")):
+            over = [f"{axis} {vec[i]:+.3f}" for i, axis in enumerate("xyz") if abs(vec[i]) > limit]
+            if over:
+                np.clip(vec, -limit, limit, out=vec)
+                reasons.append(f"{name} speed {', '.join(over)} {unit} beyond the per-axis limit {limit} {unit}")
         pos = np.asarray(eef_pos, dtype=float)
         nxt = pos + v_out * dt
         for i, axis in enumerate("xyz"):

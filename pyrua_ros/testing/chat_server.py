@@ -24,9 +24,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
+import threading
 import time
 
 from .loopback_http import LoopbackHttpServer, QuietHandler
+
+AFTER_WAIT_S = 120.0   # [s] longest a gated reply waits for its gate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +49,7 @@ class Reply:
     reasoning_tokens: int | None = None
     omit_usage: bool = False
     delay_s: float = 0.0
+    after: threading.Event | None = None   # sent only once this is set (at most AFTER_WAIT_S), then after delay_s
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,6 +220,12 @@ class ChatServer(LoopbackHttpServer):
                     record.outcome = "500 script exhausted"
                     self._send_json(500, {"error": {"message": f"chat_server script exhausted after "
                                                                f"{len(server.script)} step(s)"}})
+                    return
+                gate = getattr(step, "after", None)
+                if gate is not None and not gate.wait(AFTER_WAIT_S):
+                    record.outcome = "gate not opened"
+                    self._send_json(500, {"error": {"message": f"chat_server: the reply's gate stayed closed for "
+                                                               f"{AFTER_WAIT_S} s"}})
                     return
                 if step.delay_s and server.wait(step.delay_s):
                     record.outcome = "closed while delayed"

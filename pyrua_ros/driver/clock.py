@@ -1,4 +1,4 @@
-"""When the sim node steps: the ``Clock`` seam, lockstep or realtime (docs/DESIGN.md, "Driver surface behaviour").
+"""When a driver steps: the ``Clock`` seam, lockstep or realtime (docs/DESIGN.md, "Driver surface behaviour").
 
 - :class:`LockstepClock`: every servo command is exactly one control step, run at once; nothing steps on its own.
   Stream cameras are throttled in sim time.
@@ -6,8 +6,8 @@
   zero after ``command_timeout_s`` without a new one (the node filters it at each tick, from the pose then).
   Stream cameras are throttled in wall time.
 
-Pure Python; the node asks the clock what to do and does it. Commands are motion 6-vectors
-``[vx, vy, vz, wx, wy, wz]`` (m/s, rad/s, world); the node runs the safety filter on what the clock returns and
+Pure Python; the driver core asks the clock what to do and does it. Commands are motion 6-vectors
+``[vx, vy, vz, wx, wy, wz]`` (m/s, rad/s, world); the core runs the safety filter on what the clock returns and
 adds the gripper.
 """
 

@@ -1,0 +1,45 @@
+"""Start, spin and stop one node process: the body every driver executable shares.
+
+Written for every supported distro: ``rclpy_session`` rather than ``with rclpy.init(...)``, which Jazzy's rclpy
+(7.1.6) does not support. Ctrl-C and an external shutdown are a normal exit (status 0), even when
+they interrupt a callback; the node is closed (``close()`` frees its model) and destroyed before the context shuts down.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
+
+
+def spin_node(make_node: Callable[[], object], args: list[str] | None = None) -> int:
+    """Run ``make_node()`` (called inside :func:`~pyrua_ros.driver.rosenv.rclpy_session`) in a
+    SingleThreadedExecutor until shutdown."""
+    node_preamble()
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+
+    with rclpy_session(sys.argv if args is None else args):
+        node = executor = None
+        try:
+            node = make_node()
+            executor = SingleThreadedExecutor()
+            executor.add_node(node)
+            executor.spin()
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        except Exception:
+            if rclpy.ok():
+                raise
+            # Ctrl-C shut the context down while a callback was publishing (a realtime driver is almost always
+            # inside its control step): the callback's error is that shutdown, a normal exit.
+        finally:
+            if executor is not None:
+                executor.shutdown()
+            if node is not None:
+                close = getattr(node, "close", None)
+                if close is not None:
+                    close()
+                node.destroy_node()
+    return 0

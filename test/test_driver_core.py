@@ -1,0 +1,205 @@
+"""The driver core's rules, in process over the real fake-arm model (no ROS graph; fast). Every rule written in
+pyrua_ros/driver/core.py and goals.py has a case here; the conformance suite checks the same surface over DDS."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pyrua_ros.driver import goals
+from pyrua_ros.driver.core import DriverConfig, DriverCore, GoalRejected
+from pyrua_ros.driver.interfaces import load
+from pyrua_ros.fake_arm.arm import FakeArm
+from pyrua_ros.safety import SafetyLimits
+
+NAMES = load()
+ARM = NAMES.robot.arm_joints
+
+
+class Recorder:
+    """The core's output seam, recording what a node would publish."""
+
+    def __init__(self):
+        self.states = 0
+        self.statuses = 0
+        self.events: list = []
+        self.feedback: list = []
+        self.done: list = []
+
+    def publish_state(self):
+        self.states += 1
+
+    def publish_status(self):
+        self.statuses += 1
+
+    def publish_event(self, event):
+        self.events.append(event)
+
+    def publish_reset(self):
+        pass
+
+    def goal_feedback(self, goal, fields):
+        self.feedback.append((goal.kind, fields))
+
+    def goal_done(self, goal):
+        self.done.append(goal)
+
+
+def make_core(clock_mode="lockstep", **gripper):
+    model = FakeArm(arm_joints=ARM, finger_joints=NAMES.robot.finger_joints, frames=NAMES.frames,
+                    control_period_s=NAMES.robot.control_period_s)
+    cfg = DriverConfig(clock_mode=clock_mode, command_timeout_s=0.1,
+                       limits=SafetyLimits((-0.5, -0.45, 0.91), (0.35, 0.45, 1.45), 1.0, 10.0),
+                       gripper=goals.GripperSettings(**gripper), trajectory=goals.TrajectorySettings(),
+                       world_frame=NAMES.frames.world, base_frame=NAMES.frames.base,
+                       ee_frame=NAMES.frames.end_effector, arm_joints=ARM, gripper_open_m=0.08)
+    out = Recorder()
+    core = DriverCore(model, cfg, out)
+    core.reset("fake_table", 0, 0, 300)
+    return core, out
+
+
+def run_goal(core, goal, limit=500):
+    for _ in range(limit):
+        if goal.outcome is not None:
+            return goal.outcome
+        core.tick()
+    raise AssertionError("goal never ended")
+
+
+def test_lockstep_twist_is_one_step_and_sim_time_never_runs_backwards():
+    core, out = make_core()
+    z0 = core.model.ee_pose()[0][2]
+    core.on_twist((0, 0, 0.2), (0, 0, 0), "", 0.0)
+    assert core.model.last_step().step == 1 and out.states == 2          # reset + one step
+    assert core.model.ee_pose()[0][2] == pytest.approx(z0 + 0.01, abs=1e-3)
+    t = core.sim_time
+    core.reset("fake_table", 1, 0, 300)
+    assert core.model.last_step().step == 0 and core.sim_time > t
+
+
+def test_twist_frames_are_resolved_through_the_tf_tree_and_unknown_ones_refused():
+    core, out = make_core()
+    R_ee = core.frame_rotation(NAMES.frames.end_effector)
+    np.testing.assert_allclose(R_ee[:, 2], [0, 0, -1], atol=1e-6)       # the gripper points down
+    p0 = core.model.ee_pose()[0]
+    core.on_twist((0, 0, 0.2), (0, 0, 0), NAMES.frames.end_effector, 0.0)   # +z of the tool = world down
+    assert core.model.ee_pose()[0][2] < p0[2] - 0.005
+    core.on_twist((0.1, 0, 0), (0, 0, 0), "camera_link", 0.0)
+    assert out.events[-1].kind == "refused" and "'camera_link' is not supported" in out.events[-1].reason
+    assert core.model.last_step().step == 1
+
+
+def test_speed_is_clipped_per_axis_to_the_configured_limit():
+    core, out = make_core()
+    core.on_twist((3.0, 0.5, 0.0), (0, 0, 0), "", 0.0)
+    ev = out.events[-1]
+    assert ev.kind == "clipped" and ev.executed[:2] == (1.0, 0.5)
+
+
+def test_gripper_goal_reaches_then_a_stall_succeeds_only_when_allowed():
+    core, _ = make_core()
+    goal = core.start_gripper(0.0)
+    outcome = run_goal(core, goal)
+    assert outcome.status == goals.SUCCEEDED and outcome.fields["reached_goal"]
+    assert core.model.gripper_opening() < 0.004
+    strict, _ = make_core(allow_stalling=False, max_steps=5)
+    slow = strict.start_gripper(0.0)                   # 8 cm at 1 cm per step: still moving after 5 steps
+    assert run_goal(strict, slow).status == goals.ABORTED and "after 5 steps" in slow.outcome.message
+
+
+def test_a_new_goal_preempts_the_active_one_of_its_kind_only():
+    core, _ = make_core()
+    first = core.start_gripper(0.0)
+    core.tick()
+    traj = core.start_trajectory([ARM[0]], [(1.0, [0.2], [])], {}, {}, 0.0)
+    assert first.outcome is None                       # a trajectory does not preempt the gripper
+    second = core.start_gripper(0.08)
+    assert first.outcome.status == goals.ABORTED and "preempted" in first.outcome.message
+    run_goal(core, traj)
+    assert traj.outcome.status == goals.SUCCEEDED and second.outcome is not None
+
+
+def test_trajectory_tolerances_follow_the_joint_tolerance_convention():
+    core, _ = make_core()
+    q0 = core.arm_positions()[0]
+    ok = core.start_trajectory([ARM[0]], [(0.5, [q0 + 0.3], [])], {}, {}, 0.0)
+    assert run_goal(core, ok).status == goals.SUCCEEDED and core.model.last_step().step == 10
+    beyond = core.start_trajectory([ARM[0]], [(0.5, [9.0], [])], {ARM[0]: 0.01}, {}, 0.2)  # past the joint limit
+    outcome = run_goal(core, beyond)
+    assert outcome.fields["error_code"] == goals.GOAL_TOLERANCE_VIOLATED and ARM[0] in outcome.fields["error_string"]
+    assert core.model.last_step().step == 10 + 10 + 4   # 0.5 s of points, then 0.2 s of goal time
+    unchecked = core.start_trajectory([ARM[0]], [(0.5, [9.0], [])], {ARM[0]: -1.0}, {}, 0.0)
+    assert run_goal(core, unchecked).status == goals.SUCCEEDED     # -1: not checked
+    path = core.start_trajectory([ARM[1]], [(0.5, [9.0], [])], {}, {ARM[1]: 0.01}, 0.0)   # the limit stops it
+    assert run_goal(core, path).fields["error_code"] == goals.PATH_TOLERANCE_VIOLATED
+    assert path.runner.k < path.runner.n                # aborted on the way, not at the end
+
+
+def test_invalid_goals_are_rejected_with_the_reason_published():
+    core, out = make_core()
+    with pytest.raises(GoalRejected, match=r"unknown: \['elbow'\]"):
+        core.check_trajectory_goal(["elbow"], [(1.0, [0.0], [])])
+    with pytest.raises(GoalRejected, match="not after the previous point"):
+        core.check_trajectory_goal([ARM[0]], [(1.0, [0.0], []), (1.0, [0.1], [])])
+    with pytest.raises(GoalRejected, match="not finite"):
+        core.check_gripper_goal(float("nan"))
+    assert [e.kind for e in out.events] == ["rejected"] * 3
+
+
+def test_cancel_holds_and_twists_are_refused_while_a_trajectory_runs():
+    core, out = make_core()
+    goal = core.start_trajectory([ARM[0]], [(5.0, [1.0], [])], {}, {}, 0.0)
+    for _ in range(5):
+        core.tick()
+    core.on_twist((0.1, 0, 0), (0, 0, 0), "", 0.0)
+    assert "trajectory goal is executing" in out.events[-1].reason
+    core.request_cancel(goal)
+    core.tick()
+    assert goal.outcome.status == goals.CANCELED and goal.outcome.fields["error_code"] == goals.SUCCESSFUL
+    assert not core.tick()                              # nothing left to step
+    gripper = core.start_gripper(0.0)
+    core.tick()
+    core.request_cancel(gripper)
+    core.tick()
+    assert gripper.outcome.status == goals.CANCELED
+    assert core.gripper_target == pytest.approx(core.model.gripper_opening())   # the fingers hold where they are
+
+
+def test_estop_aborts_goals_refuses_motion_and_rejects_goals_until_released():
+    core, out = make_core()
+    goal = core.start_trajectory([ARM[0]], [(5.0, [1.0], [])], {}, {}, 0.0)
+    core.tick()
+    assert core.on_estop(True) and not core.on_estop(True)
+    assert goal.outcome.status == goals.ABORTED and "e-stop" in goal.outcome.fields["error_string"]
+    step = core.model.last_step().step
+    core.on_twist((0.1, 0, 0), (0, 0, 0), "", 0.0)
+    assert core.model.last_step().step == step and "e-stop is latched" in out.events[-1].reason
+    with pytest.raises(GoalRejected, match="e-stop"):
+        core.check_gripper_goal(0.0)
+    core.on_estop(False)
+    core.on_twist((0.1, 0, 0), (0, 0, 0), "", 0.0)
+    assert core.model.last_step().step == step + 1
+
+
+def test_reset_and_episode_end_abort_active_goals():
+    core, _ = make_core()
+    goal = core.start_gripper(0.0)
+    core.reset("fake_table", 0, 0, 3)
+    assert goal.outcome.status == goals.ABORTED and "reset" in goal.outcome.message
+    traj = core.start_trajectory([ARM[0]], [(5.0, [1.0], [])], {}, {}, 0.0)
+    run_goal(core, traj)
+    assert traj.outcome.status == goals.ABORTED and "truncated" in traj.outcome.fields["error_string"]
+    assert core.motion_refusal().startswith("episode over (truncated at step 3)")
+
+
+def test_realtime_holds_the_last_twist_then_drops_it():
+    core, _ = make_core("realtime")
+    core.on_twist((0, 0, 0.2), (0, 0, 0), "", wall_s=10.0)
+    assert core.model.last_step().step == 0             # realtime: the timer steps, not the command
+    z0 = core.model.ee_pose()[0][2]
+    core.realtime_tick(10.05)
+    core.realtime_tick(10.09)
+    z1 = core.model.ee_pose()[0][2]
+    core.realtime_tick(10.3)                            # past command_timeout_s: zero twist
+    assert z1 > z0 + 0.015 and core.model.ee_pose()[0][2] == pytest.approx(z1, abs=1e-4)
