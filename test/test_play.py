@@ -189,7 +189,7 @@ def test_clipped_steps_are_counted_in_the_result_and_the_rich_feedback(tmp_path)
     feedback (the call's ``clipped_steps``)."""
     program = tmp_path / "fast.py"
     program.write_text("def run(robo):\n    x, y, z = robo.state().eef_pos\n"
-                       "    robo.move_to([x + 0.15, y - 0.15, z - 0.1], step_clip=0.05)\n")
+                       "    robo.move_to([x, y, 0.85], step_clip=0.05, max_steps=20)\n")   # below the box floor
     out = tmp_path / "run"
     proc = play(out, "--arm", "cells", "--suite", "fake_table", "--task", "0", "--driver", "fake",
                 "--replay", str(program), "--feedback", "rich", "--no-video", "--no-record")

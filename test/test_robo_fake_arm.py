@@ -6,6 +6,8 @@ Plus the one perception refusal only this scene can show: a pixel without depth 
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import pytest
 from robo_motion_cases import CASES, Rig
@@ -16,6 +18,7 @@ from pyrua_ros.robo.errors import ToolError
 from pyrua_ros.robo.libero import LiberoRobot
 from pyrua_ros.testing import NodeProcess
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 CUBE = "the red cube"
 
 
@@ -29,7 +32,9 @@ def pick_cube(robo: LiberoRobot):
 def rig():
     from pyrua_ros.robo.ros_backend import RosBackend
 
-    node = NodeProcess.module("pyrua_ros.nodes.fake_arm_node")
+    # started as users run it, with its parameter file (the workspace box the clipping test drives into)
+    node = NodeProcess.module("pyrua_ros.nodes.fake_arm_node", "--ros-args", "--params-file",
+                              str(ROOT / "config" / "fake_arm.yaml"))
     backend = None
     try:
         assert node.wait_for_output("fake arm ready", 60.0), node.output()[-3000:]
@@ -63,15 +68,16 @@ def test_back_project_refuses_a_pixel_without_depth(rig):
 
 
 def test_clipping_by_the_drivers_safety_filter_is_counted_per_call(rig):
-    """Any clipping that does happen is reported: a move commanding more than this arm's speed limit (0.05 m per
-    axis and step is 1 m/s, its limit 0.6) carries ``clipped_steps`` in its ledger summary, which rich feedback
-    shows with the call; a move within the limits carries none."""
+    """Any clipping that does happen is reported: a move driving the hand below this arm's workspace floor (z 0.91,
+    config/fake_arm.yaml) is cut there and carries ``clipped_steps`` in its ledger summary, which rich feedback
+    shows with the call; a move within the limits carries none. (robo's commands never exceed 1 m/s per axis, the
+    per-axis speed limit itself, so the box is what clips.)"""
     robo = rig.reset()
     x, y, z = robo.state().eef_pos
     robo.move_to([x + 0.02, y, z], step_clip=0.01)
     calm = rig.host.ledger.records[-1]
     assert "clipped_steps" not in calm.summary and rig.backend.clipped_steps() == 0
-    robo.move_to([x + 0.15, y - 0.15, z - 0.1], step_clip=0.05)
+    robo.move_to([x, y, 0.85], step_clip=0.05, max_steps=20)
     fast = rig.host.ledger.records[-1]
     assert fast.summary["clipped_steps"] > 0 and fast.summary["clipped_steps"] <= fast.env_steps
     assert rig.backend.clipped_steps() == fast.summary["clipped_steps"]   # counted per episode (reset clears)
