@@ -233,7 +233,7 @@ class ThroughRobo:
         recorder = record_episode(self.backend.node, self.out_dir / f"robo_{k}.mcap")
         video = EpisodeVideo(self.backend.node)
         deadline = time.monotonic() + 10.0
-        while video._sub.get_publisher_count() == 0 and time.monotonic() < deadline:
+        while any(sub.get_publisher_count() == 0 for sub in video._subs) and time.monotonic() < deadline:
             time.sleep(0.05)
         return recorder, video
 
