@@ -19,7 +19,7 @@ import pytest
 
 from pyrua_ros.robo import results as R
 from pyrua_ros.robo.backend import BackendRefused
-from pyrua_ros.robo.errors import EpisodeFinished
+from pyrua_ros.robo.errors import EpisodeFinished, ToolError
 from pyrua_ros.robo.geometry import wrap_angle
 from pyrua_ros.robo.host import RobotHost
 from pyrua_ros.robo.libero import MAX_PLANAR_MOVE_M, LiberoRobot
@@ -68,6 +68,15 @@ def _last(rig: Rig, tool: str):
     return next(r for r in reversed(rig.host.ledger.records) if r.tool == tool)
 
 
+def _iterations_match(result, env_steps: int, budget: int) -> None:
+    """PyRUA-Lean counts a servo's loop iterations: a loop that stopped by converging before its budget counted the
+    final check too (one more than the control steps it ran); otherwise iterations == control steps."""
+    if result.steps_used < budget and not (result.terminated or result.truncated):
+        assert result.steps_used == env_steps + 1, (result, env_steps)
+    else:
+        assert result.steps_used == env_steps, (result, env_steps)
+
+
 def _assert_ledgered_motion(rig: Rig, tool: str, step0: int, result) -> None:
     rec = _last(rig, tool)
     assert rec.ok and rec.stateful and rec.error is None
@@ -86,11 +95,15 @@ def case_move_to(rig: Rig) -> None:
     assert type(move) is R.Move
     assert move.reached and move.final_dist_m <= 0.012 and not move.terminated and not move.truncated
     assert move.target_xyz == pytest.approx(target) and move.max_steps == 80
-    assert np.linalg.norm(np.array(move.final_eef_pos) - rig.eef()) < 1e-6, "the result is the pose the arm is at"
-    assert np.linalg.norm(np.array(move.final_eef_pos) - target) == pytest.approx(move.final_dist_m)
-    assert 3 <= move.steps_used == rig.env_step() - step0 <= 80   # ~2.5 cm per step at step_clip 0.025
+    # reported numbers are rounded to 4 decimals, as the reference reports them
+    assert np.allclose(move.final_eef_pos, rig.eef(), atol=5e-5), "the result is the pose the arm is at"
+    assert move.final_dist_m == round(move.final_dist_m, 4)
+    # both rounded to 4 decimals: the pose's three coordinates and the distance (up to ~1.4e-4 apart)
+    assert np.linalg.norm(np.array(move.final_eef_pos) - target) == pytest.approx(move.final_dist_m, abs=1.5e-4)
+    assert 2 <= rig.env_step() - step0 <= 80   # 5 cm at 2.5 cm per step and axis: 2 steps when tracked exactly
+    _iterations_match(move, rig.env_step() - step0, 80)
     s1 = robo.state()
-    assert s1.step == 1 and s1.eef_pos == move.final_eef_pos
+    assert s1.step == 1 and np.allclose(s1.eef_pos, move.final_eef_pos, atol=5e-5)
     assert abs(wrap_angle(s1.eef_yaw - s0.eef_yaw)) < 0.05 and abs(s1.eef_pitch - s0.eef_pitch) < 0.05
     _assert_ledgered_motion(rig, "move_to", step0, move)
     # a budget too small to arrive is a result, not an error
@@ -106,10 +119,11 @@ def case_move_pose(rig: Rig) -> None:
     target = [s0.eef_pos[0] + 0.03, s0.eef_pos[1], s0.eef_pos[2] - 0.04]
     mp = robo.move_pose(target, target_pitch=0.25)
     assert type(mp) is R.MovePose
-    assert mp.reached and mp.final_dist_m <= 0.012 and mp.steps_used == rig.env_step() - step0
+    assert mp.reached and mp.final_dist_m <= 0.012
+    _iterations_match(mp, rig.env_step() - step0, 150)
     assert abs(mp.final_pitch - 0.25) <= 0.06
     s1 = robo.state()
-    assert s1.eef_pitch == pytest.approx(mp.final_pitch, abs=1e-6)
+    assert s1.eef_pitch == pytest.approx(mp.final_pitch, abs=1e-4)
     assert abs(wrap_angle(s1.eef_yaw - s0.eef_yaw)) < 0.08
     _assert_ledgered_motion(rig, "move_pose", step0, mp)
 
@@ -124,10 +138,12 @@ def case_rotate_wrist(rig: Rig) -> None:
     assert rot.start == pytest.approx(s0.eef_yaw, abs=0.01) and rot.target == pytest.approx(
         wrap_angle(s0.eef_yaw + 0.4), abs=0.01)
     assert rot.reached and abs(rot.final_err) <= 0.02 and rot.final_err == pytest.approx(
-        wrap_angle(rot.target - rot.final))
+        wrap_angle(rot.target - rot.final), abs=2e-4)
+    _iterations_match(rot, rig.env_step() - step0, 40)
     s1 = robo.state()
-    assert s1.eef_yaw == pytest.approx(rot.final, abs=1e-6)
-    assert np.linalg.norm(np.subtract(s1.eef_pos, s0.eef_pos)) < 0.02, "position is kept"
+    assert s1.eef_yaw == pytest.approx(rot.final, abs=1e-4)
+    # the reference sends no position command while it turns (OSC holds the pose it has): a small drift is its own
+    assert np.linalg.norm(np.subtract(s1.eef_pos, s0.eef_pos)) < 0.05, "position is about kept"
     assert abs(s1.eef_pitch - s0.eef_pitch) < 0.05
     _assert_ledgered_motion(rig, "rotate_wrist", step0, rot)
     back = robo.rotate_wrist(target_yaw=s0.eef_yaw, gripper=robo.OPEN)
@@ -143,8 +159,9 @@ def case_rotate_pitch(rig: Rig) -> None:
     assert type(rot) is R.Rotation
     assert rot.reached and abs(rot.final_err) <= 0.02
     assert rot.target == pytest.approx(s0.eef_pitch + 0.3, abs=0.01)
+    _iterations_match(rot, rig.env_step() - step0, 40)
     s1 = robo.state()
-    assert s1.eef_pitch == pytest.approx(rot.final, abs=1e-6) and s1.eef_pitch > s0.eef_pitch + 0.25
+    assert s1.eef_pitch == pytest.approx(rot.final, abs=1e-4) and s1.eef_pitch > s0.eef_pitch + 0.25
     assert abs(wrap_angle(s1.eef_yaw - s0.eef_yaw)) < 0.06
     assert np.linalg.norm(np.subtract(s1.eef_pos, s0.eef_pos)) < 0.02
     _assert_ledgered_motion(rig, "rotate_pitch", step0, rot)
@@ -158,17 +175,17 @@ def case_set_gripper_and_release(rig: Rig) -> None:
     step0 = rig.env_step()
     g = robo.set_gripper(robo.CLOSE, steps=6)
     assert type(g) is R.Gripper
-    assert g.gripper == 1.0 and g.steps == rig.env_step() - step0 >= 6 and not g.terminated
+    assert g.gripper == 1.0 and g.steps == 6 and rig.env_step() - step0 >= 6 and not g.terminated
     s1 = robo.state()
     assert s1.gripper_opening < CLOSED_GAP_M
     assert np.linalg.norm(np.subtract(s1.eef_pos, s0.eef_pos)) < 0.01, "the arm holds still"
     _assert_ledgered_motion(rig, "set_gripper", step0, g)
     step1 = rig.env_step()
-    rel = robo.release(max_steps=8)
+    rel = robo.release(max_steps=20)
     assert type(rel) is R.Release
     assert rel.start_gripper_opening == pytest.approx(s1.gripper_opening, abs=2e-3)
     assert rel.final_gripper_opening > OPEN_GAP_M and rel.peak_gripper_opening >= rel.final_gripper_opening - 1e-6
-    assert rel.steps_used == rig.env_step() - step1 and not rel.terminated
+    assert rel.steps_used == rig.env_step() - step1 <= 20 and not rel.terminated
     assert robo.state().gripper_opening == pytest.approx(rel.final_gripper_opening, abs=2e-3)
     _assert_ledgered_motion(rig, "release", step1, rel)
 
@@ -185,15 +202,11 @@ def case_refusals_before_dispatch(rig: Rig) -> None:
         (lambda: robo.move_to([x, y, z], gripper=1.5), "[-1, 1]"),
         (lambda: robo.move_to([x + far, y, z]), "split into waypoints"),
         (lambda: robo.move_to([x + far * 0.6, y + far * 0.8, z]), "split into waypoints"),
-        (lambda: robo.move_to([x, y, z], max_steps=0), "positive integer"),
         (lambda: robo.move_pose([x, y - far, z], target_pitch=0.1), "split into waypoints"),
         (lambda: robo.move_pose([x, y, z], gripper=-2), "[-1, 1]"),
         (lambda: robo.rotate_wrist(target_yaw=0.0, delta_yaw=0.1), "exactly one"),
         (lambda: robo.rotate_wrist(), "exactly one"),
-        (lambda: robo.rotate_pitch(delta_pitch=math.inf), "finite"),
         (lambda: robo.set_gripper(2.0), "[-1, 1]"),
-        (lambda: robo.set_gripper(robo.CLOSE, steps=0), "positive integer"),
-        (lambda: robo.release(max_steps=-3), "positive integer"),
     ]
     step0, pose0, n0 = rig.env_step(), rig.eef(), len(rig.host.ledger)
     for i, (call, text) in enumerate(bad):
@@ -202,6 +215,18 @@ def case_refusals_before_dispatch(rig: Rig) -> None:
         rec = rig.host.ledger.records[-1]
         assert not rec.ok and not rec.stateful and rec.env_steps == 0 and rec.error.startswith("ValueError"), (i, rec)
     assert len(rig.host.ledger) >= n0 + len(bad)
+    # values the reference passes through to its backend are refused on the robot side, readable as ToolError
+    passed_through = [
+        (lambda: robo.move_to([x, y, z], max_steps=0), "move_to: max_steps must be at least 1"),
+        (lambda: robo.rotate_pitch(delta_pitch=math.inf), "rotate_pitch: delta_pitch must be a finite number"),
+        (lambda: robo.set_gripper(robo.CLOSE, steps=0), "set_gripper: steps must be at least 1"),
+        (lambda: robo.release(max_steps=-3), "release: max_steps must be at least 1"),
+    ]
+    for i, (call, text) in enumerate(passed_through):
+        with pytest.raises(ToolError, match=re.escape(text)):
+            call()
+        rec = rig.host.ledger.records[-1]
+        assert not rec.ok and rec.env_steps == 0 and rec.error.startswith("ToolError"), (i, rec)
     assert rig.env_step() == step0 and np.array_equal(rig.eef(), pose0), "nothing was dispatched"
     assert robo.state().step == 0 and rig.host.ledger.env_steps() == 0
     # exactly at the limit is allowed (the check is > 0.30 m + 1e-6), and is a normal motion
@@ -257,9 +282,9 @@ def case_success_freezes_motion(rig: Rig) -> None:
     stateful = [r for r in rig.host.ledger.records if r.stateful]
     assert len(stateful) == rig.host.ledger.stateful_calls() > 3 and stateful[-1].summary["terminated"] is True
     assert rig.host.ledger.env_steps() == rig.env_step(), "ledgered env steps add up to the simulator's count"
-    for rec in stateful:   # each result's own step count is the simulator's (the final release included)
+    for rec in stateful:   # each result's own count is the simulator's, plus a converged servo's final check
         if "steps_used" in rec.summary:
-            assert rec.summary["steps_used"] == rec.env_steps, rec
+            assert rec.summary["steps_used"] - rec.env_steps in (0, 1), rec
     _assert_frozen(rig, "terminated")
 
 

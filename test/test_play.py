@@ -182,3 +182,20 @@ def test_program_arm_counts_programs_and_refuses_past_max_programs(tmp_path):
     assert "step 0" in replies[1]["stdout"] and replies[1]["file"] == "program_01.py"
     assert replies[2]["error"] == "program budget exhausted (1); call finish"
     assert (out / "workspace" / "program_01.py").is_file() and not (out / "workspace" / "program_02.py").exists()
+
+
+def test_clipped_steps_are_counted_in_the_result_and_the_rich_feedback(tmp_path):
+    """A motion the driver's safety filter had to clip is said in result.json's notes and in the cell's rich
+    feedback (the call's ``clipped_steps``)."""
+    program = tmp_path / "fast.py"
+    program.write_text("def run(robo):\n    x, y, z = robo.state().eef_pos\n"
+                       "    robo.move_to([x, y, 0.85], step_clip=0.05, max_steps=20)\n")   # below the box floor
+    out = tmp_path / "run"
+    proc = play(out, "--arm", "cells", "--suite", "fake_table", "--task", "0", "--driver", "fake",
+                "--replay", str(program), "--feedback", "rich", "--no-video", "--no-record")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    notes = [n for n in result_of(out)["notes"] if "safety filter clipped" in n]
+    assert len(notes) == 1
+    clipped = int(notes[0].split("clipped ")[1].split(" ")[0])
+    transcript = json.dumps(json.loads((out / "transcript.json").read_text()))
+    assert clipped > 0 and f'\\"clipped_steps\\": {clipped}' in transcript

@@ -87,13 +87,16 @@ CARD = CardRecord(suite="libero_goal_swap", task=3, seed=0, task_language="open 
                   max_env_steps=10000)
 
 
-def test_reference_renders_members_in_order_with_exact_signatures():
+def test_reference_renders_the_reference_layout():
+    """Layout of PyRUA-Lean's ``prompt.py::api_reference``: class header and indented docstring, ``Constants:`` with
+    indented ``robo.X = value`` lines, the members heading, ``(read-only attribute)``, one-line signatures up to 88
+    characters (one parameter per line beyond), sections separated by one blank line."""
     ref = P.render_reference(Toy)
-    assert ref.startswith("class Toy  (the object is `robo`)\n    A toy robot.\n\n    Metres and radians.")
-    assert "robo.OPEN = -1.0" in ref and "robo.CLOSE = 1.0" in ref
+    assert ref.startswith("class Toy\n    A toy robot.\n\n    Metres and radians.\n\nConstants:\n"
+                          "    robo.OPEN = -1.0\n    robo.CLOSE = 1.0\n\nMethods and attributes of `robo`:\n\n")
     assert "NAME" not in ref and "VLA_PRIMITIVES" not in ref and "RESULT_TYPES" not in ref  # ClassVars hidden
     assert "_private" not in ref and "robo.ledger" not in ref
-    assert "robo.task -> str  (read-only property)\n    The instruction." in ref
+    assert "robo.task -> str  (read-only attribute)\n    The instruction.\n\n" in ref
     # override keeps the base position and takes the derived signature and docstring
     assert "robo.look(camera: str = 'agentview', *, step: int = -1) -> Dot\n    Look through ``camera``." in ref
     assert "Base version" not in ref
@@ -104,14 +107,20 @@ def test_reference_renders_members_in_order_with_exact_signatures():
     assert wrapped in ref
 
 
-def test_reference_renders_result_types_and_fixed_exceptions():
+def test_reference_renders_result_types_and_the_exceptions_block():
+    """``Result types (...)`` with ``class Name(field: type, ...)``, the docstring and ``    .prop -> type: doc``;
+    the ``Exceptions:`` block as three indented lines naming every EpisodeFinished reason (from the code)."""
     ref = P.render_reference(Toy)
-    assert ("class Dot(xyz: tuple[float, float, float], ok: bool)\n    A measured point: ``xyz`` m, ``ok`` whether "
-            "it was found.\n    Dot.norm -> float  (read-only property)\n        Distance from the origin in m.") in ref
-    assert "class Hit(success: bool)" in ref
-    exceptions = ref[ref.index("## Exceptions"):]
-    for name in ("`ToolError`", "`ValueError`", "`EpisodeFinished`", "`call_budget`", "`terminated`"):
-        assert name in exceptions
+    assert ("\n\nResult types (frozen dataclasses; access fields as attributes):\n\nclass Dot(xyz: tuple[float, float, "
+            "float], ok: bool)\n    A measured point: ``xyz`` m, ``ok`` whether it was found.\n"
+            "    .norm -> float: Distance from the origin in m.\n\nclass Hit(success: bool)") in ref
+    exceptions = ref[ref.index("\n\nExceptions:\n"):].strip().splitlines()
+    assert exceptions[0] == "Exceptions:" and len(exceptions) == 4
+    assert [line.split(":")[0].strip() for line in exceptions[1:]] == [
+        "ToolError(RuntimeError)", "ValueError", "EpisodeFinished(BaseException)"]
+    from pyrua_ros.robo.errors import EPISODE_END_REASONS
+    assert f"(reason: {' | '.join(EPISODE_END_REASONS)})" in exceptions[3]
+    assert "0.30 m" in exceptions[2]
 
 
 def test_no_vla_hides_vla_methods_and_their_only_result_types():
@@ -155,17 +164,21 @@ def _contract(**kwargs) -> str:
     return P.contract_text(P.PromptOptions(**kwargs), class_name="Toy", max_env_steps=10000)
 
 
-def test_cells_contract_follows_options():
-    text = _contract(images="on-demand", feedback="pure", cell_timeout_s=120)
-    assert "ONE tool, `python(code)`" in text and "`Toy`" in text
-    assert "`robo.show('agentview')` / `robo.show('wrist')`" in text
-    assert "only what your code produced" in text
-    assert "at most 120 s" in text and "separate sandbox process" in text
+def test_cells_contract_has_the_reference_headings_and_follows_options():
+    """PyRUA-Lean's cells contract (``arms.py::CELLS_CONTRACT``): ``# How you control the robot``, then ``# How the
+    episode is scored`` and the workspace paragraph; the feedback/image/ending notes follow the options."""
+    text = _contract(images="on-demand", feedback="pure")
+    assert text.startswith("# How you control the robot\n\nYou control a simulated Franka arm in the LIBERO "
+                           "benchmark through ONE tool, `python(code)`.")
+    assert text.index("# How you control the robot") < text.index("# How the episode is scored")
+    assert "`Toy`" in text and "`robo.show('agentview')` or `robo.show('wrist')`" in text
+    assert "exactly what your code produced" in text
     assert "1200 s of wall clock" in text and "10000 simulator steps" in text
-    assert "`finish` ends the episode at once" in text
     assert "Pi0.5" in text and "Pi0.5" not in _contract(primitives="no-vla")
+    # the cell time limit and kernel restarts are told when they happen (in the tool result), not up front
+    assert "300 s" not in text and "restart" not in text
     rich = _contract()
-    assert "the last 40" in rich and "are attached to the result" in rich
+    assert "the last 40" in rich and "images are attached" in rich
     assert "never attached" in _contract(images="none")
     calls = _contract(max_turns=37)
     assert "is limited" in calls and "37" not in calls  # the number is not told
@@ -173,46 +186,54 @@ def test_cells_contract_follows_options():
 
 
 def test_program_and_single_shot_contracts():
-    assert "exactly one program" in _contract(arm="program", max_programs=1)
+    program = _contract(arm="program", max_programs=1)
+    assert "ONE tool, `run_program`" in program and "EXACTLY ONCE" in program
     assert "at most 3 times" in _contract(arm="program", max_programs=3)
     assert "as many times as the budget allows" in _contract(arm="program")
     single = _contract(arm="single-shot", budget_s=600)
     assert "exactly once" in single and "600 s" in single and "fenced code block tagged `python`" in single
 
 
-def test_build_prompt_joins_parts_and_records_size(tmp_path):
+def test_build_prompt_joins_parts_in_the_reference_order(tmp_path):
+    """PyRUA-Lean's ``build_prompt``: contract, ``# API reference (the `robo` object)`` + reference, knowledge, card,
+    joined by blank lines."""
     bundle = P.build_prompt(Toy, CARD, P.PromptOptions(), card_dir=tmp_path)
     text = bundle.text
-    assert text.startswith("# How this episode works")
-    ref_at = text.index(P.REFERENCE_HEADING)
-    assert text.index("# Working with the LIBERO robot") > ref_at
-    assert text.index("# Task card") > text.index("## Placing and recovery")
+    assert text.startswith("# How you control the robot")
+    ref_at = text.index("\n\n" + P.REFERENCE_HEADING + "\n\nclass Toy\n")
+    assert text.index("\n\n# Operating knowledge for LIBERO") > ref_at
+    assert text.index("\n\n# Task card") > text.index("## Placing and recovery")
     assert bundle.user == P.render_card(CARD) and text == bundle.system + "\n\n" + bundle.user
     assert bundle.images == (str(tmp_path / "card/agentview_high.png"), str(tmp_path / "card/wrist_high.png"))
     assert bundle.record() == {"chars": len(text), "sha256": hashlib.sha256(text.encode()).hexdigest(),
                                "images": list(bundle.images)}
-    assert [m["role"] for m in bundle.messages()] == ["system", "user"]
+    assert [m["role"] for m in bundle.messages()] == ["system", "user"] and bundle.sources == "live"
     single = P.build_prompt(Toy, CARD, P.PromptOptions(arm="single-shot"))
     assert P.SINGLE_SHOT_REFERENCE_HEADING in single.system and P.REFERENCE_HEADING not in single.system
     assert P.build_prompt(Toy, None, P.PromptOptions()).user == ""
 
 
 def test_card_rendering_and_round_trip(tmp_path):
+    """The reference's LIBERO card (``prompt.py::TaskCard.render``): its bullet labels, 3-decimal positions, facts as
+    ``- key: value`` bullets from a dict."""
     text = P.render_card(CARD)
-    assert "- task instruction (authoritative, also `robo.task`): 'open the top drawer and put the bowl inside'" in text
-    assert "- movable objects: akita_black_bowl_1, plate_1" in text
-    assert "- initial gripper position: [-0.210, 0.000, 1.171] m, opening 0.079 m (open, pointing down)" in text
-    assert "- simulator step budget: 10000 steps" in text
-    assert "robo.back_project(row, col, step=0)" in text and "do not hard-code" not in text
-    assert "do not hard-code pixels or positions" in P.render_card(CARD, transfer=True)
-    CARD.write(tmp_path)
-    assert CardRecord.read(tmp_path) == CARD
+    assert "- task instruction (authoritative): 'open the top drawer and put the bowl inside'" in text
+    assert "- movable objects in the scene: akita_black_bowl_1, plate_1" in text
+    assert "- initial gripper position [x, y, z]: [-0.210, 0.000, 1.171] m, opening 0.079 (open, pointing down)" in text
+    assert "- simulator step budget: 10000\n" in text
+    assert "- attached images: agentview (agentview_high.png), wrist (wrist_high.png). They are step 0" in text
+    assert "robo.back_project(row, col, step=0)" in text and "hard-code" not in text
+    assert "Do not hard-code pixels or positions" in P.render_card(CARD, transfer=True)
+    with_facts = dataclasses.replace(CARD, facts={"table top z": 0.9})
+    assert "- table top z: 0.9\n- simulator step budget" in P.render_card(with_facts)
+    with_facts.write(tmp_path)
+    assert CardRecord.read(tmp_path) == with_facts
 
 
 def test_knowledge_numbers_and_no_vla_variant():
     full, novla = P.knowledge_text("libero", "full"), P.knowledge_text("libero", "no-vla")
-    for fact in ("z ~1.17", "~0.68", "~0.26", "plate_y + 0.045", "0.30 m in x/y", "**+y is the robot's left**",
-                 "robo.OPEN = -1.0", "region_center", "world_map", "back_project"):
+    for fact in ("~1.17", "~0.68", "~0.26", "plate_y + 0.045", "0.30 m in x/y", "+y is the robot's LEFT",
+                 "region_center", "world_map", "back_project", "top\n  drawer handle"):
         assert fact in full and fact in novla, fact
     assert "## The VLA skills" in full and "pi0_pick" in full
     assert "pi0" not in novla and "VLA skills\n" not in novla
@@ -250,7 +271,7 @@ class TestRealLiberoRobot:
         full_cls = libero_robot_class("full")
         ref = P.render_reference(full_cls)
         assert "robo.OPEN = -1.0" in ref and "robo.CLOSE = 1.0" in ref
-        assert ref.startswith("class LiberoRobot  (the object is `robo`)")
+        assert ref.startswith("class LiberoRobot\n    A LIBERO tabletop Franka arm")
         for member in P.public_members(full_cls):
             assert f"robo.{member.name}" in ref, member.name
         order = ["task", "done", "state", "image", "world_map", "show", "artifact", "camera_meta", "segment",
@@ -271,7 +292,7 @@ class TestRealLiberoRobot:
     @pytest.mark.parametrize("arm", ["cells", "program", "single-shot"])
     @pytest.mark.parametrize("primitives", ["full", "no-vla"])
     def test_full_prompt_is_under_40000_chars(self, arm, primitives):
-        options = P.PromptOptions(arm=arm, primitives=primitives, guides=True, cell_timeout_s=120)
+        options = P.PromptOptions(arm=arm, primitives=primitives, guides=True)
         bundle = P.build_prompt(libero_robot_class(primitives), CARD, options)
         assert bundle.primitives == primitives
         assert bundle.chars < 40_000, bundle.chars

@@ -68,10 +68,12 @@ class Status:
 
 class KinematicBackend:
     control_period_s = 0.05
+    osc_action_scale = (0.05, 0.1)   # tracks twists exactly, as a driver without OSC lag declares
     cameras = ("agentview", "wrist")
     resolutions: typing.ClassVar[dict[str, int]] = {"high": 96, "low": 32}
 
-    def __init__(self, max_episode_steps: int = 600):
+    def __init__(self, max_episode_steps: int = 600, keeps_history: bool = True):
+        self.keeps_history = keeps_history   # renders a past control step, as the LIBERO sim does
         self.pos = HOME.copy()
         self.rot = R_HOME.copy()
         self.gap = 0.08
@@ -86,7 +88,7 @@ class KinematicBackend:
 
     # protocol ---------------------------------------------------------------------------------------------
     def reset(self, suite, task, seed, max_episode_steps):
-        self.__init__(max_episode_steps)
+        self.__init__(max_episode_steps, self.keeps_history)
         return self.status()
 
     def status(self):
@@ -171,17 +173,26 @@ class KinematicBackend:
         depth[:2, :2] = 0.0  # a corner without valid depth
         return n, K, T, depth.astype(np.float32), ids
 
-    def capture(self, camera, resolution):
+    def _shown_step(self, env_step):
+        if env_step is None:
+            return self.step
+        if not self.keeps_history:
+            raise BackendRefused("this double keeps no history", "refused")
+        return env_step
+
+    def capture(self, camera, resolution, env_step=None):
+        shown = self._shown_step(env_step)
         if camera not in self.cameras or resolution not in self.resolutions:
             raise ValueError("bad view")
-        self.captures.append((camera, resolution, self.step))
+        self.captures.append((camera, resolution, shown))
         n, K, T, depth, ids = self._render(resolution)
         color = np.zeros((n, n, 3), np.uint8)
         color[..., 0] = (ids * 40 % 255).astype(np.uint8)
-        color[..., 1] = min(255, self.step)
-        return CaptureFrame(camera, resolution, color, depth, K, T, self.step * 0.05, self.step)
+        color[..., 1] = min(255, shown)            # the control step the picture shows
+        return CaptureFrame(camera, resolution, color, depth, K, T, shown * 0.05, shown)
 
-    def segmentation(self, camera, resolution):
+    def segmentation(self, camera, resolution, env_step=None):
+        self._shown_step(env_step)
         _, _, _, _, ids = self._render(resolution)
         labels = {i: name for i, name in enumerate(OBJECTS, start=1)} | {6: "table"}
         return SegmentationFrame(ids, labels, self.step * 0.05, camera, resolution)
@@ -248,11 +259,11 @@ CONTRACT_FIELDS = {
 
 CONTRACT_SIGNATURES = {
     "state": "(step: int = -1) -> State",
-    "image": "(camera: str = 'agentview', *, resolution: str = 'high', step: int = -1) -> np.ndarray",
-    "world_map": "(camera: str = 'agentview', *, resolution: str = 'high', step: int = -1) -> np.ndarray",
+    "image": "(camera: str = 'agentview', *, resolution: str = 'high', step: int = -1) -> Any",
+    "world_map": "(camera: str = 'agentview', *, resolution: str = 'high', step: int = -1) -> Any",
     "show": "(camera: str = 'agentview') -> None",
     "artifact": "(name: str, *, step: int = -1) -> bytes",
-    "camera_meta": "(camera: str = 'agentview', *, step: int = -1) -> dict",
+    "camera_meta": "(camera: str = 'agentview', *, step: int = -1) -> dict[str, Any]",
     "segment": "(prompt: str | None = None, *, camera: str = 'agentview', point: tuple[int, int] | None = None, "
                "min_score: float = 0.2, step: int = -1) -> Segment",
     "back_project": "(row: int, col: int, *, camera: str = 'agentview', resolution: str = 'high', step: int = -1) "
@@ -310,7 +321,7 @@ def test_constants_and_class_configuration():
 
 def test_every_public_member_is_documented_and_annotated():
     full = type(LiberoRobot(KinematicBackend(), vla=ScriptedPolicy()))
-    assert full.__name__ == "LiberoRobot" and "pi0_pick" in full.__doc__
+    assert full.__name__ == "LiberoRobot" and "pi0_pick" in vars(full) and full.__doc__ == LiberoRobot.__doc__
     for name, member in inspect.getmembers(full):
         if name.startswith("_") or name.isupper():
             continue
@@ -354,16 +365,20 @@ def test_move_to_reaches_target_records_state_and_ledger(robo, host, backend):
     target = [-0.05, 0.05, 1.05]
     move = robo.move_to(target)
     assert isinstance(move, R.Move) and move.reached and move.final_dist_m <= 0.012
-    assert move.steps_used == backend.step > 5 and move.max_steps == 80
+    # steps_used counts the servo's iterations as the reference does: the converged check is one more than the steps
+    assert move.steps_used == backend.step + 1 > 5 and move.max_steps == 80
     assert not move.terminated and not move.truncated
     assert np.allclose(move.final_eef_pos, target, atol=0.012)
     assert robo.state().step == 1 and robo.state(0).step == 0
     assert np.allclose(robo.state(0).eef_pos, HOME)
     rec = next(r for r in reversed(host.ledger.records) if r.tool == "move_to")
-    assert (rec.ok, rec.stateful, rec.env_steps) == (True, True, move.steps_used)
+    assert (rec.ok, rec.stateful, rec.env_steps) == (True, True, move.steps_used - 1)
     assert rec.summary["final_dist_m"] == move.final_dist_m and "reached" not in rec.summary
-    # per-step cap: never more than step_clip per step
-    assert move.steps_used >= math.ceil((np.linalg.norm(np.array(target) - HOME) - 0.012) / 0.025)
+    # per-axis cap (the reference's np.clip(diff, -step_clip, step_clip)): the longest axis sets the pace, a
+    # diagonal is not slowed to the straight-line norm
+    diff = np.array(target) - HOME
+    assert math.ceil((np.abs(diff).max() - 0.012) / 0.025) <= backend.step
+    assert backend.step < math.ceil((np.linalg.norm(diff) - 0.012) / 0.025)
     # orientation held pointing down
     assert abs(robo.state().eef_pitch) < 1e-3 and abs(robo.state().eef_yaw) < 1e-3
 
@@ -373,9 +388,12 @@ def test_move_to_stops_at_max_steps(robo):
     assert not move.reached and move.steps_used == 3 and move.final_dist_m > 0.012
 
 
-def test_move_to_with_target_yaw(robo):
+def test_move_to_with_target_yaw(robo, backend):
+    """Reference (RPent's LIBERO move_to): the yaw servo rides on the position servo, which alone decides when to
+    stop; each step turns at most yaw_step_clip."""
     move = robo.move_to([-0.15, 0.0, 1.10], target_yaw=0.6, yaw_step_clip=0.1)
-    assert move.reached and abs(robo.state().eef_yaw - 0.6) <= 0.02
+    assert move.reached and backend.step >= 3
+    assert robo.state().eef_yaw == pytest.approx(min(0.6, 0.1 * backend.step), abs=1e-6)
 
 
 @pytest.mark.parametrize(("call", "match"), [
@@ -384,20 +402,28 @@ def test_move_to_with_target_yaw(robo):
     (lambda r: r.move_to([0.0, 0.0]), "3 finite numbers"),
     (lambda r: r.move_to([0.0, float("nan"), 1.0]), "3 finite numbers"),
     (lambda r: r.move_to([-0.2, 0.0, 1.0], gripper=1.5), r"gripper must be in \[-1, 1\]"),
-    (lambda r: r.move_to([-0.2, 0.0, 1.0], step_clip=0), "step_clip must be a positive"),
     (lambda r: r.rotate_wrist(), "exactly one of target_yaw or delta_yaw"),
     (lambda r: r.rotate_wrist(target_yaw=0.1, delta_yaw=0.1), "exactly one of target_yaw or delta_yaw"),
     (lambda r: r.rotate_pitch(), "exactly one of target_pitch or delta_pitch"),
     (lambda r: r.set_gripper(2.0), r"gripper must be in \[-1, 1\]"),
-    (lambda r: r.release(max_steps=0), "max_steps must be a positive integer"),
     (lambda r: r.image("side"), "camera must be one of agentview, wrist"),
-    (lambda r: r.image(resolution="mid"), "resolution must be one of high, low"),
-    (lambda r: r.segment(), "needs a prompt"),
-    (lambda r: r.segment(point=(500, 3)), "outside the 96x96 image"),
-    (lambda r: r.state(5), r"step must be -1 \(latest\) or 0..0"),
+    (lambda r: r.image(resolution="mid"), "resolution one of high, low"),
 ])
 def test_bad_arguments_are_refused_before_dispatch(robo, backend, call, match):
     with pytest.raises(ValueError, match=match):
+        call(robo)
+    assert backend.servo_calls == 0 and backend.gripper_goals == [] and backend.step == 0
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda r: r.move_to([-0.2, 0.0, 1.0], step_clip=0), "move_to: step_clip must be a finite number > 0"),
+    (lambda r: r.release(max_steps=0), "release: max_steps must be at least 1"),
+    (lambda r: r.segment(), "segment: give a prompt"),
+    (lambda r: r.segment(point=(500, 3)), r"segment: point \(500, 3\) is outside the 96x96 agentview image"),
+    (lambda r: r.state(5), r"view_env_state: step 5 is not a recorded step: recorded steps are 0..0"),
+])
+def test_values_the_reference_passes_through_are_tool_errors_and_nothing_moves(robo, backend, call, match):
+    with pytest.raises(ToolError, match=match):
         call(robo)
     assert backend.servo_calls == 0 and backend.gripper_goals == [] and backend.step == 0
 
@@ -548,13 +574,20 @@ def test_images_are_captured_lazily_per_step(robo, backend):
     assert img.shape == (96, 96, 3) and img.dtype == np.uint8
     assert robo.image(resolution="low").shape == (32, 32, 3)
     robo.move_to([-0.2, 0.0, 1.15])
+    after_first = backend.step
     robo.move_to([-0.2, 0.0, 1.13])
     assert robo.image(step=0).shape == (96, 96, 3)          # step 0 was viewed while current
-    with pytest.raises(ToolError, match="no image was captured at step 1"):
-        robo.image(step=1)
+    assert robo.image(step=1)[0, 0, 1] == after_first        # a past step: the driver renders it from its record
     assert robo.image()[0, 0, 1] == backend.step            # current step rendered now
-    assert [c for c in backend.captures if c[:2] == ("agentview", "high")] == [("agentview", "high", 0),
-                                                                                ("agentview", "high", backend.step)]
+    assert [c for c in backend.captures if c[:2] == ("agentview", "high")] == [
+        ("agentview", "high", 0), ("agentview", "high", after_first), ("agentview", "high", backend.step)]
+
+
+def test_a_driver_without_a_record_of_the_past_says_so():
+    robo = RobotHost.for_libero(KinematicBackend(keeps_history=False), primitives="no-vla").robo
+    robo.move_to([-0.2, 0.0, 1.15])
+    with pytest.raises(ToolError, match="no image was captured at step 0 and this double keeps no history"):
+        robo.image(step=0)
 
 
 def test_world_map_and_artifacts(robo):

@@ -55,12 +55,24 @@ def refused(*args, out=None):
     (["--task", "8", "--images", "always"], "--images must be one of on-motion, on-demand, none; got 'always'"),
     (["--task", "8", "--openai-extra-body", "{not json"], "--openai-extra-body is not valid JSON"),
     (["--task", "8", "--runtime", "openai"], "--runtime openai needs --base-url"),
+    (["--task", "8", "--vla-server-cmd", "/nonexistent/serve_pi05 --port {port}"],
+     "--vla-server-cmd: '/nonexistent/serve_pi05' is not an executable program"),
+    (["--task", "8", "--vla-server-cmd", "serve 'unclosed"], "--vla-server-cmd \"serve 'unclosed\": No closing"),
+    (["--task", "8", "--primitives", "no-vla", "--vla-server-cmd", "true"],
+     "--vla-server-cmd starts a VLA policy server for the full primitive set; --primitives no-vla would never"),
+    (["--task", "8", "--reference-root", "/nonexistent"], "--reference-root /nonexistent: no PyRUA-Lean sources"),
 ])
 def test_bad_episode_input_is_refused_before_boot(tmp_path, args, expected):
     out = tmp_path / "run"
     line = refused("play", "--arm", "cells", "--out", str(out), *args, out=out)
     assert expected in line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["prompt", "api"])
+def test_info_commands_refuse_a_reference_root_without_sources(command):
+    assert "--reference-root /nonexistent: no PyRUA-Lean sources" in refused(command, "--reference-root",
+                                                                            "/nonexistent")
 
 
 # A machine without bubblewrap: the real CLI in a child process whose sandbox module finds no ``bwrap``.

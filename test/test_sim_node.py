@@ -325,9 +325,11 @@ def test_capture_publishes_images_with_the_stamp_of_the_response(sim):
     resp = sim.c.wait_future(cli.call_async(Trigger.Request()), NAMES.timeouts.capture_s)
     assert resp.success, resp.message
     meta = json.loads(resp.message)
+    near, far = meta.pop("depth_near"), meta.pop("depth_far")   # the depth camera's range (camera_meta reports it)
     assert {k: meta[k] for k in ("step", "camera", "resolution")} == {"step": 1, "camera": "agentview",
                                                                        "resolution": "low"}
     assert abs(meta["stamp"][0] + meta["stamp"][1] * 1e-9 - (t0 + NAMES.robot.control_period_s)) < 1e-6
+    assert 0 < near < 0.05 and far > 10
     topics = S.capture_topics("agentview", "low")
     color = sim.c.latest(Image, topics["color"], WAIT, qos.LATCHED)
     depth = sim.c.latest(Image, topics["depth"], WAIT, qos.LATCHED)
@@ -339,6 +341,33 @@ def test_capture_publishes_images_with_the_stamp_of_the_response(sim):
     assert color.encoding == "rgb8" and rgb.shape == (256, 256, 3) and rgb.std() > 10
     assert depth.encoding == "32FC1" and 0.3 < float(np.median(d[d > 0])) < 3.0
     assert info.width == 256 and info.k[8] == 1.0
+
+
+def test_capture_step_renders_a_past_step_once(sim):
+    """The sim's one-shot ``capture_step``: refused beyond the last step; the next capture shows that step, with its
+    step, its stamp and the camera pose of that time; the capture after it shows now again."""
+    from std_srvs.srv import Trigger
+
+    t0 = sim.reset()["sim_time"]
+    for _ in range(2):
+        sim.twist((0, 0, 0.1))
+    refused = sim.set_params(capture_step=5)
+    assert not refused.successful and "0..2" in refused.reason
+    cli = sim.c.node.create_client(Trigger, S.capture_service("wrist", "low"))
+    assert cli.wait_for_service(timeout_sec=WAIT)
+
+    def capture() -> dict:
+        resp = sim.c.wait_future(cli.call_async(Trigger.Request()), NAMES.timeouts.capture_s)
+        assert resp.success, resp.message
+        return json.loads(resp.message)
+
+    assert sim.set_params(capture_step=1).successful
+    past, now = capture(), capture()
+    assert past["step"] == 1 and now["step"] == 2 and "T_world_optical" not in now
+    assert abs(past["stamp"][0] + past["stamp"][1] * 1e-9 - (t0 + NAMES.robot.control_period_s)) < 1e-6
+    T = np.asarray(past["T_world_optical"])
+    assert T.shape == (4, 4) and np.allclose(T[3], [0, 0, 0, 1])
+    assert 0 < past["depth_near"] < 0.05 and past["depth_far"] > 10
 
 
 def test_segmentation_and_labels(sim):

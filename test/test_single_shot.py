@@ -178,6 +178,7 @@ def test_run_executes_the_policy_once_and_records_6_3(tmp_path):
     assert 0 < result["policy_wall_s"] < result["total_wall_s"] and result["startup_s"] > 0
     assert result["prompt"]["chars"] == len((out / "prompt.txt").read_text()) and len(result["prompt"]["images"]) == 2
     assert set(result["host"]) == {"python", "cuda_device", "libero_type", "boot_options", "rpent_root", "sandbox"}
+    assert result["host"]["python"] == sys.executable   # the interpreter path, as the reference records it
     assert result["generation"] == {"model": "m1", "turns": 1, "input_tokens": 9}
     assert "done 3.14" in (out / "policy_output.txt").read_text()
     calls = [json.loads(line)["tool"] for line in (out / "calls.jsonl").read_text().splitlines()]

@@ -6,7 +6,9 @@ through the driver interfaces (here the kinematic fake arm).
 """
 
 import json
+import os
 import pathlib
+import shlex
 import subprocess
 import sys
 
@@ -64,6 +66,10 @@ def test_without_a_policy_server_the_vla_skills_are_absent(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "result.json").read_text())
     assert result["host"]["primitive_set"] == "no-vla"
+    # loud, not silent: one stderr line and a result.json note say the seed model's primitive set is not running
+    said = [line for line in proc.stderr.splitlines() if "needs a VLA policy server" in line]
+    assert len(said) == 1 and "no-VLA primitive set" in said[0] and "--vla-server-cmd" in said[0]
+    assert any("needs a VLA policy server" in note for note in result["notes"])
     assert "pi0_pick" not in (out / "prompt.txt").read_text()
     cell = json.loads((out / "transcript.json").read_text())
     text = json.dumps(cell)
@@ -77,3 +83,45 @@ def test_an_unreachable_policy_server_is_a_boot_error_naming_it(tmp_path):
     assert proc.returncode == 3   # boot error (pyrua_ros.cli.exit_codes)
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "boot_error" and "VLA policy server 127.0.0.1:9" in result["reason"]
+
+
+def _server_cmd(info: pathlib.Path) -> str:
+    return f"{shlex.quote(sys.executable)} -m pyrua_ros.testing.policy_server --port {{port}} --info {info}"
+
+
+def test_vla_server_cmd_boots_on_the_cuda_device_serves_and_stops_with_the_episode(tmp_path):
+    """--vla-server-cmd: like the reference booting Pi0.5 on --cuda-device, the episode starts the user's server
+    (here the project's test policy server as a process), waits until it answers, uses it, and stops it."""
+    program = tmp_path / "vla_program.py"
+    program.write_text(PROGRAM)
+    out, info = tmp_path / "run", tmp_path / "server.json"
+    proc = subprocess.run([*CLI, "--out", str(out), "--replay", str(program), "--primitives", "full",
+                           "--vla-server-cmd", _server_cmd(info), "--cuda-device", "3"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["host"]["primitive_set"] == "full" and result["status"] == "completed"
+    assert result["host"]["boot_options"]["vla_server_cmd"].endswith(f"--info {info}")
+    server = json.loads(info.read_text())
+    assert server["cuda_visible_devices"] == "3"
+    calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+    assert next(c for c in calls if c["tool"] == "pi0_doubled")["env_steps"] == 2 * 5
+    assert "policy server on 127.0.0.1:" in (out / "vla_server.log").read_text()
+    try:
+        os.kill(server["pid"], 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the policy server outlived the episode"
+
+
+def test_a_vla_server_cmd_that_dies_is_a_boot_error_with_its_last_line(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([*CLI, "--out", str(out), "--primitives", "full",
+                           "--vla-server-cmd", f"{shlex.quote(sys.executable)} -c "
+                           "\"import sys; sys.exit('no checkpoint at /models/pi05')\""],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 3   # boot error
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "boot_error"
+    assert "exited with status 1" in result["reason"] and "no checkpoint at /models/pi05" in result["reason"]

@@ -54,13 +54,19 @@ class LoopAgent:
             ep.notes.append("runtime replay: the cells come from a recording or program file, not a model")
         ep.phase("prompt", f"arm {agent.arm}, images {agent.images}, feedback {agent.feedback}")
         if agent.uses_guides:
-            self.guides = prompt_mod.copy_guides(ep.workspace, agent.guides_dir)
+            self.guides = prompt_mod.copy_guides(ep.workspace, agent.guides_dir, rpent_root=ep.compat.rpent_root)
+            if self.guides["source"] != str(prompt_mod.GUIDES_DIR):
+                ep.notes.append(f"guides copied from {self.guides['source']}")
+        reference_root = prompt_mod.reference_root_from_env(str(agent.reference_root) if agent.reference_root
+                                                            else None)
         options = prompt_mod.PromptOptions(arm=agent.arm, robot=ep.settings.robot,
                                            primitives=ep.settings.primitive_set, feedback=agent.feedback,
                                            images=agent.images, budget_s=agent.budget_s, max_turns=agent.max_turns,
                                            max_programs=agent.max_programs, guides=agent.uses_guides,
-                                           cell_timeout_s=agent.cell_timeout_s)
+                                           reference_root=reference_root)
         ep.prompt = prompt_mod.build_prompt(ep.robot.robo, ep.card, options, card_dir=ep.out)
+        if ep.prompt.sources != "live":
+            ep.notes.append(f"prompt text rendered from the reference sources at {ep.prompt.sources}")
         (ep.out / "prompt.txt").write_text(ep.prompt.text)
         if agent.arm in CODE_ARMS:   # the tools arm runs no model-written code: no kernel
             self.kernel = ep.open_kernel(self.cfg.sandbox)
@@ -219,7 +225,7 @@ class LoopAgent:
             max_episode_steps=e.max_episode_steps,
             prompt=PromptRecord(ep.prompt.chars, ep.prompt.sha256, tuple(ep.prompt.images)) if ep.prompt else None,
             generation=generation,
-            host=HostInfo(python=sys.version.split()[0], cuda_device=ep.compat.cuda_device,
+            host=HostInfo(python=sys.executable, cuda_device=ep.compat.cuda_device,
                           primitive_set=e.primitive_set, runtime=agent.runtime, boot_options=cfg.boot_options(),
                           sandbox=ep.sandbox_description(), rpent_root=ep.compat.rpent_root,
                           **cli.get("host", {})),

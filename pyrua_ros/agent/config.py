@@ -14,7 +14,8 @@ and its valid values):
 - :class:`ServeSettings` — ``pyrua-ros mcp``'s transport and port;
 - :class:`OutputSettings` — the run directory and what is written and shown;
 - :class:`SandboxSettings` — the cell kernel's OS boundary (``play`` and ``run``: both run model code in it);
-- :class:`CompatSettings` — flags accepted for PyRUA-Lean command-line compatibility, recorded, unused by ROS.
+- :class:`CompatSettings` — flags of PyRUA-Lean's command line: recorded; only ``--cuda-device`` (the GPU of a
+  ``--vla-server-cmd`` server) and ``--rpent-root`` (its guides, with ``--guides``) act on a ROS backend.
 
 Trees: :class:`PlayConfig` (``play``, the agent node, the launch), :class:`McpConfig` (``pyrua-ros mcp``),
 :class:`RunConfig` (single-shot ``run``) and :class:`GenerateConfig` (single-shot ``generate``).
@@ -43,6 +44,7 @@ from pyrua_ros.agent.modes import (
     ROBOTS,
     RUNTIMES,
 )
+from pyrua_ros.agent.prompt import REFERENCE_ROOT_ENV
 from pyrua_ros.agent.runtimes.settings import ModelSettings
 from pyrua_ros.agent.schema import SettingError, setting
 
@@ -77,11 +79,17 @@ class EpisodeSettings:
     clock: str = setting("lockstep", help="driver clock: lockstep (one control step per command) or realtime "
                                           "(20 Hz wall clock, last command held)", choices=CLOCK_MODES,
                          name="clock_mode", scope="driver")
-    primitives: str = setting("full", help="primitive set: full (needs --vla-endpoint; without one the VLA "
-                                           "skills are absent) or no-vla", choices=PRIMITIVE_SETS,
+    primitives: str = setting("full", help="primitive set: full (what the seed model was trained with; needs a "
+                                           "VLA policy server, --vla-endpoint or --vla-server-cmd: without one the "
+                                           "episode says so and runs no-vla) or no-vla", choices=PRIMITIVE_SETS,
                               env="PYRUALEAN_PRIMITIVES")
     vla_endpoint: str | None = setting(None, help="host:port of an openpi-compatible VLA policy server",
                                        unset="no VLA skills", metavar="HOST:PORT")
+    vla_server_cmd: str | None = setting(None, help="command that starts an openpi-compatible VLA policy server "
+                                                    "({port} is replaced by its port): started on --cuda-device, "
+                                                    "waited for, stopped with the episode",
+                                         unset="none (use --vla-endpoint)", metavar="CMD")
+    vla_server_timeout_s: float = setting(600.0, help="how long to wait for --vla-server-cmd to answer [s]")
     sam3_endpoint: str | None = setting(None, help="host:port or URL of an HTTP segmentation service",
                                         unset="the simulator's ground truth", metavar="HOST:PORT")
 
@@ -93,11 +101,25 @@ class EpisodeSettings:
         _at_least("--task", self.task, 0)
         _at_least("--seed", self.seed, 0)
         _at_least("--max-episode-steps", self.max_episode_steps, 1)
+        _at_least("--vla-server-timeout-s", self.vla_server_timeout_s, 0, strict=True)
+        if self.vla_server_cmd and self.primitives == "no-vla":
+            raise SettingError("--vla-server-cmd starts a VLA policy server for the full primitive set; "
+                               "--primitives no-vla would never use it")
 
     @property
     def primitive_set(self) -> str:
         """The primitive set that runs: ``full`` needs a VLA server; without one the reference's no-vla set runs."""
-        return self.primitives if self.vla_endpoint else "no-vla"
+        return self.primitives if (self.vla_endpoint or self.vla_server_cmd) else "no-vla"
+
+    @property
+    def vla_fallback(self) -> str | None:
+        """Why the full primitive set was asked for but the no-VLA set runs (said loudly: the seed model was
+        trained with the full set), or None."""
+        if self.primitives == "full" and self.primitive_set == "no-vla":
+            return ("--primitives full needs a VLA policy server (--vla-endpoint HOST:PORT or --vla-server-cmd CMD); "
+                    "none was given, so this episode runs the no-VLA primitive set (no pi0_pick / pi0_doubled) - "
+                    "the seed model was trained with the full set")
+        return None
 
     @property
     def tag(self) -> str:
@@ -129,6 +151,11 @@ class AgentSettings:
     max_programs: int | None = setting(None, help="program arm: at most N run_program calls", unset="unbounded")
     budget_s: float = setting(1200.0, help="wall-clock budget of the agent loop [s], model time included")
     cell_timeout_s: float = setting(300.0, help="wall-clock limit of one cell [s]")
+    reference_root: pathlib.Path | None = setting(None, help="a PyRUA-Lean checkout or installed pyrualean package: "
+                                                             "the prompt's docstrings, contract and knowledge come "
+                                                             "from its files (parsed, not imported)",
+                                                  env=REFERENCE_ROOT_ENV, unset="our own text",
+                                                  metavar="DIR")
 
     RUNTIME_CHOICES = RUNTIMES   # class attribute, not a field: what --runtime may be
 
@@ -221,11 +248,14 @@ class SandboxSettings:
 
 @dataclasses.dataclass(frozen=True)
 class CompatSettings:
-    """Flags of PyRUA-Lean's command line that mean nothing on a ROS backend: accepted and recorded."""
+    """Flags of PyRUA-Lean's command line, accepted and recorded; on a ROS backend only ``cuda_device`` (with
+    ``--vla-server-cmd``) and ``rpent_root`` (with ``--guides``) act."""
 
-    cuda_device: str | None = setting(None, help="GPU index for servers (recorded; no meaning for a ROS backend)",
+    cuda_device: str | None = setting(None, help="GPU of the --vla-server-cmd server (CUDA_VISIBLE_DEVICES); "
+                                                 "otherwise recorded only",
                                       launch=False)
-    rpent_root: str | None = setting(None, help="RPent checkout (recorded; no meaning for a ROS backend)",
+    rpent_root: str | None = setting(None, help="RPent checkout: --guides copies its robots/libero/guides when it "
+                                                "has them; otherwise recorded only",
                                      env=("RPENT_ROOT", "RPENT_REPO_ROOT"), launch=False)
     libero_type: str = setting("pro", help="LIBERO flavour (recorded)", launch=False)
     python: str | None = setting(None, help="interpreter for the episode (accepted; the episode runs in this one)",
@@ -277,8 +307,8 @@ class PlayConfig:
         """Settings recorded under result.host.boot_options."""
         e = self.episode
         return {"driver": e.driver, "clock": e.clock, "vla_endpoint": e.vla_endpoint,
-                "sam3_endpoint": e.sam3_endpoint, "libero_type": self.compat.libero_type,
-                "cell_timeout_s": self.agent.cell_timeout_s}
+                "vla_server_cmd": e.vla_server_cmd, "sam3_endpoint": e.sam3_endpoint,
+                "libero_type": self.compat.libero_type, "cell_timeout_s": self.agent.cell_timeout_s}
 
 
 TRANSPORTS = ("stdio", "http")
@@ -365,7 +395,8 @@ class RunConfig:
     def boot_options(self) -> dict[str, Any]:
         e = self.episode
         return {"driver": e.driver, "clock": e.clock, "vla_endpoint": e.vla_endpoint,
-                "sam3_endpoint": e.sam3_endpoint, "libero_type": self.compat.libero_type}
+                "vla_server_cmd": e.vla_server_cmd, "sam3_endpoint": e.sam3_endpoint,
+                "libero_type": self.compat.libero_type}
 
 
 @dataclasses.dataclass(frozen=True)

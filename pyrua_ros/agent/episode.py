@@ -3,9 +3,9 @@
 - :class:`DriverProcess` — the driver node (LIBERO sim or fake arm) started for an episode or a batch of them,
   ended by its PID; when it dies, :meth:`~DriverProcess.death_message` holds its last error line.
 - :class:`EpisodeHost` — the robot side that outlives one episode if asked to: the driver process (or none, for
-  ``--driver external``) and the ROS backend. ``reset`` waits for the driver only while it is alive. A batch
-  runner opens one host and passes it to many :class:`Episode` objects (``host=``); an episode that made its own
-  host closes it.
+  ``--driver external``), the ROS backend and the VLA policy server of ``--vla-server-cmd``. ``reset`` waits for
+  the driver only while it is alive. A batch runner opens one host and passes it to many :class:`Episode` objects
+  (``host=``); an episode that made its own host closes it.
 - :class:`AgentStrategy` — what one arm does inside an episode (4 methods): the loop arms over a runtime
   (:class:`pyrua_ros.agent.arms.LoopAgent`: ``cells``, ``program``) and the single shot
   (:class:`pyrua_ros.agent.single_shot.SingleShotAgent`).
@@ -29,6 +29,7 @@ import pathlib
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -110,20 +111,36 @@ class DriverProcess:
 class EpisodeHost:
     """The robot side of one or more episodes: the driver process (unless external) and the ROS backend.
 
-    ``open(log_path)`` starts both; ``reset(episode)`` starts an episode; ``robot(episode)`` gives a fresh
+    ``open(log_path)`` starts them; ``reset(episode)`` starts an episode; ``robot(episode)`` gives a fresh
     :class:`~pyrua_ros.robo.host.RobotHost` (ledger, artifacts) per episode; ``close()`` ends everything it started.
+    ``cuda_device``: the GPU of the ``--vla-server-cmd`` server (``CUDA_VISIBLE_DEVICES``), as the reference boots
+    Pi0.5 on ``--cuda-device``.
     """
 
-    def __init__(self, episode, *, on_phase=None, node=None):
+    def __init__(self, episode, *, on_phase=None, node=None, cuda_device: str | None = None):
         self.settings = episode
         self.node = node     # the launched agent node robo runs on (agent_node); None: robo makes its own
         self.driver: DriverProcess | None = None
         self.backend = None
+        self.vla_server = None
+        self.vla_client = None   # connected to vla_server once it answers
+        self.cuda_device = cuda_device
         self._on_phase = on_phase or (lambda *_a: None)
 
     def open(self, log_path: pathlib.Path) -> None:
         from pyrua_ros.robo.ros_backend import RosBackend
 
+        e = self.settings
+        if e.primitive_set == "full" and e.vla_server_cmd:   # boots while the driver boots
+            from pyrua_ros.agent.vla_server import VlaServer
+
+            try:
+                self.vla_server = VlaServer(e.vla_server_cmd, log=log_path.parent / "vla_server.log",
+                                            cuda_device=self.cuda_device, endpoint=e.vla_endpoint)
+            except (RuntimeError, ValueError) as exc:
+                raise BootError(str(exc)) from exc
+            self._on_phase("boot", f"VLA policy server starting on {self.vla_server.endpoint} (its output goes to "
+                                   "vla_server.log)")
         if self.settings.driver != "external":
             self.driver = DriverProcess(self.settings, log_path)
             self._on_phase("boot", f"{self.driver.name} started (pid {self.driver.pid}; its output goes to "
@@ -131,6 +148,12 @@ class EpisodeHost:
         else:
             self._on_phase("boot", "driver external: using the drivers already running")
         self.backend = RosBackend(node=self.node)
+        if self.vla_server is not None:
+            self._on_phase("boot", f"waiting for the VLA policy server on {self.vla_server.endpoint}")
+            try:
+                self.vla_client = self.vla_server.wait_ready(e.vla_server_timeout_s)
+            except RuntimeError as exc:
+                raise BootError(str(exc)) from exc
 
     def while_driver_alive(self, fn, what: str):
         """``fn()``, but a driver that exits meanwhile ends the wait at once with a BootError naming its last error."""
@@ -183,7 +206,7 @@ class EpisodeHost:
         if episode.primitive_set == "full":
             from pyrua_ros.robo.vla import connect
 
-            vla = connect(episode.vla_endpoint)
+            vla = self.vla_client if self.vla_client is not None else connect(episode.vla_endpoint)
         return RobotHost.for_libero(self.backend, primitives=episode.primitive_set, segmenter=segmenter, vla=vla)
 
     def close(self) -> None:
@@ -191,8 +214,12 @@ class EpisodeHost:
             if self.backend is not None:
                 self.backend.close()
         finally:
-            if self.driver is not None:
-                self.driver.stop()
+            try:
+                if self.driver is not None:
+                    self.driver.stop()
+            finally:
+                if self.vla_server is not None:
+                    self.vla_server.stop()
 
 
 class AgentStrategy(Protocol):
@@ -266,14 +293,21 @@ class Episode:
         self.out.mkdir(parents=True, exist_ok=True)
         self.workspace.mkdir(exist_ok=True)
         self.write_result(placeholder=True)
-        if self.compat.cuda_device is not None or self.compat.rpent_root:
-            self.notes.append("--cuda-device and RPENT_ROOT have no meaning for a ROS backend; recorded only")
+        if (self.compat.cuda_device is not None and not self.settings.vla_server_cmd) or self.compat.rpent_root:
+            self.notes.append("--cuda-device (without --vla-server-cmd) and RPENT_ROOT (beyond --guides) have no "
+                              "meaning for a ROS backend; recorded only")
+        fallback = self.settings.vla_fallback
+        if fallback:   # loud: the seed model was trained with the VLA skills
+            self.notes.append(fallback)
+            print(f"pyrualean: {fallback}", file=sys.stderr, flush=True)
 
     def boot(self) -> None:
         e = self.settings
         if self.host is None:
-            self.host = EpisodeHost(e, on_phase=self.phase, node=self.node)
+            self.host = EpisodeHost(e, on_phase=self.phase, node=self.node, cuda_device=self.compat.cuda_device)
             self.host.open(self.out / "host.log")
+        if self.host.vla_server is not None:
+            self.notes.append(f"VLA policy server started by --vla-server-cmd on {self.host.vla_server.endpoint}")
         node = self.host.backend.node
         if self.output.record:
             self._start_recorder(self.host.backend)
@@ -391,6 +425,11 @@ class Episode:
         status = self.host.backend.status()
         self.environment_success = bool(status.success)
         self.env_steps_total = int(status.step)
+        clipped = getattr(self.host.backend, "clipped_steps", lambda: 0)()
+        note = (f"the driver's safety filter clipped {clipped} control step(s) (speed or workspace limits; the "
+                "calls' summaries say which, episode.mcap has /safety/events)")
+        if clipped and note not in self.notes:
+            self.notes.append(note)
 
     # ------------------------------------------------------------------ the whole episode
     def run(self):

@@ -362,10 +362,11 @@ def read_result(path: Path | str) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class TurnRecord:
-    """One tool turn in ``tool_turns.json`` (6.4): ``index`` (1-based), ``tool`` (python|run_program|finish|...),
-    ``elapsed_s`` (3 dp), ``ok`` (no ``error`` key in the result), ``moved`` (a stateful call ran), ``env_steps``
-    (frame delta), ``terminated`` (``robo.done`` after the turn), ``sandbox_flags``. Our additions, written only
-    when set: ``usage`` (token usage of the model request that made this call) and ``model_latency_s``."""
+    """One tool turn in ``tool_turns.json`` (6.4): ``index`` (0-based, as the reference), ``tool``
+    (python|run_program|finish|...), ``elapsed_s`` (3 dp), ``ok`` (no ``error`` key in the result), ``moved`` (a
+    stateful call ran), ``env_steps`` (frame delta), ``terminated`` (``robo.done`` after the turn),
+    ``sandbox_flags``. Our additions, written only when set: ``usage`` (token usage of the model request that
+    made this call) and ``model_latency_s``."""
 
     index: int
     tool: str
@@ -400,7 +401,7 @@ class CardRecord:
     """``card.json``: the non-privileged facts of an episode at step 0 (no object poses). ``eef_pos`` m,
     ``eef_quat`` (x, y, z, w), ``gripper_opening`` m, ``images`` {camera: path relative to the run directory},
     ``max_env_steps`` simulator steps, ``transfer`` (images show an example layout only), ``facts`` extra
-    bullet lines for robots without the LIBERO layout."""
+    bullets ``{name: value}`` (the reference's dict; robots without the LIBERO layout put their facts here)."""
 
     suite: str
     task: int | str
@@ -414,7 +415,7 @@ class CardRecord:
     max_env_steps: int
     transfer: bool = False
     robot: str = "libero"
-    facts: tuple[str, ...] = ()
+    facts: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """All fields in order, tuples as lists."""
@@ -428,10 +429,14 @@ class CardRecord:
         if unknown:
             raise ValueError(f"card.json has unknown keys {unknown}; known keys: {', '.join(names)}")
         values = dict(data)
-        for key in ("object_names", "eef_pos", "eef_quat", "facts"):
+        for key in ("object_names", "eef_pos", "eef_quat"):
             if key in values:
                 values[key] = tuple(values[key])
         values["images"] = dict(values.get("images", {}))
+        facts = values.get("facts", {})
+        if isinstance(facts, list):   # an older card.json wrote facts as bullet lines
+            facts = {f"fact {i + 1}": line for i, line in enumerate(facts)}
+        values["facts"] = dict(facts)
         return cls(**values)
 
     def write(self, path: Path | str) -> Path:

@@ -332,7 +332,7 @@ class SingleShotAgent:
         if placeholder:
             status, reason = "error", ("killed: the single-shot host started but did not finish (this placeholder "
                                        "is replaced when the run ends)")
-        host = {"python": sys.version.split()[0], "cuda_device": cfg.compat.cuda_device,
+        host = {"python": sys.executable, "cuda_device": cfg.compat.cuda_device,
                 "libero_type": cfg.compat.libero_type, "boot_options": cfg.boot_options(),
                 "rpent_root": cfg.compat.rpent_root, "sandbox": ep.sandbox_description()}
         policy = self.policy_record or PolicyRecord(str(cfg.single.policy), "", 0)

@@ -34,6 +34,12 @@ RICH_CALL_LIMIT = 40
 CALL_BUDGET_ERROR = "call budget exhausted: the episode is over, call finish"
 
 
+def tool_name(name: str) -> str:
+    """A tool name as the toolkit knows it: MCP clients (Claude Code) call ``mcp__<server>__<tool>``; the part after
+    the last ``__`` is the tool (as the reference's MCP server reduces it)."""
+    return name.rsplit("__", 1)[-1] if name.startswith("mcp__") else name
+
+
 @dataclasses.dataclass
 class ToolReply:
     """What goes back to the model for one call: the JSON ``text`` and PNG ``images`` (name, bytes)."""
@@ -109,6 +115,7 @@ class ArmToolkit:
         ``usage``/``latency_s``: of the model request that made the call, kept in the turn record.
         """
         started = time.monotonic()
+        name = tool_name(name)
         if self._on_call:
             self._on_call(name)
         ledger_mark = len(self.host.ledger.records)
@@ -131,7 +138,7 @@ class ArmToolkit:
             self._add_rich(reply.payload, ledger_mark, moved, env_steps)
         if self._counted(name) and "error" not in reply.payload:
             self._attach_images(reply, moved)
-        record = TurnRecord(index=len(self.turns) + 1, tool=name, elapsed_s=round(time.monotonic() - started, 3),
+        record = TurnRecord(index=len(self.turns), tool=name, elapsed_s=round(time.monotonic() - started, 3),
                             ok=reply.ok, moved=moved, env_steps=env_steps, terminated=self._done(),
                             sandbox_flags=tuple(flags), usage=_usage_dict(usage), model_latency_s=latency_s)
         self.turns.append(record)
@@ -172,16 +179,17 @@ class ArmToolkit:
         outcome = self.kernel.run_cell(code, timeout_s=self._job_timeout(self.cfg.cell_timeout_s))
         if outcome.restarted:
             self.kernel_restarts += 1
+        # the reference's key order: cell, value | exception | episode_finished, stdout, stderr, elapsed_s
+        # (a refused cell is only cell + exception)
         payload: dict[str, Any] = {"cell": outcome.cell}
-        if not outcome.refused:
-            payload.update(stdout=outcome.stdout, stderr=outcome.stderr)
-        payload["elapsed_s"] = round(outcome.elapsed_s, 2)
         if outcome.value is not None:
             payload["value"] = outcome.value
         if outcome.exception:
             payload["exception"] = outcome.exception
         if outcome.episode_finished:
             payload["episode_finished"] = outcome.episode_finished
+        if not outcome.refused:
+            payload.update(stdout=outcome.stdout, stderr=outcome.stderr, elapsed_s=round(outcome.elapsed_s, 2))
         if outcome.notice:
             payload["notice"] = outcome.notice
         reply = ToolReply(payload, [(f"display_{i}", png) for i, png in enumerate(outcome.images)])

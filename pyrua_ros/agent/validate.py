@@ -7,6 +7,8 @@ valid, and each is meant to finish well under a second (the endpoint check is on
 - :func:`check_episode` — suite, task range and seed against what the driver serves;
 - :func:`check_sandbox` — the cell kernel's bubblewrap boundary can be set up (unless ``--unsafe-sandbox``);
 - :func:`check_input_path` — a file or folder a run reads (replay source, guides, policy, card, instance files);
+- :func:`check_vla_server_cmd` — the program of ``--vla-server-cmd`` exists (the server is waited for at boot);
+- :func:`check_reference_root` — ``--reference-root`` / ``$PYRUALEAN_REFERENCE_ROOT`` holds PyRUA-Lean sources;
 - :func:`replay_source` — the replay runtime's source (the packaged example program when none is given);
 - :func:`check_cli_runtime` — ``--runtime codex|claude``: the CLI executable, ``--codex-home``, the key variable;
 - :func:`claim_run_directory` — the run-directory rules: a non-empty ``--out`` is refused unless ``--overwrite``
@@ -20,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+import shlex
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -62,6 +66,36 @@ def check_input_path(flag: str, path: pathlib.Path | None, *, kind: str = "file"
             raise SettingError(f"{flag} {path}: cannot be read ({exc.strerror})") from None
 
 
+def check_vla_server_cmd(command: str | None) -> None:
+    """``--vla-server-cmd`` splits like a shell command line and its program is an executable (a path or on PATH)."""
+    if command is None:
+        return
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise SettingError(f"--vla-server-cmd {command!r}: {exc} (quote it like a shell command line)") from None
+    if not argv:
+        raise SettingError("--vla-server-cmd is empty; give the command that starts the policy server")
+    if shutil.which(argv[0]) is None:
+        raise SettingError(f"--vla-server-cmd: {argv[0]!r} is not an executable program (a path or a name on PATH); "
+                           "wrap pipes and shell syntax in sh -c '...'")
+
+
+def check_reference_root(root) -> None:
+    """``root`` (else ``$PYRUALEAN_REFERENCE_ROOT``), when set, holds PyRUA-Lean's sources (a checkout or the
+    installed ``pyrualean`` package folder)."""
+    from pyrua_ros.agent.prompt import reference_root_from_env
+    from pyrua_ros.agent.reference_source import ReferenceSource
+
+    root = reference_root_from_env(str(root) if root else None)
+    if root is None:
+        return
+    try:
+        ReferenceSource.locate(root)
+    except ValueError as exc:
+        raise SettingError(str(exc)) from None
+
+
 def replay_source(agent, episode) -> pathlib.Path:
     """The replay runtime's source: ``--replay``, else the packaged example program of (suite, task)."""
     if agent.replay is not None:
@@ -93,6 +127,8 @@ def check_play(cfg) -> None:
     check_episode(e.suite, e.task, e.seed, e.driver)
     if agent.arm in CODE_ARMS:   # the tools arm starts no kernel
         check_sandbox(cfg.sandbox)
+    check_vla_server_cmd(e.vla_server_cmd)
+    check_reference_root(agent.reference_root)
     if agent.runtime == "replay":
         source = replay_source(agent, e)
         check_input_path("--replay", source, kind="any")

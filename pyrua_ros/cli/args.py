@@ -22,7 +22,7 @@ SECTION_TITLES = {
     "serve": "MCP server",
     "output": "run directory and display",
     "sandbox": "cell sandbox",
-    "compat": "accepted for PyRUA-Lean compatibility (recorded, unused on ROS)",
+    "compat": "accepted for PyRUA-Lean compatibility (recorded; --cuda-device and --rpent-root act as said)",
     "single": "single shot",
     "generate": "single-shot generation",
 }

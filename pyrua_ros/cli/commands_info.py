@@ -24,9 +24,11 @@ from pyrua_ros.agent.prompt import (
     PRIMITIVE_SETS,
     PromptOptions,
     build_prompt,
+    reference_root_from_env,
     render_reference,
 )
 from pyrua_ros.agent.records import CardRecord
+from pyrua_ros.agent.reference_source import ReferenceDocs, ReferenceSource
 
 
 def robot_class(robot: str = "libero", primitives: str = "full") -> type:
@@ -48,18 +50,46 @@ def _add_primitives(parser: argparse.ArgumentParser) -> None:
                              "or full)")
 
 
+def _add_reference_root(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reference-root", default=None,
+                        help="a PyRUA-Lean checkout or installed pyrualean package: render the docstrings, contract "
+                             "and knowledge from its files, so the model sees its training prompt (default "
+                             "$PYRUALEAN_REFERENCE_ROOT; ours when unset)")
+
+
+def _refused_reference_root(command: str, root: str | None) -> int | None:
+    """Exit code 2 with one line when ``--reference-root`` (or its variable) holds no PyRUA-Lean sources."""
+    from pyrua_ros.agent.schema import SettingError
+    from pyrua_ros.agent.validate import check_reference_root
+
+    try:
+        check_reference_root(root)
+    except SettingError as exc:
+        print(f"pyrualean {command}: error: {exc}", file=sys.stderr)
+        return 2
+    return None
+
+
 def cmd_api(args: argparse.Namespace) -> int:
     """Print the API reference of the ``robo`` class."""
-    print(render_reference(robot_class(args.robot, args.primitives), primitives=args.primitives), end="")
+    refused = _refused_reference_root("api", args.reference_root)
+    if refused is not None:
+        return refused
+    root = reference_root_from_env(args.reference_root)
+    docs = ReferenceDocs(ReferenceSource.locate(root)) if root else None
+    print(render_reference(robot_class(args.robot, args.primitives), primitives=args.primitives, docs=docs))
     return 0
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
     """Print the prompt an arm would get: system part, then (with ``--card``) the task card."""
+    refused = _refused_reference_root("prompt", args.reference_root)
+    if refused is not None:
+        return refused
     options = PromptOptions(arm=args.arm, robot=args.robot, primitives=args.primitives, feedback=args.feedback,
                             images=args.images, budget_s=args.budget_s, max_turns=args.max_turns,
                             max_programs=args.max_programs, guides=args.guides, transfer=args.transfer,
-                            cell_timeout_s=args.cell_timeout_s)
+                            reference_root=reference_root_from_env(args.reference_root))
     card = None
     if args.card is not None:
         try:
@@ -93,6 +123,7 @@ def add_info_parsers(subparsers: Any) -> None:
     api = subparsers.add_parser("api", help="print the robo API reference (no simulator)")
     api.add_argument("--robot", default="libero", choices=("libero",), help="robot (default libero)")
     _add_primitives(api)
+    _add_reference_root(api)
     api.set_defaults(func=cmd_api)
 
     prompt = subparsers.add_parser("prompt", help="print the prompt an arm would get (no simulator)")
@@ -108,7 +139,7 @@ def add_info_parsers(subparsers: Any) -> None:
     prompt.add_argument("--max-turns", type=int, default=None, help="decision budget (play arms)")
     prompt.add_argument("--max-programs", type=int, default=None, help="program arm: max run_program calls")
     prompt.add_argument("--guides", action="store_true", help="mention the guides in workspace/guides/")
-    prompt.add_argument("--cell-timeout-s", type=float, default=None, help="per-cell wall-clock limit to state")
+    _add_reference_root(prompt)
     prompt.set_defaults(func=cmd_prompt)
 
     summarize = subparsers.add_parser("summarize", help="table (and --json aggregate) of run directories")

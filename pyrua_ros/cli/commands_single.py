@@ -71,6 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_input_path,
         check_run_directory,
         check_sandbox,
+        check_vla_server_cmd,
         claim_run_directory,
     )
 
@@ -79,6 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         e, o = cfg.episode, cfg.output
         check_episode(e.suite, e.task, e.seed, e.driver)
         check_sandbox(cfg.sandbox)
+        check_vla_server_cmd(e.vla_server_cmd)
         check_input_path("--policy", cfg.single.policy, suffixes=(".py",))
         check_input_path("--generation", cfg.single.generation)
         out = pathlib.Path(cfg.out or default_out(e, "single"))

@@ -383,7 +383,10 @@ class DriverCore:
     def capture(self, camera: str, size: int) -> CameraImage:
         return self.model.capture(camera, size)
 
-    def capture_reply(self, camera: str, resolution: str, stamp: tuple[int, int]) -> str:
-        """The JSON ``message`` of a capture / segmentation Trigger response."""
-        return json.dumps({"stamp": list(stamp), "step": self.model.last_step().step, "camera": camera,
-                           "resolution": resolution})
+    def capture_reply(self, camera: str, resolution: str, stamp: tuple[int, int], *, step: int | None = None,
+                      extra: dict | None = None) -> str:
+        """The JSON ``message`` of a capture / segmentation Trigger response: the image's stamp, the control step it
+        shows (now unless ``step`` names another) and ``extra`` fields (a capture's depth range, say)."""
+        step = self.model.last_step().step if step is None else int(step)
+        return json.dumps({"stamp": list(stamp), "step": step, "camera": camera, "resolution": resolution,
+                           **(extra or {})})

@@ -52,12 +52,15 @@ class CameraImage:
     """One rendered view, the true upright pinhole image, ``size`` x ``size`` px. ``color``: uint8 (H, W, 3) RGB;
     ``depth``: float32 (H, W) metres along the optical axis (0 = nothing hit); a stream frame holds only the kinds
     asked for (the other is None). ``K``: 3x3 intrinsics of this image. The optical frame's pose is in the model's
-    TF tree (:meth:`ArmModel.transforms`) under ``frames.camera_optical`` of interfaces.yaml."""
+    TF tree (:meth:`ArmModel.transforms`) under ``frames.camera_optical`` of interfaces.yaml. ``depth_range``:
+    the renderer's clip planes (near, far) [m], between which depth is measured; None when the model has none.
+    A capture reply carries it as ``depth_near`` / ``depth_far``."""
 
     color: np.ndarray | None
     depth: np.ndarray | None
     K: np.ndarray
     size: int
+    depth_range: tuple[float, float] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -52,7 +52,7 @@ from pyrua_ros.driver.convert import (
 )
 from pyrua_ros.driver.core import ActiveGoal, DriverConfig, DriverCore, GoalRejected
 from pyrua_ros.driver.interfaces import Interfaces, load
-from pyrua_ros.driver.model import ArmModel
+from pyrua_ros.driver.model import ArmModel, CameraImage
 from pyrua_ros.safety import SafetyEvent, SafetyLimits
 
 EPISODE_PARAMS = ("suite", "task", "seed", "max_episode_steps")
@@ -95,6 +95,28 @@ PARAMETERS: dict[str, Param] = {
     "trajectory_goal_tolerance": Param(0.05, "[rad] default goal tolerance of a joint trajectory"),
     "trajectory_goal_time": Param(0.5, "[s] default time after the last point to meet the goal tolerance"),
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class Shot:
+    """What one capture / segmentation service call rendered: the control ``step`` it shows and its ``stamp``
+    (builtin_interfaces/Time), the ``image`` (capture) or ``ids`` and ``labels`` (segmentation), and ``reply``:
+    extra fields of the service's JSON reply."""
+
+    step: int
+    stamp: object
+    image: CameraImage | None = None
+    ids: np.ndarray | None = None
+    labels: dict[int, str] | None = None
+    reply: dict = dataclasses.field(default_factory=dict)
+
+
+def depth_range_fields(image: CameraImage) -> dict:
+    """``depth_near`` / ``depth_far`` [m] of a capture reply (the renderer's clip planes), when the model has them."""
+    if image.depth_range is None:
+        return {}
+    near, far = image.depth_range
+    return {"depth_near": float(near), "depth_far": float(far)}
 
 
 class DriverNode(Node):
@@ -455,23 +477,33 @@ class DriverNode(Node):
         return await goal.future
 
     # ---------------------------------------------------------------- captures
+    def shoot(self, camera: str, size: int, *, segmentation: bool) -> Shot:
+        """What a capture / segmentation service call publishes: the current state. (The sim node overrides it:
+        its one-shot ``capture_step`` parameter renders a past control step.)"""
+        step, stamp = self.model.last_step().step, self.stamp()
+        if segmentation:
+            ids, labels = self.model.segmentation(camera, size)
+            return Shot(step, stamp, ids=ids, labels=labels)
+        image = self.core.capture(camera, size)
+        return Shot(step, stamp, image=image, reply=depth_range_fields(image))
+
     def on_capture(self, camera: str, resolution: str, resp, *, segmentation: bool):
         what = "segmentation" if segmentation else "capture"
         try:
-            size, stamp = self.names.sim.resolutions[resolution], self.stamp()
-            pubs = self.captures[(camera, resolution)]
+            shot = self.shoot(camera, self.names.sim.resolutions[resolution], segmentation=segmentation)
+            stamp, pubs = shot.stamp, self.captures[(camera, resolution)]
             frame = self.names.frames.optical(camera)
             if segmentation:
-                ids, labels = self.model.segmentation(camera, size)
-                self.pub_labels.publish(String(data=json.dumps({str(k): v for k, v in sorted(labels.items())})))
-                pubs["segmentation"].publish(image_msg(np.asarray(ids, dtype=np.int32), stamp, frame, "32SC1"))
+                self.pub_labels.publish(String(data=json.dumps({str(k): v for k, v in sorted(shot.labels.items())})))
+                pubs["segmentation"].publish(image_msg(np.asarray(shot.ids, dtype=np.int32), stamp, frame, "32SC1"))
             else:
-                color, depth, info = self._camera_msgs(camera, self.core.capture(camera, size), stamp)
+                color, depth, info = self._camera_msgs(camera, shot.image, stamp)
                 pubs["color"].publish(color)
                 pubs["depth"].publish(depth)
                 pubs["camera_info"].publish(info)
             resp.success = True
-            resp.message = self.core.capture_reply(camera, resolution, (stamp.sec, stamp.nanosec))
+            resp.message = self.core.capture_reply(camera, resolution, (stamp.sec, stamp.nanosec), step=shot.step,
+                                                   extra=shot.reply)
         except Exception as exc:
             self.get_logger().error(f"{what} {camera}/{resolution} failed: {exc!r}")
             resp.success, resp.message = False, f"{what} {camera}/{resolution} failed: {exc}"

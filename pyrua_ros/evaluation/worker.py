@@ -83,17 +83,17 @@ class EpisodeWorker:
                 self.host.close()
         self.host, self._host_key = None, None
 
-    def _open_host(self, episode) -> None:
-        """An open host for ``episode`` (EpisodeSettings): the current one, or a new one when the driver or its
-        clock differ or the driver died."""
+    def _open_host(self, episode, cuda_device: str | None = None) -> None:
+        """An open host for ``episode`` (EpisodeSettings): the current one, or a new one when the driver, its
+        clock or the VLA server command differ or the driver died (``cuda_device``: the server's GPU)."""
         from pyrua_ros.agent.episode import EpisodeHost
 
-        key = (episode.driver, episode.clock)
+        key = (episode.driver, episode.clock, episode.vla_server_cmd, cuda_device)
         driver = self.host.driver if self.host is not None else None
         if self.host is not None and (key != self._host_key or (driver is not None and not driver.alive())):
             self._close_host()
         if self.host is None:
-            host = EpisodeHost(episode)
+            host = EpisodeHost(episode, cuda_device=cuda_device)
             try:
                 host.open(self.driver_log)
             except BaseException:
@@ -114,7 +114,7 @@ class EpisodeWorker:
         t0 = time.monotonic()
         offset = self.driver_log.stat().st_size if self.driver_log.exists() else 0
         try:
-            self._open_host(cfg.episode)
+            self._open_host(cfg.episode, cfg.compat.cuda_device)
             play(cfg, progress=progress, host=self.host)
         finally:
             if self.host is not None and self.host.driver is not None:

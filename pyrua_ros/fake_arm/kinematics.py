@@ -152,7 +152,10 @@ class Panda:
         target[:3, 3] += np.asarray(v, dtype=float) * dt
         target[:3, :3] = exp_rot(np.asarray(w, dtype=float) * dt) @ T[:3, :3]
         q_new, _ = self.ik(q, target, iters=8, q_rest=q_rest, rest_gain=0.05)
-        dq = np.clip(q_new - q, -QD_MAX * dt, QD_MAX * dt)
+        dq = q_new - q
+        # beyond a joint's speed limit the whole step is scaled down (as MoveIt Servo scales a command), so the grip
+        # site still moves along the commanded direction, only slower; clipping the one joint would bend the path
+        dq *= min(1.0, float(np.min(QD_MAX * dt / np.maximum(np.abs(dq), 1e-12))))
         q_new = np.clip(q + dq, Q_MIN, Q_MAX)
         T_new = self.fk(q_new)
         res = float(np.linalg.norm(np.concatenate([target[:3, 3] - T_new[:3, 3],

@@ -1,7 +1,15 @@
-"""Argument checks of the ``robo`` verbs: what is refused with ``ValueError`` before anything reaches the robot.
+"""Argument handling of the ``robo`` verbs, split the way PyRUA-Lean splits it.
 
-Every check returns the value in the form the implementation uses (floats, ints, a numpy vector) or raises a
-``ValueError`` whose message names the argument, what it must be and what was given.
+Library side (before anything is sent to the robot): the few checks the reference makes itself raise
+``ValueError`` (``xyz`` shape, the gripper range, the 0.30 m planar refusal, exactly one rotation argument, an
+unknown camera/resolution for ``image``/``world_map``/``show``). Everything else is cast the way the reference
+casts it, ``int(row)``, ``int(step)``, ``float(tol)``, so floats, numpy scalars and one-element numpy arrays
+work (``robo.back_project(*np.median(pixels, 0))``); a value that cannot be cast raises what ``int()``/``float()``
+raise.
+
+Robot side (``require``, ``view_on_robot``, ...): values the reference passes through to its backend are judged
+where the call executes and refused with a ``ToolError`` the policy can read (a non-positive ``step_clip``, a step
+that is not recorded, a pixel outside the image, ``segment`` with neither prompt nor point).
 """
 
 from __future__ import annotations
@@ -12,14 +20,39 @@ from typing import Any
 
 import numpy as np
 
+from pyrua_ros.robo.errors import ToolError
+
 MAX_PLANAR_MOVE_M = 0.30      # the longest x/y move one motion call may make (PyRUA-Lean's limit)
 RESOLUTIONS = ("high", "low")
 
 
+def _scalar(value: Any) -> Any:
+    """A one-element numpy array as its element (``int(np.array([3]))`` is deprecated in numpy)."""
+    if isinstance(value, np.ndarray) and value.size == 1:
+        return value.reshape(-1)[0]
+    return value
+
+
+def as_int(value: Any) -> int:
+    """``int(value)`` as the reference casts pixels, steps and counts (truncates 3.7 to 3)."""
+    return int(_scalar(value))
+
+
+def as_float(value: Any) -> float:
+    """``float(value)`` as the reference casts tolerances, clips and scores."""
+    return float(_scalar(value))
+
+
+def optional_float(value: Any) -> float | None:
+    """None stays None, anything else is ``float(value)``."""
+    return None if value is None else as_float(value)
+
+
+# -- library side: ValueError ---------------------------------------------------------------------------------
 def xyz(name: str, value: Any) -> np.ndarray:
     """Three finite numbers [x, y, z] (m) as a float vector."""
     try:
-        values = [float(v) for v in value]
+        values = [float(_scalar(v)) for v in value]
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be 3 finite numbers [x, y, z] in metres, got {value!r}") from None
     if len(values) != 3 or not all(math.isfinite(v) for v in values):
@@ -30,81 +63,34 @@ def xyz(name: str, value: Any) -> np.ndarray:
 def gripper(value: Any) -> float:
     """A gripper command in [-1, 1] (OPEN = -1.0, CLOSE = 1.0)."""
     try:
-        g = float(value)
+        g = as_float(value)
     except (TypeError, ValueError):
         raise ValueError(f"gripper must be a number in [-1, 1] (OPEN=-1.0, CLOSE=1.0), got {value!r}") from None
-    if not (math.isfinite(g) and -1.0 <= g <= 1.0):
+    if not -1.0 <= g <= 1.0:
         raise ValueError(f"gripper must be in [-1, 1] (OPEN=-1.0, CLOSE=1.0), got {value!r}")
     return g
 
 
-def positive(name: str, value: Any, *, integer: bool = False) -> Any:
-    """A finite number > 0 (an integer one when ``integer``)."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    if integer:
-        ok = ok and float(value).is_integer()
-    if not ok:
-        kind = "a positive integer" if integer else "a positive number"
-        raise ValueError(f"{name} must be {kind}, got {value!r}")
-    return int(value) if integer else float(value)
-
-
-def optional_angle(name: str, value: Any) -> float | None:
-    """None, or a finite angle in rad."""
-    if value is None:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite angle in rad or None, got {value!r}")
-    return float(value)
-
-
-def one_of_angles(tool: str, axis: str, target: Any, delta: Any) -> tuple[float | None, float | None]:
-    """Exactly one of ``target_<axis>`` / ``delta_<axis>`` (rad)."""
-    target, delta = optional_angle(f"target_{axis}", target), optional_angle(f"delta_{axis}", delta)
+def one_of(tool: str, axis: str, target: Any, delta: Any) -> tuple[float | None, float | None]:
+    """Exactly one of ``target_<axis>`` / ``delta_<axis>`` (rad), cast to float."""
     if (target is None) == (delta is None):
         raise ValueError(f"{tool} needs exactly one of target_{axis} or delta_{axis} (rad)")
-    return target, delta
-
-
-def camera(value: Any, cameras: Sequence[str]) -> str:
-    """One of the robot's cameras."""
-    if value not in cameras:
-        raise ValueError(f"camera must be one of {', '.join(cameras)}, got {value!r}")
-    return value
+    return optional_float(target), optional_float(delta)
 
 
 def view(cam: Any, resolution: Any, cameras: Sequence[str]) -> tuple[str, str]:
-    """A (camera, resolution) pair."""
-    camera(cam, cameras)
-    if resolution not in RESOLUTIONS:
-        raise ValueError(f"resolution must be one of {', '.join(RESOLUTIONS)}, got {resolution!r}")
+    """A (camera, resolution) pair of a recorded image (``image`` / ``world_map``)."""
+    if cam not in cameras or resolution not in RESOLUTIONS:
+        raise ValueError(f"camera must be one of {', '.join(cameras)} and resolution one of "
+                         f"{', '.join(RESOLUTIONS)}; got camera={cam!r}, resolution={resolution!r}")
     return cam, resolution
 
 
-def pixel(point: Any, size: int, name: str) -> tuple[int, int]:
-    """(row, col) integer pixels inside a ``size`` x ``size`` image."""
-    if not (isinstance(point, list | tuple) and len(point) == 2
-            and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in point)):
-        raise ValueError(f"{name} must be (row, col) integer pixels of the {size}x{size} image, got {point!r}")
-    r, c = int(point[0]), int(point[1])
-    if not (0 <= r < size and 0 <= c < size):
-        raise ValueError(f"{name} ({r}, {c}) is outside the {size}x{size} image")
-    return r, c
-
-
-def pixel_range(name: str, value: Any) -> tuple[int, int]:
-    """A (start, stop) pair of integer pixels."""
-    if not (isinstance(value, list | tuple) and len(value) == 2
-            and all(isinstance(v, int | np.integer) for v in value)):
-        raise ValueError(f"{name} must be (start, stop) integer pixels, got {value!r}")
-    return int(value[0]), int(value[1])
-
-
-def min_score(value: Any) -> float:
-    """A score cut-off in [0, 1]."""
-    if not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"min_score must be a number in [0, 1], got {value!r}")
-    return float(value)
+def camera(value: Any, cameras: Sequence[str]) -> str:
+    """One of the robot's cameras (``show``)."""
+    if value not in cameras:
+        raise ValueError(f"camera must be one of {', '.join(cameras)}, got {value!r}")
+    return value
 
 
 def planar_move(target: np.ndarray, eef: Sequence[float]) -> None:
@@ -116,15 +102,39 @@ def planar_move(target: np.ndarray, eef: Sequence[float]) -> None:
                          f"gripper position {[round(float(v), 3) for v in eef]}; split into waypoints")
 
 
-def vla_prompt(value: Any) -> str:
-    """A non-empty instruction for the VLA."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"prompt must be a non-empty string, got {value!r}")
+# -- robot side: ToolError ------------------------------------------------------------------------------------
+def require(tool: str, ok: bool, message: str) -> None:
+    """ToolError(tool, message) unless ``ok``."""
+    if not ok:
+        raise ToolError(tool, message)
+
+
+def view_on_robot(tool: str, cam: str, resolution: str, cameras: Sequence[str]) -> None:
+    """ToolError for a camera or resolution the robot does not have (a value the reference passes through)."""
+    require(tool, cam in cameras, f"unknown camera {cam!r}; cameras: {', '.join(cameras)}")
+    require(tool, resolution in RESOLUTIONS, f"unknown resolution {resolution!r}; resolutions: "
+                                             f"{', '.join(RESOLUTIONS)}")
+
+
+def positive(tool: str, name: str, value: float, unit: str) -> float:
+    """A finite number > 0 (a per-step clip, an action scale)."""
+    require(tool, math.isfinite(value) and value > 0, f"{name} must be a finite number > 0 ({unit}), got {value!r}")
     return value
 
 
-def finite(name: str, value: Any, unit: str) -> float:
-    """A finite number."""
-    if not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number ({unit}), got {value!r}")
-    return float(value)
+def tolerance(tool: str, name: str, value: float, unit: str) -> float:
+    """A finite number >= 0."""
+    require(tool, math.isfinite(value) and value >= 0, f"{name} must be a finite number >= 0 ({unit}), got {value!r}")
+    return value
+
+
+def count(tool: str, name: str, value: int) -> int:
+    """A step or chunk budget >= 1."""
+    require(tool, value >= 1, f"{name} must be at least 1; got {value}: nothing was executed")
+    return value
+
+
+def finite(tool: str, name: str, value: float | None, unit: str) -> float | None:
+    """None or a finite number."""
+    require(tool, value is None or math.isfinite(value), f"{name} must be a finite number ({unit}), got {value!r}")
+    return value

@@ -73,7 +73,8 @@ class GripperOutcome:
 class CaptureFrame:
     """One rendered camera frame: ``color`` (H, W, 3) uint8 RGB upright, ``depth`` (H, W) float32 m along the
     optical axis (0 where invalid), ``K`` (3, 3) intrinsics, ``T_world_optical`` (4, 4) pose of the optical frame
-    (x right, y down, z forward) in the world, ``stamp`` s, ``env_step`` = control step it shows."""
+    (x right, y down, z forward) in the world, ``stamp`` s, ``env_step`` = control step it shows, ``depth_near`` /
+    ``depth_far`` the depth camera's measuring range in m when the driver reports it."""
 
     camera: str
     resolution: str
@@ -83,6 +84,8 @@ class CaptureFrame:
     T_world_optical: np.ndarray
     stamp: float
     env_step: int
+    depth_near: float | None = None
+    depth_far: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,11 +106,14 @@ class RobotBackend(Protocol):
 
     ``control_period_s``: seconds of one control step (0.05 for LIBERO). ``cameras``: camera names
     (``("agentview", "wrist")``). ``resolutions``: {"high": 1024, "low": 256} image sizes in pixels.
+    ``osc_action_scale``: [m, rad] of motion per control step that one unit of an OSC action commands on this
+    driver (LIBERO's OSC: 0.05 m, 0.5 rad); robo sends ``action * scale / control_period_s`` as the twist.
     """
 
     control_period_s: float
     cameras: tuple[str, ...]
     resolutions: dict[str, int]
+    osc_action_scale: tuple[float, float]
 
     def reset(self, suite: str, task: int, seed: int, max_episode_steps: int) -> EpisodeStatus:
         """Select the episode and reset the simulator to its official init state; returns the new status."""
@@ -138,12 +144,14 @@ class RobotBackend(Protocol):
         """Send a GripperCommand goal (finger gap in m, 0.08 = open, 0 = closed) and wait for its result."""
         ...
 
-    def capture(self, camera: str, resolution: str) -> CaptureFrame:
-        """Render ``camera`` at ``resolution`` ("high" or "low") now and return colour, depth and geometry."""
+    def capture(self, camera: str, resolution: str, env_step: int | None = None) -> CaptureFrame:
+        """Render ``camera`` at ``resolution`` ("high" or "low") now, or as the scene was at control step
+        ``env_step`` (a simulator can; a driver that cannot raises BackendRefused), with depth and geometry."""
         ...
 
-    def segmentation(self, camera: str, resolution: str) -> SegmentationFrame:
-        """Render the instance segmentation of ``camera`` now, with the label map."""
+    def segmentation(self, camera: str, resolution: str, env_step: int | None = None) -> SegmentationFrame:
+        """Render the instance segmentation of ``camera`` now (or at control step ``env_step``), with the label
+        map."""
         ...
 
     def cancel(self) -> None:

@@ -25,8 +25,8 @@ def _kwargs_with_args(args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def ledger_refusals(tool: str) -> Callable:
-    """Decorator of a verb: ledger a ValueError raised by its argument checks before the call reached the robot
-    (ok False, not stateful). Calls that got further ledger themselves."""
+    """Decorator of a verb: ledger a ValueError / TypeError raised by its argument checks or casts before the call
+    reached the robot (ok False, not stateful). Calls that got further ledger themselves."""
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -34,11 +34,11 @@ def ledger_refusals(tool: str) -> Callable:
             started, n = time.time(), len(ledger)
             try:
                 return fn(self, *args, **kwargs)
-            except ValueError as exc:
+            except (ValueError, TypeError) as exc:
                 if len(ledger) == n:
                     ledger.append(tool=tool, kwargs=_kwargs_with_args(args, kwargs), started_at=started,
                                   elapsed_s=time.time() - started, ok=False, stateful=False,
-                                  error=f"ValueError: {exc}")
+                                  error=f"{type(exc).__name__}: {exc}")
                 raise
         return call
     return wrap
@@ -73,13 +73,14 @@ class CallRunner:
         """Guard, run one motion, record the new state and the ledger entry (env_steps from the status step)."""
         started = time.time()
         step0 = self.env_step()
+        clipped0 = self.clipped_steps()
         dispatched = False
         try:
             self.guard()
             dispatched = True
             result = fn()
         except BaseException as exc:
-            if dispatched:
+            if dispatched and self.env_step() != step0:   # a call refused before any step records no new state
                 self.record_state()
             self.ledger.append(tool=tool, kwargs=kwargs, started_at=started, elapsed_s=time.time() - started,
                                ok=False, stateful=dispatched, env_steps=self.env_step() - step0,
@@ -88,9 +89,18 @@ class CallRunner:
                 raise ToolError(tool, str(exc)) from exc
             raise
         self.record_state()
+        summary = summarize(tool, result)
+        clipped = self.clipped_steps() - clipped0
+        if clipped:   # the driver's safety filter changed some of this motion's steps: say so
+            summary["clipped_steps"] = clipped
         self.ledger.append(tool=tool, kwargs=kwargs, started_at=started, elapsed_s=time.time() - started, ok=True,
-                           stateful=True, env_steps=self.env_step() - step0, summary=summarize(tool, result))
+                           stateful=True, env_steps=self.env_step() - step0, summary=summary)
         return result
+
+    def clipped_steps(self) -> int:
+        """Control steps the driver's safety filter clipped so far (0 for a backend that does not report them)."""
+        count = getattr(self.backend, "clipped_steps", None)
+        return int(count()) if callable(count) else 0
 
     def unavailable(self, name: str, args: tuple, kwargs: dict[str, Any], message: str) -> None:
         """Ledger and raise the refusal of a verb this run does not offer (RuntimeError)."""
@@ -134,9 +144,9 @@ class CallRunner:
         self.check_stop()
         term, trunc = self.flags()
         if term:
-            raise EpisodeFinished("terminated", "episode finished: terminated (the task succeeded); call finish")
+            raise EpisodeFinished("terminated")
         if trunc:
-            raise EpisodeFinished("truncated", "episode finished: truncated (simulator step budget spent)")
+            raise EpisodeFinished("truncated")
 
     def refused(self, tool: str, exc: BackendRefused) -> None:
         """Handle a driver refusal inside a motion: an ended episode is latched (the loop stops, None), a
@@ -146,7 +156,7 @@ class CallRunner:
             self.latched[exc.reason] = True
             return
         if exc.reason == "cancelled":
-            raise EpisodeFinished("cancelled", f"{tool}: {exc}") from exc
+            raise EpisodeFinished("cancelled") from exc
         raise ToolError(tool, f"driver refused: {exc}") from exc
 
     # -- recorded states --------------------------------------------------------------------------------------
@@ -169,20 +179,23 @@ class CallRunner:
         """The latest recorded state (step 0 is recorded on first use)."""
         state = self.host.latest_state
         if state is None:
+            step = self.env_step()
             state = self.build_state(0)
-            self.host.record_state(state)
+            self.host.record_state(state, env_step=step)
         return state
 
     def record_state(self) -> None:
         """Record the state after a motion call as the next step."""
         self.current_state()
-        self.host.record_state(self.build_state(len(self.host.states)))
+        step = self.env_step()
+        self.host.record_state(self.build_state(len(self.host.states)), env_step=step)
 
     def state_at(self, step: int) -> State:
         """The recorded state of ``step`` (-1 = latest)."""
         latest = self.current_state()
         if step == -1:
             return latest
-        if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= latest.step:
-            raise ValueError(f"step must be -1 (latest) or 0..{latest.step}, got {step!r}")
+        if not 0 <= step <= latest.step:
+            raise ToolError("view_env_state", f"step {step} is not a recorded step: recorded steps are "
+                                              f"0..{latest.step} (-1 = the latest)")
         return self.host.states[step]

@@ -27,10 +27,11 @@ class ToolError(RuntimeError):
 class EpisodeFinished(BaseException):
     """The episode is over; motion is refused from now on. ``reason`` is one of ``terminated`` (task success),
     ``truncated`` (simulator step budget spent), ``timeout`` (wall clock), ``cancelled``, ``call_budget``
-    (decision budget spent). Read-only calls (state, image, segment, ...) keep working."""
+    (decision budget spent). Read-only calls (state, image, segment, ...) keep working. ``str(exc)`` is the bare
+    reason, as in PyRUA-Lean."""
 
-    def __init__(self, reason: str, message: str | None = None) -> None:
+    def __init__(self, reason: str) -> None:
         if reason not in EPISODE_END_REASONS:
             raise ValueError(f"EpisodeFinished reason must be one of {', '.join(EPISODE_END_REASONS)}, got {reason!r}")
-        super().__init__(message or f"episode finished: {reason}")
+        super().__init__(reason)
         self.reason = reason

@@ -9,8 +9,9 @@ summary, card/on-motion images) lives here, so host code never reaches into ``ro
     host.capture_boot_images()            # step-0 card images
     ...; host.summary(); host.take_show_requests(); host.stop("timeout")
 
-Artifacts: images and depth of a step are captured lazily, the first time that step is viewed while it is the
-current step (``ensure``); a past step that was never viewed cannot be rendered any more and raises ToolError.
+Artifacts: images and depth of a step are captured lazily, the first time that step is viewed (``ensure``): the
+current step is rendered now, a past one is rendered by the driver from its record of that control step (the
+simulator keeps one; a driver without raises ToolError). Only what was looked at is stored.
 Colour is kept PNG-encoded and depth compressed, so a long episode stays small; the last few decoded frames are
 cached. Encoding (about 0.3 s for a 1024x1024 capture) happens in a background thread, off the path of the call
 that captured: until it is done the raw arrays serve every read, and asking for the bytes encodes at once.
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pyrua_ros.robo import perception
-from pyrua_ros.robo.backend import CaptureFrame, RobotBackend, SegmentationFrame
+from pyrua_ros.robo.backend import BackendRefused, CaptureFrame, RobotBackend, SegmentationFrame
 from pyrua_ros.robo.errors import EPISODE_END_REASONS, ToolError
 from pyrua_ros.robo.ledger import Ledger
 
@@ -153,6 +154,7 @@ class _Stored:
     T_world_optical: np.ndarray
     env_step: int
     shape: tuple[int, int]
+    depth_range: tuple[float | None, float | None]
 
 
 class ArtifactStore:
@@ -166,6 +168,7 @@ class ArtifactStore:
         self.stored_bytes = 0
         self.evicted_steps: set[int] = set()
         self.current_step = 0
+        self.env_steps: dict[int, int] = {}     # recorded step -> the driver's control step it shows
         self._captures: dict[tuple[int, str, str], _Stored] = {}
         self._extra: dict[tuple[int, str], bytes | _Encoded] = {}
         self._segs: dict[tuple[int, str, str], tuple[_Encoded, dict[int, str], float]] = {}
@@ -174,31 +177,45 @@ class ArtifactStore:
         self._cache_size = decoded_cache
         self._lock = threading.RLock()
 
-    def resolve_step(self, step: int) -> int:
-        """-1 -> current step; otherwise ``step`` itself (ValueError outside 0..current)."""
+    def resolve_step(self, step: int, tool: str = "artifact") -> int:
+        """-1 -> current step; otherwise ``step`` itself (ToolError of ``tool`` for a step not recorded)."""
         if step == -1:
             return self.current_step
-        if not isinstance(step, int) or step < 0 or step > self.current_step:
-            raise ValueError(f"step must be -1 (latest) or 0..{self.current_step}, got {step!r}")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0 or step > self.current_step:
+            raise ToolError(tool, f"step {step!r} is not a recorded step: recorded steps are 0..{self.current_step} "
+                                  "(-1 = the latest)")
         return step
 
     def ensure(self, tool: str, camera: str, resolution: str, step: int = -1) -> int:
         """Make sure the capture of (camera, resolution) at ``step`` exists (rendering it now if ``step`` is
         current); returns the resolved step. ToolError for a past step never viewed."""
         with self._lock:
-            step = self.resolve_step(step)
+            step = self.resolve_step(step, tool)
             key = (step, camera, resolution)
             if key in self._captures:
                 return step
             if step in self.evicted_steps:
                 raise ToolError(tool, f"the captures of step {step} were dropped to keep the episode's images under "
                                       f"{self.max_bytes // 2**20} MiB; view the latest step instead")
-            if step != self.current_step:
-                raise ToolError(tool, f"no image was captured at step {step} for {camera}/{resolution} (images are "
-                                      f"captured when a step is first viewed while it is the latest step)")
-            frame = self._backend.capture(camera, resolution)
+            frame = self._render_step(tool, "image", step,
+                                      lambda env_step: self._backend.capture(camera, resolution, env_step))
             self._store(step, frame)
             return step
+
+    def _render_step(self, tool: str, what: str, step: int, render):
+        """Render the current step now, or a past step from the driver's record of it (a simulator keeps one);
+        ToolError when the driver cannot show the past."""
+        if step == self.current_step:
+            return render(None)
+        env_step = self.env_steps.get(step)
+        why = "the driver cannot render past steps"
+        if env_step is not None:
+            try:
+                return render(env_step)
+            except BackendRefused as exc:
+                why = str(exc)
+        raise ToolError(tool, f"no {what} was captured at step {step} and {why} (on such a driver an image is kept "
+                              "only when its step is viewed while it is the latest)")
 
     def _keep(self, raw: np.ndarray, encode: Callable[[np.ndarray], bytes]) -> _Encoded:
         item = _Encoded(raw, encode)
@@ -211,7 +228,7 @@ class ArtifactStore:
         stored = _Stored(
             color=self._keep(color, encode_png), depth=self._keep(depth, encode_npz),
             K=np.asarray(frame.K, dtype=float), T_world_optical=np.asarray(frame.T_world_optical, dtype=float),
-            env_step=int(frame.env_step), shape=tuple(depth.shape),
+            env_step=int(frame.env_step), shape=tuple(depth.shape), depth_range=(frame.depth_near, frame.depth_far),
         )
         self._captures[(step, frame.camera, frame.resolution)] = stored
         self.stored_bytes += stored.color.size() + stored.depth.size()
@@ -283,16 +300,24 @@ class ArtifactStore:
         stored = self._captures[(step, camera, resolution)]
         return stored.K.copy(), stored.T_world_optical.copy(), stored.env_step
 
+    def shape(self, tool: str, camera: str, resolution: str, step: int = -1) -> tuple[int, int]:
+        """(height, width) in pixels of that capture."""
+        step = self.ensure(tool, camera, resolution, step)
+        return self._captures[(step, camera, resolution)].shape
+
+    def depth_range(self, tool: str, camera: str, resolution: str, step: int = -1) -> tuple[float | None, float | None]:
+        """(near, far) m of the depth camera for that capture, None where the driver did not report it."""
+        step = self.ensure(tool, camera, resolution, step)
+        return self._captures[(step, camera, resolution)].depth_range
+
     def segmentation(self, tool: str, camera: str, resolution: str, step: int = -1) -> SegmentationFrame:
         """The simulator's instance segmentation of that view at ``step`` (rendered lazily like captures)."""
         with self._lock:
-            step = self.resolve_step(step)
+            step = self.resolve_step(step, tool)
             key = (step, camera, resolution)
             if key not in self._segs:
-                if step != self.current_step:
-                    raise ToolError(tool, f"no segmentation was rendered at step {step} for {camera}/{resolution} "
-                                          f"(it is rendered when a step is first segmented while it is the latest)")
-                frame = self._backend.segmentation(camera, resolution)
+                frame = self._render_step(tool, "segmentation", step,
+                                          lambda env_step: self._backend.segmentation(camera, resolution, env_step))
                 ids = np.asarray(frame.ids, dtype=np.int32)
                 self._segs[key] = (self._keep(ids, encode_npz), dict(frame.labels), float(frame.stamp))
                 self._remember(("seg", *key), ids)
@@ -314,7 +339,7 @@ class ArtifactStore:
         """Raw bytes of a named artifact at ``step`` (capture artifacts are rendered lazily as above)."""
         parsed = self.names.parse(name)
         with self._lock:
-            resolved = self.resolve_step(step)
+            resolved = self.resolve_step(step, tool)
             if parsed is None:
                 if (resolved, name) in self._extra:
                     item = self._extra[(resolved, name)]
@@ -405,8 +430,9 @@ class RobotHost:
         self.robo = robo
         self._initial_state = initial_state
 
-    def record_state(self, state: State) -> None:
-        """Append a new recorded state (its step must be the next index) and make it current.
+    def record_state(self, state: State, env_step: int | None = None) -> None:
+        """Append a new recorded state (its step must be the next index) and make it current; ``env_step`` is the
+        driver's control step it shows (so its images can be rendered later).
 
         A state recorded without the simulator stepping (``move_to(current, max_steps=1)`` in a loop) costs one
         step of the episode's step budget: once simulator steps plus such states reach ``max_episode_steps``
@@ -416,6 +442,8 @@ class RobotHost:
                 raise RuntimeError(f"recorded state step {state.step} but {len(self.states)} states exist")
             self.states.append(state)
             self.artifacts.current_step = state.step
+            if env_step is not None:
+                self.artifacts.env_steps[state.step] = int(env_step)
         self._charge_idle_state()
 
     def _charge_idle_state(self) -> None:

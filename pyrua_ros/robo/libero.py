@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import numpy as np
-
 from pyrua_ros.robo import arguments as check
 from pyrua_ros.robo import observe, vla
 from pyrua_ros.robo.arguments import MAX_PLANAR_MOVE_M, RESOLUTIONS
@@ -62,24 +60,19 @@ def artifact_names() -> ArtifactNames:
 
 
 class LiberoRobot:
-    """A simulated Franka Panda arm in the LIBERO benchmark, driven through ROS 2.
+    """A LIBERO tabletop Franka arm with a two-finger gripper, driven through ROS 2.
 
-    Conventions:
-    - World frame: x/y span the table, z up; metres and radians. In the kitchen scenes the table top is at
-      z ~0.90 and the gripper home is about (-0.21, 0, 1.17); living-room scenes ~0.68; the floor scene
-      (libero_object) has the floor at z ~0.0 and home about (-0.15, 0, 0.26). +y is the robot's left (it
-      appears on the right of the agentview image). The arm starts at home, gripper open, pointing down.
-    - Motion calls block until done and return a typed result; nothing is queued. Every motion call takes a
-      ``gripper`` value in [-1, +1] (``OPEN = -1.0``, ``CLOSE = 1.0``) that is held for the entire motion:
-      carrying an object with the default -1 opens the gripper and drops it.
-    - A single move may travel at most 0.30 m in x/y; split longer paths into waypoints.
-    - Cameras: ``agentview`` (fixed, looks at the table from the front) and ``wrist`` (on the gripper). Images
-      are ``high`` 1024x1024 or ``low`` 256x256, pixels (row, col) with row 0 at the top. Object poses are never
-      given: locate objects with ``segment``, ``back_project``, ``region_center`` or ``world_map``.
-    - The fingers close along world y. The grip site cannot go more than ~4 cm below the top of the object
-      being grasped (the hand lands on it).
-    - Once the task succeeds (``terminated``) or the simulator step budget is spent (``truncated``), motion
-      calls raise ``EpisodeFinished``; read-only calls keep working.
+    World frame: x/y across the table, z up; metres and radians. The arm starts at a home
+    pose above the table, gripper open and pointing down. Motion calls block until the
+    motion ends and return a typed result saying what actually happened; nothing is queued.
+
+    Gripper commands are floats: ``OPEN`` (-1) opens, ``CLOSE`` (+1) closes and keeps
+    holding. Every motion call takes a ``gripper`` value that is held for the whole
+    motion, so carrying an object with the default ``gripper=-1`` drops it.
+
+    Two cameras: a fixed ``agentview`` (the global layout) and a ``wrist`` camera (close
+    range). Object poses are never given; get world coordinates from the recorded images
+    with ``segment`` / ``back_project``.
     """
 
     OPEN = -1.0
@@ -142,161 +135,203 @@ class LiberoRobot:
     # -- observation ----------------------------------------------------------------------------------------
     @property
     def task(self) -> str:
-        """The benchmark task instruction (authoritative), e.g. "put the black bowl on the plate"."""
+        """The benchmark's task instruction (authoritative), e.g. ``"put the bowl on the plate"``."""
         return self._calls.current_state().task
 
     @property
     def done(self) -> bool:
-        """True once the task predicate has fired (sticky; checked on every access). A spent step budget shows
-        as ``state().truncated`` instead."""
+        """True once the benchmark's success predicate has fired (sticky)."""
         return self._calls.done
 
     @ledger_refusals("view_env_state")
     def state(self, step: int = -1) -> State:
-        """Robot state at a recorded step: -1 = latest, 0 = initial scene (a new step is recorded after every
-        motion call). Gives eef position/orientation, gripper opening, object names, terminated/truncated."""
+        """Read the robot state recorded at a step.
+
+        Args:
+            step: ``-1`` is the latest, ``0`` the initial scene; every motion call records
+                a new step.
+        Returns:
+            State: gripper position and orientation, finger opening, object names and the
+            episode flags.
+        """
+        step = check.as_int(step)
         return self._calls.readonly("view_env_state", {"step": step}, lambda: self._calls.state_at(step))
 
     @ledger_refusals("image")
-    def image(self, camera: str = "agentview", *, resolution: str = "high", step: int = -1) -> np.ndarray:
-        """RGB image (H, W, 3) uint8 of ``camera`` at ``step`` (-1 = latest). ``high`` = 1024x1024, ``low`` =
-        256x256; pixel (row, col), row 0 at the top, col 0 at the left."""
+    def image(self, camera: str = "agentview", *, resolution: str = "high", step: int = -1) -> Any:
+        """Load a recorded camera image as a ``numpy`` uint8 array (H, W, 3), RGB.
+
+        Args:
+            camera: ``"agentview"`` (fixed global view: which object is where) or ``"wrist"``
+                (on the gripper: close-range geometry).
+            resolution: ``"high"`` (1024x1024) or ``"low"`` (256x256). Pixels are (row, col),
+                row 0 at the top, col 0 at the left; give ``back_project`` the same resolution.
+            step: recorded step, ``-1`` = latest.
+        """
         check.view(camera, resolution, self.CAMERAS)
+        step = check.as_int(step)
         return self._calls.readonly("image", {"camera": camera, "resolution": resolution, "step": step},
                                     lambda: self._host.artifacts.color("image", camera, resolution, step).copy())
 
     @ledger_refusals("world_map")
-    def world_map(self, camera: str = "agentview", *, resolution: str = "high", step: int = -1) -> np.ndarray:
-        """World [x, y, z] in metres of the surface seen at every pixel, float (H, W, 3), same pixels as
-        ``image``; zeros where there is no valid depth (sky, far background)."""
+    def world_map(self, camera: str = "agentview", *, resolution: str = "high", step: int = -1) -> Any:
+        """Load the world coordinates seen at every pixel of a recorded image.
+
+        Returns a ``numpy`` float array (H, W, 3): ``world_map[row, col]`` is the [x, y, z] of
+        the surface seen there (zeros where depth is invalid). ``back_project`` reads the same
+        map; load it to reason about many pixels at once.
+        """
         check.view(camera, resolution, self.CAMERAS)
+        step = check.as_int(step)
         return self._calls.readonly("world_map", {"camera": camera, "resolution": resolution, "step": step},
                                     lambda: self._host.artifacts.world("world_map", camera, resolution, step).copy())
 
     @ledger_refusals("show")
     def show(self, camera: str = "agentview") -> None:
-        """Attach the latest image of ``camera`` (1024x1024) to this turn's result (once per camera per turn).
-        Only needed when images are attached on demand."""
+        """Attach the current image of ``camera`` to this turn's feedback.
+
+        Images are not sent back by themselves: call ``show("agentview")`` or ``show("wrist")``
+        when you need to see the scene before writing the next turn. Each image costs tokens;
+        look when a decision depends on it.
+        """
         check.camera(camera, self.CAMERAS)
         self._calls.readonly("show", {"camera": camera}, lambda: self._host.show_queue.request(camera))
 
     @ledger_refusals("artifact")
     def artifact(self, name: str, *, step: int = -1) -> bytes:
-        """Raw bytes of a recorded artifact at ``step``: images ``agentview_high.png``, ``agentview.png``,
-        ``wrist_high.png``, ``wrist.png``; world maps ``agentview_world_high.npz`` (array ``array``, (H, W, 3) m);
-        depth ``agentview_depth.npz`` (1024x1024 m, ``*_depth_low.npz`` for 256); a segment's ``overlay_artifact``
-        and its ``.json`` twin (see ``segment``)."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be an artifact file name such as 'agentview_high.png', got {name!r}")
+        """Return the raw bytes of a recorded artifact (advanced).
+
+        Names include ``agentview_high.png``, ``wrist_high.png``, ``agentview_depth.npz``, a
+        segment's ``overlay_artifact`` and its ``.json`` twin (surface statistics).
+        """
+        name, step = str(name), check.as_int(step)
         return self._calls.readonly("artifact", {"name": name, "step": step},
                                     lambda: self._host.artifacts.get("artifact", name, step=step))
 
     @ledger_refusals("view_camera_meta")
-    def camera_meta(self, camera: str = "agentview", *, step: int = -1) -> dict:
-        """Camera geometry at ``step`` for the high-res image: ``K`` (3x3 pixel intrinsics), ``T_world_optical``
-        (4x4 pose of the optical frame in the world; x right, y down, z forward), ``position`` (m),
-        ``image_size`` [h, w], ``resolution``, ``camera``, ``step``. Use it to project world points into pixels."""
-        check.camera(camera, self.CAMERAS)
-        size = int(self._backend.resolutions["high"])
+    def camera_meta(self, camera: str = "agentview", *, step: int = -1) -> dict[str, Any]:
+        """Return the calibration of ``camera`` (high-res image) as a dict.
+
+        ``intrinsic_K`` (3x3 pixel intrinsics), ``extrinsic_cam2world`` (4x4 camera pose in the
+        world: x right, y down, z along the view), ``depth_near`` / ``depth_far`` (m), ``height``
+        and ``width``; ``K`` and ``T_world_optical`` repeat the two matrices.
+        """
+        step = check.as_int(step)
         return self._calls.readonly("view_camera_meta", {"camera": camera, "step": step},
-                                    lambda: observe.camera_meta(self._host.artifacts, camera, step, size))
+                                    lambda: observe.camera_meta(self._host.artifacts, camera, step, self.CAMERAS))
 
     # -- perception -----------------------------------------------------------------------------------------
     @ledger_refusals("segment")
     def segment(self, prompt: str | None = None, *, camera: str = "agentview", point: tuple[int, int] | None = None,
                 min_score: float = 0.2, step: int = -1) -> Segment:
-        """Find one object in a recorded image and locate it in the world.
+        """Find an object on a recorded image and return its world position.
 
-        Give a short prompt (colour + shape + relation: "the black bowl on the stove", "the cream cheese box",
-        "plate", "wine bottle", "stove burner", "top drawer handle") and/or a pixel ``point`` (row, col) of the
-        1024x1024 image of ``camera``. Colour + shape phrases score ~0.7 or more; brand nouns alone may score
-        low (~0.05); ``min_score`` (0-1) is the cut-off. Use the ``wrist`` camera once 15-20 cm above a target.
-        ``found=False`` (with ``error``) is a result, not an exception.
+        Give ``prompt`` (a short visual description) or ``point`` (a pixel (row, col) on the
+        object in the high-resolution image). The mask is projected through the world map:
+        ``world_xyz`` is the median of the object's visible *surface*, so use its x/y as the
+        target and take z from the object's resting height. Parts are found by name too:
+        ``"stove burner"``, ``"top drawer handle"``, ``"microwave door"``.
 
-        ``world_xyz`` is the median world point (m) of the visible surface of the mask. It is biased toward
-        what the camera sees: bowls/ramekins ~2 cm behind their centre in x (inner far wall), bottles/cans
-        +1.3..2.7 cm in x (front face), basket +7 cm, cabinets +4..8 cm; y is good to <1 cm. A better centre is
-        in the overlay's JSON twin: ``json.loads(robo.artifact(seg.overlay_artifact.replace(".png", ".json"),
-        step=seg.step))`` has ``box_center_xyz`` (centre of the 2nd-98th percentile box of the surface,
-        within 1-5 mm for bowls, plates, boxes), ``xyz_min``/``xyz_max``, ``top_z`` (98th percentile z),
-        ``n_pixels``, ``label`` and ``instances`` (every similar object: label, score, world_xyz, box_center_xyz).
+        Args:
+            prompt: colour + shape + relation, e.g. ``"the black bowl on the stove"``. Brand or
+                internal names (``"akita"``, ``"alphabet soup"``) score ~0.05, colour + shape ~0.7.
+            camera: ``"agentview"`` to identify, ``"wrist"`` to refine once the gripper is
+                15-20 cm above the target.
+            point: instead of ``prompt``, a pixel on the object.
+            min_score: masks scoring below this are rejected.
+            step: recorded step whose image is used (``-1`` = latest).
+        Returns:
+            Segment; check ``found`` before using ``world_xyz`` (nothing found is a result).
         """
-        check.camera(camera, self.CAMERAS)
-        if prompt is not None and not isinstance(prompt, str):
-            raise ValueError(f"prompt must be a string or None, got {prompt!r}")
-        if (prompt is None or not prompt.strip()) and point is None:
-            raise ValueError("segment needs a prompt (e.g. 'the black bowl') or a point (row, col)")
-        size = int(self._backend.resolutions[self.SEGMENT_RESOLUTION])
-        pixel = None if point is None else check.pixel(point, size, "point")
-        score = check.min_score(min_score)
-        kwargs: dict[str, Any] = {"camera": camera, "step": step, "min_score": min_score}
+        step, score = check.as_int(step), check.as_float(min_score)
+        kwargs: dict[str, Any] = {"camera": camera, "step": step, "min_score": score}
         if prompt is not None:
-            kwargs["prompt"] = prompt
-        if pixel is not None:
+            prompt = kwargs["prompt"] = str(prompt)
+        pixel = None
+        if point is not None:
+            pixel = (check.as_int(point[0]), check.as_int(point[1]))
             kwargs["point"] = list(pixel)
 
         def run() -> Segment:
             self._segment_count += 1
             return observe.segment(self._host.artifacts, self._segmenter, prompt=prompt, camera=camera,
                                    resolution=self.SEGMENT_RESOLUTION, pixel=pixel, min_score=score, step=step,
-                                   index=self._segment_count)
+                                   index=self._segment_count, cameras=self.CAMERAS)
 
         return self._calls.readonly("segment", kwargs, run)
 
     @ledger_refusals("back_project")
     def back_project(self, row: int, col: int, *, camera: str = "agentview", resolution: str = "high",
                      step: int = -1) -> BackProjection:
-        """World point (m) of the surface seen at pixel (row, col) of ``camera``'s image at ``resolution``
-        (row 0 top). ToolError when the pixel is outside the image or has no valid depth."""
-        check.view(camera, resolution, self.CAMERAS)
+        """Return the world [x, y, z] of the surface seen at pixel ``(row, col)``.
+
+        The pixel must come from the same camera and resolution (``image(camera,
+        resolution=...)``). Sample several pixels well inside an object's top surface and take
+        the median; pixels on rims, edges or the gap to the table hit the background.
+
+        Raises:
+            ToolError: pixel outside the image, or no valid depth there.
+        """
+        row, col, step = check.as_int(row), check.as_int(col), check.as_int(step)
         return self._calls.readonly(
             "back_project", {"row": row, "col": col, "camera": camera, "resolution": resolution, "step": step},
             lambda: observe.back_project(self._host.artifacts, row, col, camera=camera, resolution=resolution,
-                                         step=step))
+                                         step=step, cameras=self.CAMERAS))
 
     @ledger_refusals("back_project")
     def region_center(self, row_range: tuple[int, int], col_range: tuple[int, int], *, camera: str = "agentview",
                       resolution: str = "high", z_min: float | None = None, z_max: float | None = None,
                       step: int = -1) -> RegionCenter:
-        """Centre of the surface inside a pixel window: rows ``row_range = (start, stop)``, cols ``col_range``
-        (stop excluded, clipped to the image), keeping only world points with z in [z_min, z_max] m when given
-        (e.g. ``z_min = table_z + 0.01`` drops the table). ``center_xyz`` = midpoint of the points' world x/y
-        extent with their median z (less biased by the visible rim than the median); ``median_xyz`` too.
-        ToolError for an empty window or fewer than 3 valid pixels."""
-        check.view(camera, resolution, self.CAMERAS)
-        rows, cols = check.pixel_range("row_range", row_range), check.pixel_range("col_range", col_range)
-        kwargs = {"row_range": list(row_range), "col_range": list(col_range), "camera": camera,
-                  "resolution": resolution, "z_min": z_min, "z_max": z_max, "step": step}
+        """Return the world centre of a pixel window (e.g. the inside of a container).
+
+        Rows ``row_range`` = (start, stop), cols ``col_range``. The centre is the midpoint of
+        the window's world x/y extent (a median leans toward a rim) with median z; ``z_min`` /
+        ``z_max`` keep only pixels in a world-z band (e.g. a basket floor).
+
+        Raises:
+            ToolError: empty window or too few valid pixels.
+        """
+        rows = (check.as_int(row_range[0]), check.as_int(row_range[1]))
+        cols = (check.as_int(col_range[0]), check.as_int(col_range[1]))
+        step, z_min, z_max = check.as_int(step), check.optional_float(z_min), check.optional_float(z_max)
+        kwargs: dict[str, Any] = {"row_range": list(rows), "col_range": list(cols), "camera": camera,
+                                  "resolution": resolution, "step": step}
+        kwargs.update({k: v for k, v in (("z_min", z_min), ("z_max", z_max)) if v is not None})
         return self._calls.readonly(
             "back_project", kwargs,
             lambda: observe.region_center(self._host.artifacts, rows, cols, camera=camera, resolution=resolution,
-                                          z_min=z_min, z_max=z_max, step=step))
+                                          z_min=z_min, z_max=z_max, step=step, cameras=self.CAMERAS))
 
     # -- scripted motion ------------------------------------------------------------------------------------
     @ledger_refusals("move_to")
     def move_to(self, xyz: list[float], gripper: float = -1.0, *, tol: float = 0.012, step_clip: float = 0.025,
                 max_steps: int = 80, target_yaw: float | None = None, yaw_step_clip: float = 0.10,
                 action_scale: float = 0.05) -> Move:
-        """Servo the gripper to world ``xyz`` (m) in a straight line, holding its orientation (pointing down).
+        """Servo the gripper to a world position, holding its orientation.
 
-        ``gripper`` is held for the whole motion (-1 open, +1 closed: carry with +1). Stops when within
-        ``tol`` m, after ``max_steps`` simulator steps, or when the episode ends. ``step_clip`` caps travel per
-        step (m): 0.025 empty or with a box, 0.015 with cans, 0.012 with tall bottles / for fine approaches;
-        ~2-2.5 cm per step, so 0.1 m takes 20-25 steps. ``target_yaw`` (rad, world z) also turns the wrist, at
-        most ``yaw_step_clip`` rad per step. Leave ``action_scale`` at 0.05. At most 0.30 m in x/y per call
-        (ValueError: split into waypoints). Descents end 5-8 mm above the target; lifting a load stops ~1 cm
-        short. A stalled servo returns normally with ``reached=False``.
+        Args:
+            xyz: target [x, y, z] (m). One call moves at most 0.30 m in x/y; a longer one
+                raises ValueError: split it into 2-3 waypoints at carrying height.
+            gripper: -1 open, +1 closed; held for the whole motion.
+            tol: stop when this close (m).
+            step_clip: travel cap per step and axis (m): 0.025 empty or with a box, 0.015 with
+                a can, 0.012 with a tall bottle or for a fine approach.
+            max_steps: simulator step budget.
+            target_yaw: optional world yaw (rad) turned to on the way, ``yaw_step_clip`` per step.
+            action_scale: OSC action scale; keep the default.
+        Returns:
+            Move; check ``reached``: a servo that stalls returns normally.
         """
         target = check.xyz("xyz", xyz)
-        g = check.gripper(gripper)
-        tol, step_clip = check.positive("tol", tol), check.positive("step_clip", step_clip)
-        max_steps = check.positive("max_steps", max_steps, integer=True)
-        target_yaw = check.optional_angle("target_yaw", target_yaw)
-        yaw_step_clip = check.positive("yaw_step_clip", yaw_step_clip)
-        action_scale = check.positive("action_scale", action_scale)
         check.planar_move(target, self._calls.current_state().eef_pos)
-        kwargs = {"xyz": target.tolist(), "gripper": g, "tol": tol, "step_clip": step_clip, "max_steps": max_steps,
-                  "target_yaw": target_yaw, "yaw_step_clip": yaw_step_clip, "action_scale": action_scale}
+        g = check.gripper(gripper)
+        tol, step_clip, max_steps = check.as_float(tol), check.as_float(step_clip), check.as_int(max_steps)
+        action_scale = check.as_float(action_scale)
+        kwargs: dict[str, Any] = {"xyz": target.tolist(), "gripper": g, "tol": tol, "step_clip": step_clip,
+                                  "max_steps": max_steps, "action_scale": action_scale}
+        if target_yaw is not None:
+            target_yaw = kwargs["target_yaw"] = check.as_float(target_yaw)
+            yaw_step_clip = kwargs["yaw_step_clip"] = check.as_float(yaw_step_clip)
         return self._calls.stateful("move_to", kwargs, lambda: self._servo.move_to(
             target, g, tol=tol, step_clip=step_clip, max_steps=max_steps, target_yaw=target_yaw,
             yaw_step_clip=yaw_step_clip, action_scale=action_scale))
@@ -306,26 +341,24 @@ class LiberoRobot:
                   gripper: float = -1.0, step_clip: float = 0.02, pitch_step: float = 0.08, yaw_step: float = 0.08,
                   tol: float = 0.012, ori_tol: float = 0.05, max_steps: int = 150,
                   action_scale: float = 0.05) -> MovePose:
-        """Move to ``xyz`` (m) while tilting to ``target_pitch`` and/or turning to ``target_yaw`` (rad), co-varying
-        position and orientation. Use it for recessed or low targets (cabinet fronts, microwave cavities) where
-        ``move_to`` pointing straight down hits a singularity. Pitch 0 = pointing down, +pi/2 = pointing along
-        world +y; None keeps the current angle. Per step at most ``step_clip`` m, ``pitch_step`` and
-        ``yaw_step`` rad. Stops when within ``tol`` m and ``ori_tol`` rad, after ``max_steps``, or at episode
-        end. ``reached`` is position-only. Same 0.30 m x/y limit as ``move_to``; ``gripper`` held throughout."""
+        """Servo the position and the gripper pitch/yaw together.
+
+        Use it where ``move_to`` stops short of a low or recessed target (cabinet fronts,
+        microwave cavities): tilting while moving passes the singularity that a fixed
+        pointing-down servo meets. ``gripper`` defaults to open; pass ``+1`` when holding.
+        """
         target = check.xyz("xyz", xyz)
-        g = check.gripper(gripper)
-        target_pitch = check.optional_angle("target_pitch", target_pitch)
-        target_yaw = check.optional_angle("target_yaw", target_yaw)
-        step_clip, pitch_step, yaw_step = (check.positive("step_clip", step_clip),
-                                           check.positive("pitch_step", pitch_step),
-                                           check.positive("yaw_step", yaw_step))
-        tol, ori_tol = check.positive("tol", tol), check.positive("ori_tol", ori_tol)
-        max_steps = check.positive("max_steps", max_steps, integer=True)
-        action_scale = check.positive("action_scale", action_scale)
         check.planar_move(target, self._calls.current_state().eef_pos)
-        kwargs = {"xyz": target.tolist(), "target_pitch": target_pitch, "target_yaw": target_yaw, "gripper": g,
-                  "step_clip": step_clip, "pitch_step": pitch_step, "yaw_step": yaw_step, "tol": tol,
-                  "ori_tol": ori_tol, "max_steps": max_steps, "action_scale": action_scale}
+        g = check.gripper(gripper)
+        step_clip, pitch_step = check.as_float(step_clip), check.as_float(pitch_step)
+        yaw_step = check.as_float(yaw_step)
+        tol, ori_tol, max_steps = check.as_float(tol), check.as_float(ori_tol), check.as_int(max_steps)
+        action_scale = check.as_float(action_scale)
+        target_pitch, target_yaw = check.optional_float(target_pitch), check.optional_float(target_yaw)
+        kwargs: dict[str, Any] = {"xyz": target.tolist(), "gripper": g, "step_clip": step_clip,
+                                  "pitch_step": pitch_step, "yaw_step": yaw_step, "tol": tol, "ori_tol": ori_tol,
+                                  "max_steps": max_steps, "action_scale": action_scale}
+        kwargs.update({k: v for k, v in (("target_pitch", target_pitch), ("target_yaw", target_yaw)) if v is not None})
         return self._calls.stateful("move_pose", kwargs, lambda: self._servo.move_pose(
             target, g, target_pitch=target_pitch, target_yaw=target_yaw, step_clip=step_clip, pitch_step=pitch_step,
             yaw_step=yaw_step, tol=tol, ori_tol=ori_tol, max_steps=max_steps, action_scale=action_scale))
@@ -333,75 +366,86 @@ class LiberoRobot:
     @ledger_refusals("rotate_wrist")
     def rotate_wrist(self, *, target_yaw: float | None = None, delta_yaw: float | None = None, gripper: float = 1.0,
                      max_steps: int = 40, tol: float = 0.02, step_clip: float = 0.10) -> Rotation:
-        """Turn the gripper about world z to ``target_yaw`` or by ``delta_yaw`` (rad; give exactly one), keeping
-        its position. ``gripper`` defaults to +1 (keep holding). At most ``step_clip`` rad per step; ``reached``
-        when abs(final_err) <= ``tol`` rad. Yaw is ``State.eef_yaw``."""
+        """Turn the gripper about world z, keeping its position.
+
+        Give exactly one of ``target_yaw`` (absolute) or ``delta_yaw`` (relative), in rad;
+        ``state().eef_yaw`` is the current yaw. ``gripper`` defaults to +1 (keep holding).
+        """
         return self._rotate("rotate_wrist", "yaw", target_yaw, delta_yaw, gripper=gripper, max_steps=max_steps, tol=tol,
                             step_clip=step_clip)
 
     @ledger_refusals("rotate_pitch")
     def rotate_pitch(self, *, target_pitch: float | None = None, delta_pitch: float | None = None,
                      gripper: float = 1.0, max_steps: int = 40, tol: float = 0.02, step_clip: float = 0.10) -> Rotation:
-        """Tilt the gripper about world x to ``target_pitch`` or by ``delta_pitch`` (rad; give exactly one),
-        keeping position and yaw. Pitch 0 = pointing straight down, +pi/2 points along world +y, -pi/2 along -y.
-        ``gripper`` defaults to +1 (keep holding); at most ``step_clip`` rad per step; ``reached`` when
-        abs(final_err) <= ``tol``. Pitch is ``State.eef_pitch``."""
+        """Tilt the gripper about world x, keeping position and yaw.
+
+        Pitch 0 points straight down, +pi/2 along world +y, -pi/2 along -y. Use it before
+        entering an opening that faces along y. Give exactly one of ``target_pitch`` or
+        ``delta_pitch`` (rad).
+        """
         return self._rotate("rotate_pitch", "pitch", target_pitch, delta_pitch, gripper=gripper, max_steps=max_steps,
                             tol=tol, step_clip=step_clip)
 
     def _rotate(self, tool: str, axis: str, target: Any, delta: Any, *, gripper: Any, max_steps: Any, tol: Any,
                 step_clip: Any) -> Rotation:
-        target, delta = check.one_of_angles(tool, axis, target, delta)
+        target, delta = check.one_of(tool, axis, target, delta)
         g = check.gripper(gripper)
-        max_steps = check.positive("max_steps", max_steps, integer=True)
-        tol, step_clip = check.positive("tol", tol), check.positive("step_clip", step_clip)
-        kwargs = {f"target_{axis}": target, f"delta_{axis}": delta, "gripper": g, "max_steps": max_steps,
-                  "tol": tol, "step_clip": step_clip}
+        max_steps, tol, step_clip = check.as_int(max_steps), check.as_float(tol), check.as_float(step_clip)
+        kwargs: dict[str, Any] = {"gripper": g, "max_steps": max_steps, "tol": tol, "step_clip": step_clip}
+        if target is not None:
+            kwargs[f"target_{axis}"] = target
+        else:
+            kwargs[f"delta_{axis}"] = delta
         return self._calls.stateful(tool, kwargs, lambda: self._servo.rotate(
             tool, axis, target, delta, g, max_steps=max_steps, tol=tol, step_clip=step_clip))
 
     @ledger_refusals("set_gripper")
     def set_gripper(self, gripper: float, steps: int = 5) -> Gripper:
-        """Hold the arm still and drive the gripper to ``gripper`` (-1 open .. +1 closed) for ``steps`` simulator
-        steps (more if the fingers are still moving). After a grasp use ``set_gripper(+1, steps=8)`` (12 for a
-        bowl rim); use <= 5 for soft cans. The value is then held by later motion calls that pass it."""
+        """Hold the pose and drive the gripper to ``gripper`` for ``steps`` simulator steps.
+
+        ``set_gripper(+1, steps=8)`` right after a grasp firms it before carrying (``steps<=5``
+        for a can that dents).
+        """
         g = check.gripper(gripper)
-        steps = check.positive("steps", steps, integer=True)
+        steps = check.as_int(steps)
         return self._calls.stateful("set_gripper", {"gripper": g, "steps": steps},
                                     lambda: self._servo.set_gripper(g, steps))
 
     @ledger_refusals("release")
     def release(self, max_steps: int = 20) -> Release:
-        """Open the gripper in place and hold for up to ``max_steps`` simulator steps; returns as soon as the task
-        predicate fires (success). Lower the object to just above its target first (e.g. plate z + 0.05)."""
-        max_steps = check.positive("max_steps", max_steps, integer=True)
+        """Open the gripper in place for up to ``max_steps`` steps and let go.
+
+        Returns as soon as the task predicate fires (``terminated``), so a good placement
+        usually ends the episode here.
+        """
+        max_steps = check.as_int(max_steps)
         return self._calls.stateful("release", {"max_steps": max_steps}, lambda: self._servo.release(max_steps))
 
 
 class _LiberoRobotWithVla(LiberoRobot):
-    """A simulated Franka Panda arm in the LIBERO benchmark, driven through ROS 2, with a frozen Pi0.5 VLA."""
-
-    __doc__ = LiberoRobot.__doc__ + """
-    - Frozen VLA skills (Pi0.5): ``pi0_pick`` grasps and lifts, ``pi0_doubled`` does other contact (knobs,
-      buttons, drawers, doors, pushes). One chunk = 5 simulator steps. Pre-position 15-20 cm above the target
-      and give a short prompt naming the object.
-    """
+    __doc__ = LiberoRobot.__doc__   # the same robot; the VLA skills document themselves
 
     @ledger_refusals("pi0_pick")
     def pi0_pick(self, prompt: str, *, max_chunks: int = 24, lift_thresh: float = 0.05,
                  gripper_closed_thresh: float = 0.06, gripper_open_thresh: float = 0.0,
                  descent_thresh: float = 0.10) -> Pick:
-        """Closed-loop grasp by the Pi0.5 VLA for up to ``max_chunks`` action chunks (5 steps each). Stops early
-        once the gripper descended by ``descent_thresh`` m, closed with an opening in
-        [``gripper_open_thresh``, ``gripper_closed_thresh``) m and rose by ``lift_thresh`` m: ``success`` is that
-        heuristic (a hint; verify with ``state()`` and images). Pre-position 15-20 cm above the object, use a
-        short prompt ("pick up the black bowl") and ~20 chunks; ``lift_thresh=0.08`` for slippery tall bottles;
-        ``lift_thresh=999, gripper_closed_thresh=0`` turns it into a generic contact skill."""
-        prompt = check.vla_prompt(prompt)
-        max_chunks = check.positive("max_chunks", max_chunks, integer=True)
-        for name, value in (("lift_thresh", lift_thresh), ("gripper_closed_thresh", gripper_closed_thresh),
-                            ("gripper_open_thresh", gripper_open_thresh), ("descent_thresh", descent_thresh)):
-            check.finite(name, value, "m")
+        """Let the frozen Pi0.5 VLA grasp, in closed loop.
+
+        It runs ``prompt`` for up to ``max_chunks`` action chunks (5 simulator steps each) and
+        stops early once the gripper has descended by ``descent_thresh``, closed on something
+        (opening in ``[gripper_open_thresh, gripper_closed_thresh)``) and risen by
+        ``lift_thresh``. Pre-position the gripper above the target, keep the prompt short
+        (``"pick up the red mug"``), use about 20 chunks, then script the carry and the
+        release yourself.
+
+        Returns:
+            Pick; ``success`` is a heuristic: check ``state().gripper_opening`` and the wrist
+            image before carrying.
+        """
+        prompt, max_chunks = str(prompt), check.as_int(max_chunks)
+        lift_thresh, descent_thresh = check.as_float(lift_thresh), check.as_float(descent_thresh)
+        gripper_closed_thresh = check.as_float(gripper_closed_thresh)
+        gripper_open_thresh = check.as_float(gripper_open_thresh)
         kwargs = {"prompt": prompt, "max_chunks": max_chunks, "lift_thresh": lift_thresh,
                   "gripper_closed_thresh": gripper_closed_thresh, "gripper_open_thresh": gripper_open_thresh,
                   "descent_thresh": descent_thresh}
@@ -411,11 +455,14 @@ class _LiberoRobotWithVla(LiberoRobot):
 
     @ledger_refusals("pi0_doubled")
     def pi0_doubled(self, prompt: str, *, max_chunks: int = 20) -> Contact:
-        """Non-pick contact skill by the Pi0.5 VLA (turn a knob, press a button, open/close a drawer or door,
-        short pushes) for up to ``max_chunks`` chunks (5 steps each), stopping when the task predicate fires.
-        ``success`` mirrors the task predicate only. Pre-position near the part and give a short prompt."""
-        prompt = check.vla_prompt(prompt)
-        max_chunks = check.positive("max_chunks", max_chunks, integer=True)
+        """Let the frozen Pi0.5 VLA do a contact skill that is not a pick.
+
+        Knobs, buttons, drawers, doors, short pushes (``"turn on the stove"``, ``"open the top
+        drawer"``), for up to ``max_chunks`` chunks or until the task predicate fires.
+        ``success`` only mirrors that predicate; look at the state or an image to judge an
+        intermediate step.
+        """
+        prompt, max_chunks = str(prompt), check.as_int(max_chunks)
         return self._calls.stateful("pi0_doubled", {"prompt": prompt, "max_chunks": max_chunks},
                                     lambda: self._vla.contact(prompt, max_chunks=max_chunks))
 

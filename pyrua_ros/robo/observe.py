@@ -8,10 +8,13 @@ computed here from depth + intrinsics + camera pose (the simulator is never aske
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from pyrua_ros.robo import arguments as check
 from pyrua_ros.robo import perception
 from pyrua_ros.robo.errors import ToolError
 from pyrua_ros.robo.host import ArtifactStore
@@ -19,20 +22,28 @@ from pyrua_ros.robo.results import BackProjection, RegionCenter, Segment
 from pyrua_ros.robo.segmenters import Segmenter, SegmentRequest
 
 
-def camera_meta(store: ArtifactStore, camera: str, step: int, size: int) -> dict[str, Any]:
-    """Geometry of ``camera``'s high-res view at ``step`` (see ``LiberoRobot.camera_meta``)."""
+def camera_meta(store: ArtifactStore, camera: str, step: int, cameras: Sequence[str]) -> dict[str, Any]:
+    """Geometry of ``camera``'s high-res view at ``step`` (see ``LiberoRobot.camera_meta``): our names and the
+    RPent names for the same matrices (``intrinsic_K`` = ``K``, ``extrinsic_cam2world`` = ``T_world_optical``)."""
+    check.view_on_robot("view_camera_meta", camera, "high", cameras)
     k, t, _ = store.geometry("view_camera_meta", camera, "high", step)
-    return {"camera": camera, "step": store.resolve_step(step), "resolution": "high", "image_size": [size, size],
-            "K": k.tolist(), "T_world_optical": t.tolist(), "position": t[:3, 3].tolist()}
+    h, w = store.shape("view_camera_meta", camera, "high", step)
+    near, far = store.depth_range("view_camera_meta", camera, "high", step)
+    return {"camera": camera, "step": store.resolve_step(step), "resolution": "high", "image_size": [h, w],
+            "K": k.tolist(), "T_world_optical": t.tolist(), "position": t[:3, 3].tolist(),
+            "intrinsic_K": k.tolist(), "extrinsic_cam2world": t.tolist(), "height": h, "width": w,
+            "depth_near": near, "depth_far": far}
 
 
-def back_project(store: ArtifactStore, row: Any, col: Any, *, camera: str, resolution: str,
-                 step: int) -> BackProjection:
+def back_project(store: ArtifactStore, row: int, col: int, *, camera: str, resolution: str, step: int,
+                 cameras: Sequence[str]) -> BackProjection:
     """The world point seen at one pixel; ToolError outside the image or without depth."""
+    check.view_on_robot("back_project", camera, resolution, cameras)
     wmap = store.world("back_project", camera, resolution, step)
     h, w = wmap.shape[:2]
-    if not (isinstance(row, int | np.integer) and isinstance(col, int | np.integer) and 0 <= row < h and 0 <= col < w):
-        raise ToolError("back_project", f"pixel ({row}, {col}) is outside the {h}x{w} {camera} image")
+    if not (0 <= row < h and 0 <= col < w):
+        raise ToolError("back_project", f"pixel ({row}, {col}) is outside the {h}x{w} {camera} image: rows and "
+                                        f"cols run 0..{h - 1} and 0..{w - 1}")
     p = wmap[int(row), int(col)]
     if not (np.all(np.isfinite(p)) and np.any(p != 0)):
         raise ToolError("back_project", f"no valid depth at pixel ({row}, {col}) of {camera}")
@@ -41,8 +52,10 @@ def back_project(store: ArtifactStore, row: Any, col: Any, *, camera: str, resol
 
 
 def region_center(store: ArtifactStore, row_range: tuple[int, int], col_range: tuple[int, int], *, camera: str,
-                  resolution: str, z_min: float | None, z_max: float | None, step: int) -> RegionCenter:
+                  resolution: str, z_min: float | None, z_max: float | None, step: int,
+                  cameras: Sequence[str]) -> RegionCenter:
     """The centre of the surface in a pixel window; ToolError for an empty window or too few valid pixels."""
+    check.view_on_robot("back_project", camera, resolution, cameras)
     wmap = store.world("back_project", camera, resolution, step)
     try:
         centre, med, n = perception.region_center(wmap, row_range, col_range, z_min=z_min, z_max=z_max)
@@ -52,10 +65,21 @@ def region_center(store: ArtifactStore, row_range: tuple[int, int], col_range: t
 
 
 def segment(store: ArtifactStore, segmenter: Segmenter, *, prompt: str | None, camera: str, resolution: str,
-            pixel: tuple[int, int] | None, min_score: float, step: int, index: int) -> Segment:
+            pixel: tuple[int, int] | None, min_score: float, step: int, index: int,
+            cameras: Sequence[str]) -> Segment:
     """Run ``segmenter`` on the recorded view and locate the mask in the world. A found mask is stored as the
     overlay artifact ``segment_<index>_<camera>.png`` with a JSON twin of surface statistics."""
+    check.view_on_robot("segment", camera, resolution, cameras)
+    check.require("segment", bool(prompt and prompt.strip()) or pixel is not None,
+                  "give a prompt (e.g. 'the black bowl') or a point (row, col) of the image")
+    check.require("segment", math.isfinite(min_score), f"min_score must be a finite number, got {min_score!r}")
     color = store.color("segment", camera, resolution, step)
+    if pixel is not None:
+        h, w = color.shape[:2]
+        check.require("segment", 0 <= pixel[0] < h and 0 <= pixel[1] < w,
+                      f"point {pixel} is outside the {h}x{w} {camera} image")
+    if prompt is not None and not prompt.strip():
+        prompt = None
     world = store.world("segment", camera, resolution, step)
     seg = store.segmentation("segment", camera, resolution, step) if segmenter.needs_segmentation else None
     step = store.resolve_step(step)

@@ -25,12 +25,19 @@ def quat_to_matrix(quat_xyzw: tuple[float, float, float, float]) -> tuple[tuple[
 
 @dataclasses.dataclass(frozen=True)
 class State:
-    """Robot state at a recorded step. ``step``: index of the recorded state (0 = initial scene, +1 after every
-    motion call). ``task``: the benchmark instruction. ``eef_pos``: gripper (grip site) position (x, y, z) m.
-    ``eef_quat``: its orientation (x, y, z, w). ``gripper_qpos``: the two finger joints (m).
-    ``gripper_opening``: finger gap |q0| + |q1| m (~0.08 open, ~0.0 closed on nothing, ~0.01-0.05 holding).
-    ``object_names``: movable objects (e.g. ``akita_black_bowl_1``; no poses). ``terminated``: the task
-    predicate fired (success). ``truncated``: the simulator step budget is spent."""
+    """The robot's state at one recorded step.
+
+    step: index of the recorded step (0 = initial scene).
+    task: the benchmark's task instruction (authoritative).
+    eef_pos: gripper position [x, y, z] in the world frame, m.
+    eef_quat: gripper orientation quaternion [x, y, z, w].
+    gripper_qpos: the two finger joint positions.
+    gripper_opening: finger gap |q0| + |q1|: ~0.08 fully open, ~0.0 closed on nothing,
+        ~0.01-0.05 closed on an object.
+    object_names: names of the movable objects (no poses).
+    terminated: the benchmark's success predicate has fired.
+    truncated: the simulator step budget is spent.
+    """
 
     step: int
     task: str
@@ -44,22 +51,28 @@ class State:
 
     @property
     def eef_yaw(self) -> float:
-        """World yaw of the gripper in rad, atan2(R10, R00) (the angle ``rotate_wrist`` servos)."""
+        """World yaw of the gripper in rad (what rotate_wrist turns)."""
         r = quat_to_matrix(self.eef_quat)
         return math.atan2(r[1][0], r[0][0])
 
     @property
     def eef_pitch(self) -> float:
-        """Tilt of the gripper in rad, atan2(R12, -R22): 0 = pointing straight down, +pi/2 along world +y."""
+        """Gripper tilt in rad, 0 = pointing straight down (what rotate_pitch tilts)."""
         r = quat_to_matrix(self.eef_quat)
         return math.atan2(r[1][2], -r[2][2])
 
 
 @dataclasses.dataclass(frozen=True)
 class Move:
-    """Outcome of ``move_to``. ``target_xyz`` m, ``final_eef_pos`` m, ``final_dist_m`` (distance left),
-    ``reached`` (final_dist_m <= tol; False = stopped short, e.g. stalled or out of steps, not an error),
-    ``steps_used`` / ``max_steps`` sim steps, ``terminated`` (task success), ``truncated`` (step budget spent)."""
+    """Outcome of ``move_to``.
+
+    target_xyz: the commanded target; final_eef_pos: where the gripper stopped;
+    final_dist_m: the distance between them (m).
+    reached: ``final_dist_m <= tol``. False: the servo stalled (IK limit, contact or step
+        budget); re-plan instead of assuming you arrived.
+    steps_used / max_steps: servo iterations used / the simulator step budget.
+    terminated / truncated: episode flags after the move.
+    """
 
     target_xyz: tuple[float, float, float]
     final_eef_pos: tuple[float, float, float]
@@ -73,8 +86,11 @@ class Move:
 
 @dataclasses.dataclass(frozen=True)
 class MovePose:
-    """Outcome of ``move_pose``. ``final_eef_pos`` m, ``final_dist_m`` m, ``final_pitch`` rad, ``reached``
-    (position only: final_dist_m <= tol), ``steps_used``, ``terminated``, ``truncated``."""
+    """Outcome of ``move_pose``.
+
+    reached: position within ``tol`` (orientation is not judged).
+    final_pitch: gripper pitch after the move, rad.
+    """
 
     final_eef_pos: tuple[float, float, float]
     final_dist_m: float
@@ -87,9 +103,10 @@ class MovePose:
 
 @dataclasses.dataclass(frozen=True)
 class Rotation:
-    """Outcome of ``rotate_wrist`` (yaw) or ``rotate_pitch`` (pitch), angles in rad: ``start``, ``target``,
-    ``final``, ``final_err`` (target - final, wrapped to [-pi, pi]), ``reached`` (abs(final_err) <= tol),
-    ``steps_used``, ``terminated``, ``truncated``."""
+    """Outcome of ``rotate_wrist`` / ``rotate_pitch``; angles in rad.
+
+    reached: ``abs(final_err) <= tol``.
+    """
 
     start: float
     target: float
@@ -103,8 +120,7 @@ class Rotation:
 
 @dataclasses.dataclass(frozen=True)
 class Gripper:
-    """Outcome of ``set_gripper``: ``gripper`` command now held (-1 open .. +1 closed), ``steps`` sim steps used,
-    ``terminated``, ``truncated``."""
+    """Outcome of ``set_gripper``: the command held and for how many steps."""
 
     gripper: float
     steps: int
@@ -114,8 +130,11 @@ class Gripper:
 
 @dataclasses.dataclass(frozen=True)
 class Release:
-    """Outcome of ``release``: ``steps_used``, finger gap m at the start / largest / end
-    (``start_gripper_opening``, ``peak_gripper_opening``, ``final_gripper_opening``), ``terminated``, ``truncated``."""
+    """Outcome of ``release``.
+
+    peak_gripper_opening: the widest finger gap seen while opening.
+    terminated: True when letting go satisfied the task predicate.
+    """
 
     steps_used: int
     start_gripper_opening: float
@@ -127,10 +146,17 @@ class Release:
 
 @dataclasses.dataclass(frozen=True)
 class Pick:
-    """Outcome of ``pi0_pick``. ``success``: the lift heuristic fired (descended, closed on something, rose) —
-    a hint, verify with ``state()``/images. ``chunks_used`` / ``max_chunks`` action chunks (5 sim steps each),
-    ``peak_lift_m`` (highest rise above the lowest point), ``min_gripper_opening`` / ``final_gripper_opening`` m,
-    ``terminated``, ``truncated``, ``diagnostics`` (dict of extra measurements)."""
+    """Outcome of ``pi0_pick``.
+
+    success: the VLA's lift heuristic fired (descended, then rose by ``lift_thresh`` with
+        the fingers closed on something): a hint, not proof; confirm with
+        ``state().gripper_opening`` and the wrist image.
+    chunks_used / max_chunks: action chunks used / allowed.
+    peak_lift_m: how far the gripper rose above its lowest point.
+    min_gripper_opening / final_gripper_opening: finger gap statistics.
+    terminated: the task predicate fired during the pick.
+    diagnostics: the heuristic's raw numbers.
+    """
 
     success: bool
     chunks_used: int
@@ -145,8 +171,11 @@ class Pick:
 
 @dataclasses.dataclass(frozen=True)
 class Contact:
-    """Outcome of ``pi0_doubled``: ``success`` mirrors the task predicate only, ``chunks_used`` / ``max_chunks``,
-    ``terminated``, ``truncated``."""
+    """Outcome of ``pi0_doubled``.
+
+    success: mirrors ``terminated`` only. For an intermediate contact (knob, drawer, door)
+        False does not mean the contact failed; look at the state or an image.
+    """
 
     success: bool
     chunks_used: int
@@ -157,11 +186,16 @@ class Contact:
 
 @dataclasses.dataclass(frozen=True)
 class Segment:
-    """Outcome of ``segment``. ``found`` False = nothing matched (a result, not an error). ``world_xyz``: median
-    world point (m) of the visible surface of the mask (None if not found / no depth). ``score``: match
-    confidence 0-1. ``box``: (row_min, col_min, row_max, col_max) of the mask in the high-res image.
-    ``camera``, ``step``, ``overlay_artifact`` (artifact name of a PNG showing the mask), ``error`` (why
-    nothing was found or why world_xyz is missing)."""
+    """Outcome of ``segment``.
+
+    found: a mask scoring at least ``min_score`` was found.
+    world_xyz: median world point of the mask's visible surface (m), or None when not
+        found or without valid depth.
+    score: match confidence in [0, 1].
+    box: the mask's bounding box (row_min, col_min, row_max, col_max), or None.
+    overlay_artifact: name of the saved overlay image (``artifact()`` loads it).
+    error: why nothing was found, or None.
+    """
 
     found: bool
     world_xyz: tuple[float, float, float] | None
@@ -175,8 +209,7 @@ class Segment:
 
 @dataclasses.dataclass(frozen=True)
 class BackProjection:
-    """Outcome of ``back_project``: ``world_xyz`` m of the surface seen at ``pixel`` (row, col) of ``camera`` at
-    ``resolution``, ``step``, ``image_size`` (h, w)."""
+    """Outcome of ``back_project``: the world point under one pixel."""
 
     world_xyz: tuple[float, float, float]
     pixel: tuple[int, int]
@@ -188,8 +221,12 @@ class BackProjection:
 
 @dataclasses.dataclass(frozen=True)
 class RegionCenter:
-    """Outcome of ``region_center``: ``center_xyz`` (midpoint of the window's world x/y extent, median z) m,
-    ``median_xyz`` m, ``n_valid`` pixels used, ``camera``, ``step``."""
+    """Outcome of ``region_center``.
+
+    center_xyz: midpoint of the region's world x/y extent, with median z.
+    median_xyz: per-axis median of the same pixels.
+    n_valid: pixels left after the depth and z-band filters.
+    """
 
     center_xyz: tuple[float, float, float]
     median_xyz: tuple[float, float, float]

@@ -45,6 +45,9 @@ from pyrua_ros.robo.backend import (
 )
 
 _instance_counter = itertools.count(1)
+# A driver that declares no osc_action_scale is taken to track twists exactly: PyRUA-Lean's rotation command
+# (error / 0.1 rad per unit action) then becomes the error itself per step.
+DEFAULT_OSC_ACTION_SCALE = (0.05, 0.1)
 SETTLE_S = 1.0   # [s] longest wait for the other topics of a control step once its pose / result arrived
 
 
@@ -90,7 +93,7 @@ class RosBackend:
         import rclpy
         from control_msgs.action import GripperCommand
         from geometry_msgs.msg import PoseStamped, TwistStamped
-        from rcl_interfaces.srv import SetParametersAtomically
+        from rcl_interfaces.srv import GetParameters, SetParametersAtomically
         from rclpy.action import ActionClient
         from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -163,6 +166,9 @@ class RosBackend:
         self._introspect(self._gripper)
         self._gripper_type = GripperCommand
         self._reset = self.node.create_client(Trigger, s.reset)
+        self._get_params = self.node.create_client(GetParameters, f"{s.node}/get_parameters")
+        self._get_params_type = GetParameters
+        self._osc_scale: tuple[float, float] | None = None
         self._set_params = self.node.create_client(SetParametersAtomically, f"{s.node}/set_parameters_atomically")
         self._trigger_type = Trigger
         self._captures = {}
@@ -351,10 +357,38 @@ class RosBackend:
             raise BackendRefused(f"{self.names.sim.reset}: {answer.message}")
         status = EpisodeStatus.from_json(answer.message)
         self._cancelled.clear()
+        with self._events_lock:   # safety events count per episode
+            self._events.clear()
         self._require(self._status, self.names.sim.episode_status,
                       lambda st: st.episode_id == status.episode_id and st.step == status.step)
         self._require(self._pose, self.names.driver.ee_pose)
         return status
+
+    @property
+    def osc_action_scale(self) -> tuple[float, float]:
+        """[m, rad] of twist per control step per unit OSC action, as the driver declares it in its
+        ``osc_action_scale`` parameter (asked once); ``DEFAULT_OSC_ACTION_SCALE`` for a driver without one."""
+        if self._osc_scale is None:
+            self._osc_scale = DEFAULT_OSC_ACTION_SCALE
+            with contextlib.suppress(BackendTimeout):
+                answer = self._call(self._get_params, self._get_params_type.Request(names=["osc_action_scale"]),
+                                    f"{self.names.sim.node}/get_parameters", self._timeouts.server_wait_s)
+                values = list(answer.values[0].double_array_value) if answer.values else []
+                if len(values) == 2 and min(values) > 0:
+                    self._osc_scale = (float(values[0]), float(values[1]))
+        return self._osc_scale
+
+    def _set_sim_parameter(self, name: str, value: int) -> None:
+        """Set one integer parameter of the sim node; BackendRefused with its reason when it refuses."""
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        from rcl_interfaces.srv import SetParametersAtomically
+
+        req = SetParametersAtomically.Request(parameters=[Parameter(name=name, value=ParameterValue(
+            type=ParameterType.PARAMETER_INTEGER, integer_value=value))])
+        res = self._call(self._set_params, req, f"{self.names.sim.node}/set_parameters_atomically",
+                         self._timeouts.capture_s)
+        if not res.result.successful:
+            raise BackendRefused(f"{self.names.sim.node}: {name}={value} refused: {res.result.reason}")
 
     def status(self):
         return self._require(self._status, self.names.sim.episode_status)
@@ -377,6 +411,11 @@ class RosBackend:
                 if event.get("kind") == "refused":
                     return event
         return None
+
+    def clipped_steps(self) -> int:
+        """Control steps the driver's safety filter clipped so far (its ``clipped`` safety events)."""
+        with self._events_lock:
+            return sum(1 for event in self._events if event.get("kind") == "clipped")
 
     def servo(self, linear: np.ndarray, angular: np.ndarray) -> EePose:
         from pyrua_ros.driver.convert import time_msg
@@ -497,7 +536,12 @@ class RosBackend:
         if resolution not in self.resolutions:
             raise ValueError(f"unknown resolution {resolution!r}; valid: {list(self.resolutions)}")
 
-    def _trigger_capture(self, kind: str, camera: str, resolution: str) -> tuple[float, int]:
+    def _trigger_capture(self, kind: str, camera: str, resolution: str,
+                         env_step: int | None = None) -> tuple[float, int, dict]:
+        """Call a capture service: (stamp s, control step, the reply's JSON) of the frame it publishes. With
+        ``env_step`` the sim's one-shot ``capture_step`` parameter asks for the scene as it was at that step."""
+        if env_step is not None:
+            self._set_sim_parameter("capture_step", int(env_step))
         service = (self.names.sim.capture_service if kind == "color" else self.names.sim.segmentation_service)(
             camera, resolution)
         answer = self._call(self._captures[(kind, camera, resolution)], self._trigger_type.Request(), service,
@@ -506,7 +550,7 @@ class RosBackend:
             raise BackendRefused(f"{service}: {answer.message}")
         info = json.loads(answer.message)
         sec, nanosec = info["stamp"]
-        return sec + nanosec * 1e-9, int(info.get("step", -1))
+        return sec + nanosec * 1e-9, int(info.get("step", -1)), info
 
     def _frame(self, topic: str, stamp: float):
         from pyrua_ros.driver.convert import stamp_to_seconds
@@ -515,25 +559,31 @@ class RosBackend:
                              lambda m: abs(stamp_to_seconds(m.header.stamp) - stamp) < 1e-6,
                              timeout=self._timeouts.capture_s)
 
-    def capture(self, camera: str, resolution: str) -> CaptureFrame:
+    def capture(self, camera: str, resolution: str, env_step: int | None = None) -> CaptureFrame:
         from pyrua_ros.driver.convert import camera_info_to_K, image_to_numpy
 
         self._check_view(camera, resolution)
-        stamp, step = self._trigger_capture("color", camera, resolution)
+        stamp, step, info = self._trigger_capture("color", camera, resolution, env_step)
         topics = self.names.sim.capture_topics(camera, resolution)
         color = image_to_numpy(self._frame(topics["color"], stamp))
         depth = image_to_numpy(self._frame(topics["depth"], stamp)).astype(np.float32, copy=False)
-        info = self._frame(topics["camera_info"], stamp)
-        T = self.tf.wait_for(self.names.frames.world, self.names.frames.optical(camera), stamp,
-                             self._timeouts.capture_s)
+        camera_info = self._frame(topics["camera_info"], stamp)
+        if "T_world_optical" in info:   # a past render carries its pose (that TF may have left the buffer)
+            T = np.asarray(info["T_world_optical"], dtype=float)
+        else:
+            T = self.tf.wait_for(self.names.frames.world, self.names.frames.optical(camera), stamp,
+                                 self._timeouts.capture_s)
+        near, far = info.get("depth_near"), info.get("depth_far")
         return CaptureFrame(camera=camera, resolution=resolution, color=color, depth=depth,
-                            K=camera_info_to_K(info), T_world_optical=T, stamp=stamp, env_step=step)
+                            K=camera_info_to_K(camera_info), T_world_optical=T, stamp=stamp, env_step=step,
+                            depth_near=None if near is None else float(near),
+                            depth_far=None if far is None else float(far))
 
-    def segmentation(self, camera: str, resolution: str) -> SegmentationFrame:
+    def segmentation(self, camera: str, resolution: str, env_step: int | None = None) -> SegmentationFrame:
         from pyrua_ros.driver.convert import image_to_numpy
 
         self._check_view(camera, resolution)
-        stamp, _step = self._trigger_capture("segmentation", camera, resolution)
+        stamp, _step, _info = self._trigger_capture("segmentation", camera, resolution, env_step)
         topics = self.names.sim.capture_topics(camera, resolution)
         ids = image_to_numpy(self._frame(topics["segmentation"], stamp)).astype(np.int32, copy=False)
         labels = self._require(self._labels, self.names.sim.segmentation_labels)

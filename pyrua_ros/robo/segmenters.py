@@ -25,7 +25,10 @@ How the ground-truth matcher scores a prompt against a label (score in 0..1):
    visible pixels wins; with one, the candidate nearest (world x/y) to the best-matching reference object
    (or to the midpoint of two references) wins.
 5. A label that extends another (``flat_stove_1_burner`` of ``flat_stove_1``) is a part: an object's mask
-   includes its parts, a part prompt ("stove burner", "top drawer handle") keeps only the part's pixels.
+   includes its parts, a part prompt ("stove burner", "top drawer handle") keeps only the part's pixels. A prompt
+   that names a part word (handle, burner, knob, door, drawer, ...: ``sim_interfaces.labels.PART_WORDS``) matches
+   only labels that have that part; when none has, nothing is found (never the whole object instead).
+6. Nothing found says which objects and parts the scene has.
 
 A point (row, col) selects the object under that pixel (score 1.0); with a prompt as well, the prompt's
 candidate that contains the point.
@@ -44,6 +47,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from pyrua_ros.robo.backend import SegmentationFrame
+from pyrua_ros.sim_interfaces.labels import PART_WORDS, is_part_of
 
 STOPWORDS = frozenset({"the", "a", "an", "of", "please", "this", "that", "its", "some", "one", "object's"})
 GENERIC = frozenset({"box", "can", "object", "thing", "item", "container", "carton", "package", "pack", "tin"})
@@ -53,6 +57,7 @@ ALIASES = {
     "mug": "cup", "frypan": "pan", "skillet": "pan", "cupboard": "cabinet", "bin": "basket", "gray": "grey",
     "cooktop": "stove", "stovetop": "stove", "hob": "stove", "ketchup": "ketchup", "catsup": "ketchup",
     "fridge": "refrigerator", "dish": "plate", "bbq": "barbecue", "pudding": "pudding", "moka": "moka",
+    "button": "knob", "dial": "knob", "layer": "drawer",
 }
 RELATIONS = ("to the left of", "to the right of", "in front of", "on top of", "left of", "right of", "next to",
              "close to", "near", "between", "beside", "behind", "inside", "under", "on", "in", "at", "by")
@@ -184,10 +189,23 @@ class GroundTruthSegmenter:
             return self._by_point(request, ids, labels, groups, mask_of)
         head, relation, refs = split_relation(request.prompt)
         wants_robot = bool(HIDDEN_TOKENS & set(tokens(head)))
-        scored = {name: score_label(head, name) for name in groups
-                  if wants_robot or not (HIDDEN_TOKENS & set(tokens(name)))}
+        wants_parts = [w for w in tokens(head) if w in PART_WORDS]
+        owner_words = [w for w in tokens(head) if w not in PART_WORDS and w not in GENERIC]
+
+        def eligible(name: str) -> bool:
+            words = tokens(name)
+            if HIDDEN_TOKENS & set(words) and not wants_robot:
+                return False
+            # a part prompt needs a label with that part, of an object the other words name ("plate handle" is no
+            # cabinet's handle)
+            return all(w in words for w in wants_parts) and (not wants_parts or not owner_words
+                                                             or any(w in words for w in owner_words))
+
+        scored = {name: score_label(head, name) for name in groups if eligible(name)}
         if not scored or max(scored.values()) <= 0.0:
-            return MaskResult(False, error=f"nothing in the scene matches {request.prompt!r}")
+            what = f"no {'/'.join(wants_parts)} part" if wants_parts else "nothing"
+            return MaskResult(False, error=f"{what} in the scene matches {request.prompt!r}; the scene has "
+                                           f"{scene_inventory(labels)}")
         best_name = max(scored, key=lambda n: (scored[n], n in visible))
         best = scored[best_name]
         if best < request.min_score:
@@ -222,8 +240,8 @@ class GroundTruthSegmenter:
         name = labels[pid]
         owner = min((n for n, idset in groups.items() if pid in idset), key=len, default=name)
         # a point picks the whole object (its parts included), not just the part under the pixel
-        root = min((n for n, idset in groups.items() if pid in idset and not _is_part_name(n, groups)), key=len,
-                   default=owner)
+        root = min((n for n, idset in groups.items() if pid in idset and not any(is_part_of(n, o) for o in groups)),
+                   key=len, default=owner)
         score = 1.0 if prompt_head is None else score_label(prompt_head, root)
         mask = mask_of(root)
         return MaskResult(True, mask, score, root, None, (Candidate(root, score, mask),))
@@ -281,14 +299,23 @@ def _label_groups(labels: dict[int, str]) -> dict[str, set[int]]:
     names = list(groups)
     for parent in names:
         for child in names:
-            if child != parent and child.startswith(parent + "_") and not child[len(parent) + 1:].isdigit():
+            if is_part_of(child, parent):
                 groups[parent] |= groups[child]
     return groups
 
 
-def _is_part_name(name: str, groups: dict[str, set[int]]) -> bool:
-    return any(other != name and name.startswith(other + "_") and not name[len(other) + 1:].isdigit()
-               for other in groups)
+def scene_inventory(labels: dict[int, str], limit: int = 700) -> str:
+    """The objects of a label map with their parts: ``wooden_cabinet_1 (parts: top drawer, top drawer handle),
+    plate_1`` (the arena and the robot left out), cut at ``limit`` characters."""
+    names = sorted(set(labels.values()))
+    objects = [n for n in names if not any(is_part_of(n, o) for o in names) and not HIDDEN_TOKENS & set(tokens(n))
+               and n not in ("table", "floor")]
+    parts = []
+    for obj in objects:
+        own = [n[len(obj) + 1:].replace("_", " ") for n in names if is_part_of(n, obj)]
+        parts.append(f"{obj} (parts: {', '.join(own)})" if own else obj)
+    text = ", ".join(parts) or "no objects"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _order_by_relation(cands, refs, *, mask_of, visible, world) -> list[Candidate]:

@@ -1,9 +1,19 @@
-"""The Cartesian servo behind the motion verbs: twist loops on ``/ee_pose`` feedback and gripper commands.
+"""The Cartesian servo behind the motion verbs: PyRUA-Lean's LIBERO primitives, one control step per twist.
 
-``CartesianServo`` turns a motion request (a target position, a yaw or pitch goal, a gripper command) into a
-stream of one-control-step twists on the backend, each computed from the pose the previous step produced, and
-returns the typed result. It knows nothing about ledgers or argument checking: a verb of ``LiberoRobot`` checks
-its arguments, then runs one of these methods inside ``CallRunner.stateful``.
+``CartesianServo`` reproduces the reference's scripted OSC servos (facts: PYRUALEAN-CONTRACT.md 3.9 and RPent's
+LIBERO primitive driver): every loop iteration reads the pose, stops when within tolerance, else computes the
+7-D OSC action the reference computes and sends it as one twist. Position: per axis
+``clip(clip(target - pos, -step_clip, step_clip) / action_scale, -1, 1)`` (a diagonal move is not slowed to the
+straight-line norm); rotation: ``clip(clip(err, -clip, clip) / 0.10, -1, 1)`` on the world x (pitch) or z (yaw)
+axis, nothing else (no orientation hold: a zero rotation action keeps the current orientation, as OSC does).
+The action becomes a twist with the driver's ``osc_action_scale`` (LIBERO's OSC: ``a * 0.05 m`` and
+``a * 0.5 rad`` per control step), which the simulator maps back exactly; a driver that tracks twists exactly
+declares 0.1 rad, so the reference's rotation command stays stable there. Reported numbers are rounded as the
+reference rounds them (positions, distances and angles to 4 decimals) and ``steps_used`` counts loop iterations
+as the reference does (a move that converged counts its final check: one more than the control steps it used).
+
+It knows nothing about ledgers or argument casting: a verb of ``LiberoRobot`` casts its arguments, then runs one
+of these methods inside ``CallRunner.stateful``; values the servo cannot execute raise ``ToolError`` here.
 """
 
 from __future__ import annotations
@@ -12,23 +22,30 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pyrua_ros.robo import arguments as check
 from pyrua_ros.robo.backend import BackendRefused, EePose, RobotBackend
 from pyrua_ros.robo.calls import CallRunner
-from pyrua_ros.robo.geometry import clip, matrix, pitch_of, rot_z, rotation_vector, wrap_angle, yaw_of
+from pyrua_ros.robo.geometry import matrix, pitch_of, wrap_angle, yaw_of
 from pyrua_ros.robo.results import Gripper, Move, MovePose, Release, Rotation
 
 GRIPPER_OPEN_WIDTH_M = 0.08
-OSC_POS_SCALE_M = 0.05          # metres per unit OSC action (the sim maps a = v * dt / 0.05)
-OSC_ROT_SCALE_RAD = 0.5         # radians per unit OSC action (a = w * dt / 0.5)
-ORIENTATION_HOLD_GAIN = 0.5     # fraction of the orientation error corrected per step while holding
-YAW_TOL_RAD = 0.02              # move_to with target_yaw also waits for the yaw to settle within this
+ROT_ACTION_RAD = 0.10           # the reference's rotation command: action = clipped error / 0.10 rad
+REPORT_DECIMALS = 4             # positions, distances and angles in results, as the reference reports them
 OPEN, CLOSE = -1.0, 1.0
+PITCH, YAW = 0, 2               # index of the world axis in an angular action
 
-Twist = tuple[np.ndarray, np.ndarray]
+
+def _round3(v) -> tuple[float, float, float]:
+    return tuple(round(float(x), REPORT_DECIMALS) for x in v[:3])
 
 
-def _t3(v) -> tuple[float, float, float]:
-    return float(v[0]), float(v[1]), float(v[2])
+def _round(x: float) -> float:
+    return round(float(x), REPORT_DECIMALS)
+
+
+def rot_action(err: float, step_clip: float) -> float:
+    """The reference's rotation action for an angle error (rad): clipped per step, scaled by 0.10 rad, in [-1, 1]."""
+    return float(np.clip(np.clip(err, -step_clip, step_clip) / ROT_ACTION_RAD, -1.0, 1.0))
 
 
 class CartesianServo:
@@ -40,40 +57,48 @@ class CartesianServo:
         self.gripper_cmd = OPEN
 
     # -- one step -----------------------------------------------------------------------------------------
-    def step(self, tool: str, linear: np.ndarray, angular: np.ndarray) -> EePose | None:
-        """One twist; None when the driver refused because the episode ended (the loop then stops)."""
+    def act(self, tool: str, action: np.ndarray) -> EePose | None:
+        """One control step of a 6-D OSC action (position, rotation; each in [-1, 1]) as a twist; None when the
+        driver refused because the episode ended (the loop then stops)."""
         self.calls.check_stop()
+        a = np.clip(np.asarray(action, dtype=float), -1.0, 1.0)
+        dt = self.backend.control_period_s
+        linear_m, angular_rad = self.backend.osc_action_scale
         try:
-            return self.backend.servo(np.asarray(linear, float), np.asarray(angular, float))
+            return self.backend.servo(a[:3] * linear_m / dt, a[3:6] * angular_rad / dt)
         except BackendRefused as exc:
             return self.calls.refused(tool, exc)
 
-    def loop(self, tool: str, twist: Callable[[EePose], Twist], arrived: Callable[[EePose], bool], max_steps: int,
-             steps: int) -> tuple[EePose, int]:
-        """Step ``twist(pose)`` until ``arrived(pose)``, ``max_steps`` steps, or the episode ends."""
+    def loop(self, tool: str, action: Callable[[EePose], np.ndarray | None], max_steps: int) -> tuple[EePose, int]:
+        """The reference's servo loop: up to ``max_steps`` iterations; each reads the pose and either stops
+        (``action`` returns None: converged) or runs one action; the episode's end stops it too. Returns the last
+        pose and the iterations counted (the converged check included)."""
         pose = self.backend.ee_pose()
-        while steps < max_steps and not arrived(pose):
-            linear, angular = twist(pose)
-            new = self.step(tool, linear, angular)
+        iterations = 0
+        for _ in range(max_steps):
+            iterations += 1
+            a = action(pose)
+            if a is None:
+                break
+            new = self.act(tool, a)
             if new is None:
                 break
-            pose, steps = new, steps + 1
-            term, trunc = self.calls.flags()
-            if term or trunc:
+            pose = new
+            if any(self.calls.flags()):
                 break
-        return pose, steps
+        return pose, iterations
 
-    def hold_position(self, tool: str, steps: int, used: int,
-                      stop: Callable[[EePose], bool] | None = None) -> tuple[EePose, int]:
-        """Hold the current pose for up to ``steps`` steps (``used`` already counted), or until ``stop``."""
-        pose0 = self.backend.ee_pose()
-        r0 = matrix(pose0.quat_xyzw)
-
-        def twist(pose: EePose) -> Twist:
-            return self.linear(pose0.pos - pose.pos, 0.01, OSC_POS_SCALE_M), self.hold_orientation(
-                r0, matrix(pose.quat_xyzw))
-
-        return self.loop(tool, twist, stop or (lambda _: False), steps, used)
+    def hold(self, tool: str, steps: int, stop: Callable[[], bool] | None = None) -> int:
+        """Zero actions (the arm holds, the gripper command stays) for ``steps`` steps or until ``stop()``;
+        returns the steps run."""
+        done = 0
+        for _ in range(steps):
+            if self.act(tool, np.zeros(6)) is None:
+                break
+            done += 1
+            if any(self.calls.flags()) or (stop is not None and stop()):
+                break
+        return done
 
     # -- gripper ------------------------------------------------------------------------------------------
     def send_gripper(self, tool: str, g: float) -> int:
@@ -84,7 +109,7 @@ class CartesianServo:
             outcome = self.backend.gripper((1.0 - g) / 2.0 * GRIPPER_OPEN_WIDTH_M)
         except BackendRefused as exc:
             # a goal the driver aborted because the episode ended mid-goal (e.g. release fired the task check)
-            # still used the steps it ran: count them, so steps_used agrees with the ledger's env_steps
+            # still used the steps it ran: count them, so steps agree with the ledger's env_steps
             self.calls.refused(tool, exc)
             return max(0, self.calls.env_step() - step0)
         self.gripper_cmd = g
@@ -94,140 +119,129 @@ class CartesianServo:
         """Command ``g`` unless it is already held; returns the steps that took."""
         return self.send_gripper(tool, g) if g != self.gripper_cmd else 0
 
-    # -- twist building blocks ----------------------------------------------------------------------------
-    def linear(self, delta: np.ndarray, step_clip: float, action_scale: float) -> np.ndarray:
-        norm = float(np.linalg.norm(delta))
-        if norm > step_clip:
-            delta = delta * (step_clip / norm)
-        return delta * (OSC_POS_SCALE_M / action_scale) / self.backend.control_period_s
-
-    def hold_orientation(self, r_ref: np.ndarray, r: np.ndarray, *, yaw_full: bool = False) -> np.ndarray:
-        err = rotation_vector(r_ref @ r.T)
-        omega = ORIENTATION_HOLD_GAIN * err
-        if yaw_full:
-            omega[2] = err[2]
-        return omega / self.backend.control_period_s
-
-    def steer(self, r: np.ndarray, pitch_goal: float, yaw_goal: float, *, pitch_clip: float, yaw_clip: float,
-              r_start: np.ndarray) -> np.ndarray:
-        """Angular velocity: pitch about world x and yaw about world z toward their goals (clipped per step), the
-        sideways tilt (about world y) held at its start value."""
-        dt = self.backend.control_period_s
-        wx = clip(wrap_angle(pitch_goal - pitch_of(r)), pitch_clip)
-        wz = clip(wrap_angle(yaw_goal - yaw_of(r)), yaw_clip)
-        wy = 0.0
-        if abs(r[2, 2]) > 0.2 and abs(r_start[2, 2]) > 0.2:
-            roll, roll0 = np.arctan2(-r[0, 2], -r[2, 2]), np.arctan2(-r_start[0, 2], -r_start[2, 2])
-            wy = ORIENTATION_HOLD_GAIN * wrap_angle(float(roll0 - roll))
-        return np.array([wx, wy, wz]) / dt
-
     # -- motions ------------------------------------------------------------------------------------------
     def move_to(self, target: np.ndarray, g: float, *, tol: float, step_clip: float, max_steps: int,
                 target_yaw: float | None, yaw_step_clip: float, action_scale: float) -> Move:
-        steps = self.hold_gripper("move_to", g)
-        r_ref = matrix(self.backend.ee_pose().quat_xyzw)
+        tool = "move_to"
+        check.tolerance(tool, "tol", tol, "m")
+        check.positive(tool, "step_clip", step_clip, "m per step")
+        check.positive(tool, "action_scale", action_scale, "m per unit action")
+        check.count(tool, "max_steps", max_steps)
+        if target_yaw is not None:
+            check.finite(tool, "target_yaw", target_yaw, "rad")
+            check.positive(tool, "yaw_step_clip", yaw_step_clip, "rad per step")
+        self.hold_gripper(tool, g)
 
-        def twist(pose: EePose) -> Twist:
-            r = matrix(pose.quat_xyzw)
-            ref = r_ref
+        def action(pose: EePose) -> np.ndarray | None:
+            diff = target - pose.pos
+            if float(np.linalg.norm(diff)) < tol:
+                return None
+            a = np.zeros(6)
+            a[:3] = np.clip(np.clip(diff, -step_clip, step_clip) / action_scale, -1.0, 1.0)
             if target_yaw is not None:
-                yaw = yaw_of(r)
-                want = yaw + clip(wrap_angle(target_yaw - yaw), yaw_step_clip)
-                ref = rot_z(want - yaw_of(r_ref)) @ r_ref
-            return (self.linear(target - pose.pos, step_clip, action_scale),
-                    self.hold_orientation(ref, r, yaw_full=target_yaw is not None))
+                a[3 + YAW] = rot_action(wrap_angle(target_yaw - yaw_of(matrix(pose.quat_xyzw))), yaw_step_clip)
+            return a
 
-        def arrived(pose: EePose) -> bool:
-            if np.linalg.norm(target - pose.pos) > tol:
-                return False
-            return target_yaw is None or abs(wrap_angle(target_yaw - yaw_of(matrix(pose.quat_xyzw)))) <= YAW_TOL_RAD
-
-        pose, steps = self.loop("move_to", twist, arrived, max_steps, steps)
-        dist = float(np.linalg.norm(target - pose.pos))
+        pose, used = self.loop(tool, action, max_steps)
+        dist = _round(np.linalg.norm(target - pose.pos))
         term, trunc = self.calls.flags()
-        return Move(target_xyz=_t3(target), final_eef_pos=_t3(pose.pos), final_dist_m=dist, reached=dist <= tol,
-                    steps_used=steps, max_steps=max_steps, terminated=term, truncated=trunc)
+        return Move(target_xyz=(float(target[0]), float(target[1]), float(target[2])), final_eef_pos=_round3(pose.pos),
+                    final_dist_m=dist, reached=dist <= tol, steps_used=used, max_steps=max_steps, terminated=term,
+                    truncated=trunc)
 
     def move_pose(self, target: np.ndarray, g: float, *, target_pitch: float | None, target_yaw: float | None,
                   step_clip: float, pitch_step: float, yaw_step: float, tol: float, ori_tol: float, max_steps: int,
                   action_scale: float) -> MovePose:
-        steps = self.hold_gripper("move_pose", g)
-        r0 = matrix(self.backend.ee_pose().quat_xyzw)
-        pitch_goal = pitch_of(r0) if target_pitch is None else target_pitch
-        yaw_goal = yaw_of(r0) if target_yaw is None else target_yaw
+        tool = "move_pose"
+        for name, value in (("step_clip", step_clip), ("pitch_step", pitch_step), ("yaw_step", yaw_step),
+                            ("action_scale", action_scale)):
+            check.positive(tool, name, value, "per step")
+        check.tolerance(tool, "tol", tol, "m")
+        check.tolerance(tool, "ori_tol", ori_tol, "rad")
+        check.count(tool, "max_steps", max_steps)
+        check.finite(tool, "target_pitch", target_pitch, "rad")
+        check.finite(tool, "target_yaw", target_yaw, "rad")
+        self.hold_gripper(tool, g)
 
-        def twist(pose: EePose) -> Twist:
-            return (self.linear(target - pose.pos, step_clip, action_scale),
-                    self.steer(matrix(pose.quat_xyzw), pitch_goal, yaw_goal, pitch_clip=pitch_step,
-                               yaw_clip=yaw_step, r_start=r0))
-
-        def arrived(pose: EePose) -> bool:
+        def action(pose: EePose) -> np.ndarray | None:
+            diff = target - pose.pos
             r = matrix(pose.quat_xyzw)
-            return (np.linalg.norm(target - pose.pos) <= tol
-                    and abs(wrap_angle(pitch_goal - pitch_of(r))) <= ori_tol
-                    and abs(wrap_angle(yaw_goal - yaw_of(r))) <= ori_tol)
+            p_err = 0.0 if target_pitch is None else wrap_angle(target_pitch - pitch_of(r))
+            y_err = 0.0 if target_yaw is None else wrap_angle(target_yaw - yaw_of(r))
+            if float(np.linalg.norm(diff)) < tol and abs(p_err) < ori_tol and abs(y_err) < ori_tol:
+                return None
+            a = np.zeros(6)
+            a[:3] = np.clip(np.clip(diff, -step_clip, step_clip) / action_scale, -1.0, 1.0)
+            a[3 + PITCH] = rot_action(p_err, pitch_step)
+            a[3 + YAW] = rot_action(y_err, yaw_step)
+            return a
 
-        pose, steps = self.loop("move_pose", twist, arrived, max_steps, steps)
-        dist = float(np.linalg.norm(target - pose.pos))
+        pose, used = self.loop(tool, action, max_steps)
+        dist = _round(np.linalg.norm(target - pose.pos))
         term, trunc = self.calls.flags()
-        return MovePose(final_eef_pos=_t3(pose.pos), final_dist_m=dist, final_pitch=pitch_of(matrix(pose.quat_xyzw)),
-                        reached=dist <= tol, steps_used=steps, terminated=term, truncated=trunc)
+        return MovePose(final_eef_pos=_round3(pose.pos), final_dist_m=dist,
+                        final_pitch=_round(pitch_of(matrix(pose.quat_xyzw))), reached=dist <= tol, steps_used=used,
+                        terminated=term, truncated=trunc)
 
     def rotate(self, tool: str, axis: str, target: float | None, delta: float | None, g: float, *, max_steps: int,
                tol: float, step_clip: float) -> Rotation:
-        measure = yaw_of if axis == "yaw" else pitch_of
-        steps = self.hold_gripper(tool, g)
-        pose0 = self.backend.ee_pose()
-        r0 = matrix(pose0.quat_xyzw)
-        start = measure(r0)
-        goal = wrap_angle(target if target is not None else start + delta)
-        pitch_goal = goal if axis == "pitch" else pitch_of(r0)
-        yaw_goal = goal if axis == "yaw" else yaw_of(r0)
-        clips = (step_clip, 0.10) if axis == "pitch" else (0.10, step_clip)
+        check.finite(tool, f"target_{axis}", target, "rad")
+        check.finite(tool, f"delta_{axis}", delta, "rad")
+        check.tolerance(tool, "tol", tol, "rad")
+        check.positive(tool, "step_clip", step_clip, "rad per step")
+        check.count(tool, "max_steps", max_steps)
+        measure, index = (yaw_of, YAW) if axis == "yaw" else (pitch_of, PITCH)
+        self.hold_gripper(tool, g)
+        start = measure(matrix(self.backend.ee_pose().quat_xyzw))
+        goal = float(target) if target is not None else start + float(delta)
 
-        def twist(pose: EePose) -> Twist:
-            return (self.linear(pose0.pos - pose.pos, 0.01, OSC_POS_SCALE_M),
-                    self.steer(matrix(pose.quat_xyzw), pitch_goal, yaw_goal, pitch_clip=clips[0],
-                               yaw_clip=clips[1], r_start=r0))
+        def action(pose: EePose) -> np.ndarray | None:
+            err = wrap_angle(goal - measure(matrix(pose.quat_xyzw)))
+            if abs(err) < tol:
+                return None
+            a = np.zeros(6)
+            a[3 + index] = rot_action(err, step_clip)
+            return a
 
-        def arrived(pose: EePose) -> bool:
-            return abs(wrap_angle(goal - measure(matrix(pose.quat_xyzw)))) <= tol
-
-        pose, steps = self.loop(tool, twist, arrived, max_steps, steps)
+        pose, used = self.loop(tool, action, max_steps)
         final = measure(matrix(pose.quat_xyzw))
-        err = wrap_angle(goal - final)
+        err = _round(wrap_angle(goal - final))
         term, trunc = self.calls.flags()
-        return Rotation(start=start, target=goal, final=final, final_err=err, reached=abs(err) <= tol,
-                        steps_used=steps, terminated=term, truncated=trunc)
+        return Rotation(start=_round(start), target=_round(goal), final=_round(final), final_err=err,
+                        reached=abs(err) <= tol, steps_used=used, terminated=term, truncated=trunc)
 
     def set_gripper(self, g: float, steps: int) -> Gripper:
+        check.count("set_gripper", "steps", steps)
         used = self.send_gripper("set_gripper", g)
-        _, used = self.hold_position("set_gripper", steps, used)
+        if used < steps:
+            self.hold("set_gripper", steps - used)
         term, trunc = self.calls.flags()
-        return Gripper(gripper=g, steps=used, terminated=term, truncated=trunc)
+        return Gripper(gripper=g, steps=steps, terminated=term, truncated=trunc)
 
     def release(self, max_steps: int) -> Release:
+        check.count("release", "max_steps", max_steps)
         start = float(self.backend.gripper_opening())
         peak = [start]
-        used = self.send_gripper("release", OPEN)
-        peak[0] = max(peak[0], float(self.backend.gripper_opening()))
 
-        def stop(_: EePose) -> bool:
+        def opened() -> bool:
             peak[0] = max(peak[0], float(self.backend.gripper_opening()))
-            return bool(getattr(self.backend.status(), "success", False))
+            return False
 
-        _, used = self.hold_position("release", max_steps, used, stop=stop)
+        used = min(max_steps, self.send_gripper("release", OPEN))
+        opened()
+        if used < max_steps and not any(self.calls.flags()):
+            used += self.hold("release", max_steps - used, stop=opened)
         final = float(self.backend.gripper_opening())
         term, trunc = self.calls.flags()
-        return Release(steps_used=used, start_gripper_opening=start, peak_gripper_opening=max(peak[0], final),
-                       final_gripper_opening=final, terminated=term, truncated=trunc)
+        return Release(steps_used=used, start_gripper_opening=_round(start),
+                       peak_gripper_opening=_round(max(peak[0], final)), final_gripper_opening=_round(final),
+                       terminated=term, truncated=trunc)
 
     def osc_action(self, tool: str, action: np.ndarray) -> tuple[EePose | None, int]:
-        """Execute one 7-D OSC action (a VLA action): a gripper goal when its sign changes, then one twist step."""
+        """Execute one 7-D OSC action (a VLA action): a gripper goal when its sign changes, then one step."""
         used = 0
         g = CLOSE if action[6] > 0 else OPEN
         if g != self.gripper_cmd:
             used += self.send_gripper(tool, g)
-        dt = self.backend.control_period_s
-        new = self.step(tool, action[:3] * OSC_POS_SCALE_M / dt, action[3:6] * OSC_ROT_SCALE_RAD / dt)
+        new = self.act(tool, np.asarray(action[:6], dtype=float))
         return new, used + (new is not None)

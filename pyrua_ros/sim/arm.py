@@ -79,18 +79,28 @@ class LiberoArm:
     def static_frames(self) -> set[str]:
         return self.episode.static_frames()
 
+    @staticmethod
+    def _image(cap) -> CameraImage:
+        return CameraImage(cap.color, cap.depth, cap.K, cap.width, depth_range=(cap.depth_near, cap.depth_far))
+
     def capture(self, camera: str, size: int) -> CameraImage:
-        cap = self.episode.capture(camera, size)
-        return CameraImage(cap.color, cap.depth, cap.K, cap.width)
+        return self._image(self.episode.capture(camera, size))
+
+    def capture_past(self, camera: str, size: int, step: int) -> tuple[CameraImage, np.ndarray]:
+        """Render ``camera`` as the scene was after control ``step`` of this episode (from the episode's record of
+        every step), and the camera's pose T_world_optical then (the wrist camera moved since; that TF may be gone
+        from a client's buffer). ValueError for a step that is not ``0..last``."""
+        cap = self.episode.capture(camera, size, step=step)
+        return self._image(cap), cap.T_world_optical
 
     def stream(self, requests: dict[str, set[str]], size: int,
                deliver: Callable[[dict[str, CameraImage]], None]) -> None:
         """Queued for the episode's render thread at its stream resolution (``size`` is that resolution)."""
-        self.episode.stream(requests, lambda caps: deliver({c.camera: CameraImage(c.color, c.depth, c.K, c.width)
-                                                            for c in caps}))
+        self.episode.stream(requests, lambda caps: deliver({c.camera: self._image(c) for c in caps}))
 
-    def segmentation(self, camera: str, size: int):
-        return self.episode.segmentation(camera, size)
+    def segmentation(self, camera: str, size: int, step: int | None = None):
+        """As :meth:`ArmModel.segmentation`; ``step``: a past control step of this episode instead of now."""
+        return self.episode.segmentation(camera, size, step=step)
 
     def ground_truth(self) -> list[TruthObject]:
         return [TruthObject(name, tuple(map(float, pos)), tuple(map(float, quat)))

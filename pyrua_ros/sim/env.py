@@ -45,7 +45,7 @@ import numpy as np
 
 from pyrua_ros.driver import interfaces
 from pyrua_ros.driver.convert import matrix_to_quat
-from pyrua_ros.sim import cameras, render, suites, urdf
+from pyrua_ros.sim import cameras, parts, render, suites, urdf
 from pyrua_ros.sim.joint_control import JointPositionMode
 from pyrua_ros.sim.stepper import LeanStep
 
@@ -110,6 +110,8 @@ class Capture:
     depth: np.ndarray | None
     K: np.ndarray
     T_world_optical: np.ndarray
+    depth_near: float | None = None     # [m] the renderer's clip planes: depth is measured between them
+    depth_far: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +163,7 @@ class LiberoEpisode:
         self._last: StepInfo | None = None
         self._joint_mode: JointPositionMode | None = None
         self._urdf: str | None = None
+        self._history: list[render.StateCopy] = []   # the scene after each control step (index = step)
 
     # ---------------------------------------------------------------- episode
     def reset(self, suite: str, task: int, seed: int, max_episode_steps: int = 10000) -> EpisodeInfo:
@@ -192,6 +195,7 @@ class LiberoEpisode:
         self._info = EpisodeInfo(suite, int(task), int(seed), str(env.language_instruction), self.object_names(),
                                  int(max_episode_steps))
         self._last = StepInfo(0, 0.0, False, False, False)
+        self._history = [render.StateCopy.of(self._data)]
         return self._info
 
     def _build(self, suite: str, task: int) -> None:
@@ -239,6 +243,27 @@ class LiberoEpisode:
         # index 0 stands for "no geom" (the renderer's -1 shifted by one)
         self._geom_label = np.zeros(model.ngeom + 1, dtype=np.int32)
         self._geom_label[1:] = [root_ids.get(int(r), 0) for r in roots]
+        self._label_parts(named_roots, set(inner.objects_dict) | set(inner.fixtures_dict))
+
+    def _label_parts(self, named_roots: dict[int, str], named: set[str]) -> None:
+        """Give the geoms of an object's parts (drawers, handles, burner, knob, door: :mod:`pyrua_ros.sim.parts`)
+        labels of their own, numbered after the objects'."""
+        import mujoco
+
+        model = self._model
+        ids = {name: i for i, name in self._labels.items()}
+        for g in range(model.ngeom):
+            obj = named_roots.get(int(model.body_rootid[model.geom_bodyid[g]]))
+            if obj not in named:
+                continue
+            mesh = (model.mesh(model.geom_dataid[g]).name
+                    if model.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH and model.geom_dataid[g] >= 0 else "")
+            label = parts.part_label(obj, model.body(model.geom_bodyid[g]).name, model.geom(g).name, mesh)
+            if label is not None:
+                if label not in ids:
+                    ids[label] = len(ids) + 1
+                    self._labels[ids[label]] = label
+                self._geom_label[g + 1] = ids[label]
 
     def step(self, action: np.ndarray) -> StepInfo:
         """One control step with a 7-D OSC_POSE delta action [dx, dy, dz, dax, day, daz, gripper], each in [-1, 1].
@@ -300,6 +325,7 @@ class LiberoEpisode:
         success = self._last.success or bool(done)
         truncated = not success and step >= self._info.max_episode_steps
         self._last = StepInfo(step, step * self.control_period, success, success, truncated)
+        self._history.append(render.StateCopy.of(self._data))
         return self._last
 
     @property
@@ -420,18 +446,49 @@ class LiberoEpisode:
             self._cache[(cid, res)] = cached = view
         return cached
 
-    def capture(self, camera: str, resolution: int) -> Capture:
-        """Render color and depth of ``camera`` (``agentview`` | ``wrist``) now, ``resolution`` px square."""
-        v = self._views(camera, resolution, {"color", "depth"})
-        return Capture(camera, v.resolution, v.resolution, v.color, v.depth, v.K, v.T_world_optical)
+    # ---------------------------------------------------------------- the past, for renders
+    def _past_state(self, step: int | None) -> render.StateCopy | None:
+        """The recorded state of control step ``step`` of this episode, or None for now (None or the last step)."""
+        self._require()
+        if step is None or step == self._last.step:
+            return None
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or not 0 <= step <= self._last.step:
+            raise ValueError(f"step {step!r} is not a past step of this episode: steps are 0..{self._last.step}")
+        return self._history[int(step)]
 
-    def segmentation(self, camera: str, resolution: int) -> tuple[np.ndarray, dict[int, str]]:
-        """Instance ids (int32 (H, W), upright, 0 = nothing) of ``camera`` now, and id -> object/fixture name.
+    def _past_view(self, state: render.StateCopy, camera: str, resolution: int, kinds: set[str]) -> render.View:
+        """A view of a recorded state, rendered now (not cached: the past is asked for rarely)."""
+        cid = self._camera_ids[self._camera(camera)]
+        ask = set(kinds) | ({"color", "depth"} if set(kinds) & {"color", "depth"} else set())
+        (view,) = self._renderer.render(state, [render.ViewRequest(cid, self._check_resolution(resolution),
+                                                                   frozenset(ask))], timeout=RENDER_TIMEOUT_S)
+        return view
+
+    def _capture_of(self, camera: str, v: render.View) -> Capture:
+        near, far = self._renderer.depth_range
+        return Capture(camera, v.resolution, v.resolution, v.color, v.depth, v.K, v.T_world_optical,
+                       depth_near=near, depth_far=far)
+
+    def capture(self, camera: str, resolution: int, step: int | None = None) -> Capture:
+        """Render color and depth of ``camera`` (``agentview`` | ``wrist``), ``resolution`` px square, now or as the
+        scene was at an earlier control ``step`` of this episode."""
+        past = self._past_state(step)
+        if past is not None:
+            return self._capture_of(camera, self._past_view(past, camera, resolution, {"color", "depth"}))
+        return self._capture_of(camera, self._views(camera, resolution, {"color", "depth"}))
+
+    def segmentation(self, camera: str, resolution: int, step: int | None = None) -> tuple[np.ndarray, dict[int, str]]:
+        """Instance ids (int32 (H, W), upright, 0 = nothing) of ``camera`` now (or at an earlier control ``step``),
+        and id -> object/fixture/part name.
 
         Ids are fixed per (suite, task): objects, then fixtures, then ``table`` and ``robot`` (the arm, hand and
-        mount), then other arena bodies under their body names. Floor and walls are 0.
+        mount), then other arena bodies under their body names, then parts. Floor and walls are 0.
         """
-        v = self._views(camera, resolution, {"segmentation"})
+        past = self._past_state(step)
+        if past is not None:
+            v = self._past_view(past, camera, resolution, {"segmentation"})
+        else:
+            v = self._views(camera, resolution, {"segmentation"})
         return self._geom_label[v.geom], dict(self._labels)
 
     def stream(self, requests: dict[str, set[str]], deliver: Callable[[list[Capture]], None]) -> None:
@@ -444,8 +501,7 @@ class LiberoEpisode:
                                    frozenset(requests[cam])) for cam in names]
 
         def captures(views: list[render.View]) -> None:
-            deliver([Capture(cam, v.resolution, v.resolution, v.color, v.depth, v.K, v.T_world_optical)
-                     for cam, v in zip(names, views)])
+            deliver([self._capture_of(cam, v) for cam, v in zip(names, views)])
 
         self._renderer.stream(render.StateCopy.of(self._data), asks, captures)
 

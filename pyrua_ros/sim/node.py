@@ -3,12 +3,25 @@
 Behaviour: docs/DESIGN.md ("Sim interfaces", "Driver surface behaviour") and :mod:`pyrua_ros.driver.core`;
 names from config/interfaces.yaml; parameters from config/sim.yaml (:data:`pyrua_ros.driver.node.PARAMETERS`).
 The episode itself (``sim/env.py``) has no rclpy.
+
+One parameter is the sim's own: ``capture_step`` (one shot, -1 = now) makes the next capture or segmentation
+render the scene as it was after that control step of this episode (the episode keeps the state of every step,
+as the reference keeps every step's images). The reply then carries that step, its stamp and, for a capture,
+``T_world_optical`` of that time (the wrist camera has moved since and that TF may be gone from a client's buffer).
 """
 
 from __future__ import annotations
 
-from pyrua_ros.driver.node import DriverNode
+import numbers
+
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.parameter import Parameter
+
+from pyrua_ros.driver.convert import time_msg
+from pyrua_ros.driver.node import DriverNode, Shot, depth_range_fields
 from pyrua_ros.sim.arm import LiberoArm
+
+CAPTURE_STEP = "capture_step"
 
 
 def _make_model(values: dict, names) -> LiberoArm:
@@ -20,5 +33,41 @@ def _make_model(values: dict, names) -> LiberoArm:
 class SimNode(DriverNode):
     """The ``sim`` node: LIBERO-PRO behind the driver surface and the sim interfaces."""
 
+    model: LiberoArm
+
     def __init__(self, **node_kwargs):
         super().__init__("sim", _make_model, LiberoArm.DEFAULT_EPISODE, label="sim node", **node_kwargs)
+        self.declare_parameter(CAPTURE_STEP, -1, ParameterDescriptor(
+            description="sim interface: the next capture / segmentation renders the scene as it was after this "
+                        "control step (one shot: back to -1 = now after it)"))
+        self.add_on_set_parameters_callback(self.on_set_capture_step)
+
+    def on_set_capture_step(self, params) -> SetParametersResult:
+        """``capture_step`` is -1 (now) or a step of this episode so far."""
+        last = self.model.last_step().step
+        for p in params:
+            if p.name == CAPTURE_STEP and (isinstance(p.value, bool) or not isinstance(p.value, numbers.Integral)
+                                           or not -1 <= p.value <= last):
+                return SetParametersResult(successful=False, reason=f"{CAPTURE_STEP} must be -1 (now) or a past "
+                                           f"step 0..{last}, got {p.value!r}")
+        return SetParametersResult(successful=True)
+
+    def _take_capture_step(self) -> int | None:
+        """The step the next render shows (the one-shot ``capture_step``, then back to -1), or None for now."""
+        requested = int(self.get_parameter(CAPTURE_STEP).value)
+        if requested < 0:
+            return None
+        self.set_parameters([Parameter(CAPTURE_STEP, value=-1)])
+        return requested
+
+    def shoot(self, camera: str, size: int, *, segmentation: bool) -> Shot:
+        past = self._take_capture_step()
+        if past is None:
+            return super().shoot(camera, size, segmentation=segmentation)
+        stamp = time_msg(self.core.time_base + past * self.core.dt)   # that step's stamp in this episode
+        if segmentation:
+            ids, labels = self.model.segmentation(camera, size, step=past)
+            return Shot(past, stamp, ids=ids, labels=labels)
+        image, T_world_optical = self.model.capture_past(camera, size, past)
+        return Shot(past, stamp, image=image,
+                    reply={**depth_range_fields(image), "T_world_optical": T_world_optical.tolist()})

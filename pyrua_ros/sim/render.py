@@ -151,6 +151,9 @@ class Renderer:
             raise ValueError(f"stream_backlog must be >= 1, got {stream_backlog}")
         self._mujoco = mujoco
         self._model = model
+        extent = float(model.stat.extent)
+        # [m] the clip planes of every camera: depth is measured between them (RPent's depth_near / depth_far)
+        self.depth_range = (float(model.vis.map.znear) * extent, float(model.vis.map.zfar) * extent)
         self._settings = settings
         self._size = int(max_resolution)
         self._nice = int(nice)
@@ -296,8 +299,7 @@ class Renderer:
         self._camera = mj.MjvCamera()
         self._camera.type = mj.mjtCamera.mjCAMERA_FIXED
         self._data = mj.MjData(m)
-        extent = float(m.stat.extent)
-        self._near, self._far = float(m.vis.map.znear) * extent, float(m.vis.map.zfar) * extent
+        self._near, self._far = self.depth_range
         return gl
 
     def _free(self, gl) -> None:

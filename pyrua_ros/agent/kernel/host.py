@@ -96,12 +96,12 @@ class KernelLimits:
 class CellOutcome:
     """What one cell did. ``cell``: 1-based index (source saved as ``workspace/cell_NNN.py``). ``stdout`` /
     ``stderr``: captured text, trimmed to first 4000 + last 4000 chars. ``value``: repr of a non-None trailing
-    expression (<= 4000 chars) or None. ``exception``: traceback text (last 4000 chars), ``"SystemExit: ..."``,
-    the sandbox refusal, or a timeout / kernel-death message; None if the cell ran through. ``episode_finished``:
-    the ``EpisodeFinished`` reason (only when the host raised it during this cell), or None. ``elapsed_s``: wall
-    clock, 0.01 s. ``images``: PNG bytes from ``display()``, in order (``display_0``, ``display_1`` ...).
-    ``sandbox_flags``: static audit flags. ``refused``: the cell named a blocked name and was not run.
-    ``restarted``: the kernel child was replaced after this cell (its namespace is gone). ``notice``: text for
+    expression (first + last 2000 chars) or None. ``exception``: traceback text (first + last 2000 chars),
+    ``"SystemExit: ..."``, the sandbox refusal, or a timeout / kernel-death message; None if the cell ran through.
+    ``episode_finished``: the ``EpisodeFinished`` reason (only when the host raised it during this cell), or None.
+    ``elapsed_s``: wall clock, 0.01 s. ``images``: PNG bytes from ``display()``, in order (``display_0``,
+    ``display_1`` ...). ``sandbox_flags``: static audit flags. ``refused``: the cell named a blocked name and was
+    not run. ``restarted``: the kernel child was replaced after this cell (its namespace is gone). ``notice``: text for
     the model when ``restarted``. All text is safe to write (no lone surrogates)."""
 
     cell: int
@@ -291,8 +291,9 @@ def _clean_done(msg: dict) -> dict:
     for key in ("stdout", "stderr"):
         text = out.get(key) or ""   # the kernel trims already (head + marker + tail); a forged frame may not
         out[key] = text if len(text) <= policy.STREAM_HEAD + policy.STREAM_TAIL + 64 else policy.trim_middle(text)
-    if out.get("value") is not None:
-        out["value"] = out["value"][:policy.VALUE_CHARS]
+    value = out.get("value")
+    if value is not None and len(value) > policy.VALUE_CHARS + 64:   # the kernel keeps head + marker + tail
+        out["value"] = policy.trim_middle(value, policy.VALUE_CHARS // 2, policy.VALUE_CHARS // 2)
     if out.get("exception") is not None:
         out["exception"] = out["exception"][-(policy.TRACEBACK_CHARS + 400):]
     for key in ("episode_finished", "reason"):

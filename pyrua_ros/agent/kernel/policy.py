@@ -6,11 +6,11 @@ The boundary is the kernel process itself (``worker.py``): it holds no ROS handl
 resource limits, with no capabilities, no new processes and, where the Linux kernel offers Landlock, write access
 to its workspace only. Pure Python; imported by the agent process (static checks) and by the child (guards).
 
-Choices against the reference's ``ALLOWED_MODULES`` (each removal closes a route around the guards below):
-- ``traceback`` removed: ``walk_stack`` / ``print_stack`` hand out live frames, whose ``f_globals`` are the
-  kernel's own module globals (real ``os``, real ``__import__``).
-- ``operator`` removed: ``attrgetter`` / ``methodcaller`` read attributes by runtime string, past the guarded
-  ``getattr``.
+Modules the reference allows are served with the members that would route around the guards below taken out:
+- ``traceback`` without ``walk_stack`` / ``walk_tb`` (they hand out live frames, whose ``f_globals`` are the
+  kernel's own module globals); ``format_exc``, ``print_exc`` and the summaries work as usual.
+- ``operator`` with ``attrgetter`` / ``methodcaller`` refusing private and blocked names (they read attributes by
+  runtime string, past the guarded ``getattr``).
 - ``io`` is served with ``open`` replaced by the guarded one and ``FileIO`` / ``open_code`` hidden.
 - every module is served as a read-only view: private members (``random._os``) and members that are modules
   outside this list (``warnings.sys``, ``dataclasses.sys``) are hidden; numpy/cv2 file functions check paths.
@@ -34,9 +34,13 @@ from typing import Any
 ALLOWED_MODULES: tuple[str, ...] = (
     "__future__", "abc", "array", "bisect", "cmath", "collections", "contextlib", "copy", "cv2", "dataclasses",
     "datetime", "decimal", "enum", "fractions", "functools", "heapq", "io", "itertools", "json", "math",
-    "numbers", "numpy", "PIL", "pprint", "random", "re", "scipy", "skimage", "statistics", "string", "struct",
-    "textwrap", "time", "types", "typing", "warnings",
+    "numbers", "numpy", "operator", "PIL", "pprint", "random", "re", "scipy", "skimage", "statistics", "string",
+    "struct", "textwrap", "time", "traceback", "types", "typing", "warnings",
 )
+
+# The names a cell finds defined before its first line (the kernel's namespace; the prompt and the tool
+# description name them from here).
+PREDEFINED_NAMES: tuple[str, ...] = ("robo", "np", "numpy", "math", "time", "log", "display")
 
 REMOVED_BUILTINS: tuple[str, ...] = (
     "exec", "eval", "compile", "__import__", "open", "breakpoint", "input", "help", "exit", "quit",
@@ -61,8 +65,8 @@ PROBE_NAMES = frozenset(("getattr", "setattr", "delattr", "vars", "locals", "dir
 HOST_ATTRS = frozenset(("backend", "ledger", "toolkit", "primitives"))
 MAX_FLAGS = 40
 
-VALUE_CHARS = 4000      # repr of a trailing expression
-TRACEBACK_CHARS = 4000  # the last 4000 chars of a traceback are kept
+VALUE_CHARS = 4000      # repr of a trailing expression: its first and last 2000 chars are kept (the reference's)
+TRACEBACK_CHARS = 4000  # a traceback likewise
 STREAM_HEAD = 4000      # stdout/stderr: first 4000 ...
 STREAM_TAIL = 4000      # ... and last 4000 chars
 
@@ -151,11 +155,16 @@ def workspace_module_exists(workspace: Path | None, name: str) -> bool:
     return (workspace / f"{name}.py").is_file() or (workspace / name / "__init__.py").is_file()
 
 
+def omission(n: int) -> str:
+    """The marker between the kept head and tail of a cut text, on a line of its own (as the reference writes it)."""
+    return f"\n... [{n} chars omitted] ...\n"
+
+
 def trim_middle(text: str, head: int = STREAM_HEAD, tail: int = STREAM_TAIL) -> str:
     """``text`` if short enough, else its first ``head`` and last ``tail`` chars around an omission marker."""
     if len(text) <= head + tail:
         return text
-    return f"{text[:head]}... [{len(text) - head - tail} chars omitted] ...{text[-tail:]}"
+    return f"{text[:head]}{omission(len(text) - head - tail)}{text[-tail:]}"
 
 
 def confine_path(root: str, path: Any) -> str:
@@ -196,6 +205,22 @@ def _path_checked(root: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(first, *args, **kwargs)
 
     return checked
+
+
+def _named_access(factory: Callable[..., Any]) -> Callable[..., Any]:
+    """``operator.attrgetter`` / ``methodcaller`` refusing names the guarded ``getattr`` refuses (private ones)."""
+
+    @functools.wraps(factory)
+    def guarded(*names: Any, **kwargs: Any) -> Any:
+        checked = names if factory.__name__ == "attrgetter" else names[:1]
+        for name in checked:
+            for part in str(name).split("."):
+                if part.startswith("_"):
+                    raise AttributeError(f"SandboxError: {factory.__name__}({name!r}) reaches a private attribute, "
+                                         "which policy code may not use")
+        return factory(*names, **kwargs)
+
+    return guarded
 
 
 _SAFE_DUNDERS = frozenset(("__name__", "__doc__", "__version__", "__all__", "__file__", "__path__", "__package__"))
@@ -247,6 +272,11 @@ class ModuleViews:
         overrides: dict[str, Any] = {}
         if name == "io":
             overrides = {"open": guarded_open(self.root), "FileIO": None, "open_code": None}
+        elif name == "traceback":
+            overrides = {"walk_stack": None, "walk_tb": None}
+        elif name == "operator":
+            overrides = {"attrgetter": _named_access(module.attrgetter), "methodcaller": _named_access(
+                module.methodcaller)}
         for fn_name in _FILE_FUNCTIONS.get(name, ()):
             if hasattr(module, fn_name):
                 overrides[fn_name] = _path_checked(self.root, getattr(module, fn_name))

@@ -85,7 +85,7 @@ class CappedText(io.TextIOBase):
         omitted = self.total - len(self.head) - len(self.tail)
         if omitted <= 0:
             return self.head + self.tail
-        return f"{self.head}... [{omitted} chars omitted] ...{self.tail}"
+        return f"{self.head}{policy.omission(omitted)}{self.tail}"
 
 
 class _State:
@@ -311,7 +311,7 @@ class Worker:
         if tail is not None:
             value = eval(tail, namespace)
             if value is not None:
-                outcome["value"] = repr(value)[:policy.VALUE_CHARS]
+                outcome["value"] = policy.trim_middle(repr(value), policy.VALUE_CHARS // 2, policy.VALUE_CHARS // 2)
 
     def _execute(self, fn, outcome: dict) -> None:
         sys.stdout, sys.stderr = self.stdout, self.stderr
@@ -476,12 +476,13 @@ class WorkspaceImporter:
 
 
 def format_traceback(exc: BaseException) -> str:
-    """The traceback of policy code (kernel frames left out), its last ``TRACEBACK_CHARS`` chars."""
+    """The traceback of policy code (kernel frames left out), cut to its first and last ``TRACEBACK_CHARS / 2``."""
     te = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
     for part in _chain(te):
         part.stack = traceback.StackSummary.from_list(
             [f for f in part.stack if not os.path.abspath(f.filename).startswith(KERNEL_DIR)])
-    return "".join(te.format())[-policy.TRACEBACK_CHARS:]
+    half = policy.TRACEBACK_CHARS // 2
+    return policy.trim_middle("".join(te.format()), half, half)
 
 
 def _chain(te: traceback.TracebackException):

@@ -7,9 +7,11 @@ says will not come back (state under ``pure``, camera images under ``none``/``on
 
 from __future__ import annotations
 
+from pyrua_ros.agent.kernel.policy import PREDEFINED_NAMES
 from pyrua_ros.agent.modes import CODE_ARMS as ARMS
-from pyrua_ros.agent.modes import FEEDBACK_MODES
+from pyrua_ros.agent.modes import FEEDBACK_MODES, FINISH_STATUSES
 from pyrua_ros.agent.modes import IMAGE_POLICIES as IMAGE_MODES
+from pyrua_ros.robo.libero import LiberoRobot
 
 _RETURNS = {
     "pure": "It returns only what the code produced: stdout, stderr, elapsed seconds, the value of a trailing "
@@ -19,8 +21,8 @@ _RETURNS = {
             "state and whether the episode is done.",
 }
 _IMAGES = {
-    "on-motion": "Camera images (agentview and wrist) are attached whenever the robot moved during the call; "
-                 "images passed to display() are attached too.",
+    "on-motion": f"Camera images ({' and '.join(LiberoRobot.CAMERAS)}) are attached whenever the robot moved "
+                 "during the call; images passed to display() are attached too.",
     "on-demand": "Camera images are attached only for cameras requested with robo.show(camera) during the "
                  "call; images passed to display() are attached too.",
     "none": "No camera images are attached; only images passed to display() are.",
@@ -39,12 +41,12 @@ def _function(name: str, description: str, properties: dict, required: list[str]
 
 
 def finish_spec() -> dict:
-    """The ``finish`` tool: status success|failure|stuck and a one- or two-sentence summary, both required."""
+    """The ``finish`` tool: a status (FINISH_STATUSES) and a one- or two-sentence summary, both required."""
     return _function(
         "finish",
         "End the episode: call it once a result showed terminated=true, or when no further progress is "
         "possible, then stop.",
-        {"status": {"type": "string", "enum": ["success", "failure", "stuck"]},
+        {"status": {"type": "string", "enum": list(FINISH_STATUSES)},
          "summary": {"type": "string", "description": "one or two sentences"}},
         ["status", "summary"])
 
@@ -65,8 +67,8 @@ def tool_specs(arm: str, feedback: str, images: str, max_programs: int | None = 
     if arm == "cells":
         code_tool = _function(
             "python",
-            "Execute Python in a persistent session where robo, np, math, time, log and display are defined; "
-            f"variables, functions and imports persist between calls. {tail}",
+            f"Execute Python in a persistent session where {', '.join(PREDEFINED_NAMES[:-1])} and "
+            f"{PREDEFINED_NAMES[-1]} are defined; variables, functions and imports persist between calls. {tail}",
             {"code": {"type": "string", "description": "Python source"}},
             ["code"])
     else:

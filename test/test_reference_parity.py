@@ -1,0 +1,217 @@
+"""Parity with PyRUA-Lean: each behaviour the trained model's code relies on, as a case with the reference's
+expected outcome. Every test's docstring cites the reference file and function (package ``pyrualean``, or RPent's
+LIBERO primitive driver for motion) whose behaviour it pins (facts: ../shared/docs/PYRUALEAN-CONTRACT.md 2, 3.9).
+
+robo runs on the in-process kinematic double of test_robo_api.py (a driver that tracks twists exactly); the tool
+results go through the real kernel and toolkit. The same behaviours on the real LIBERO sim are in
+test_robo_ros.py (motion, parts, past steps, camera_meta) and test_sim_parts.py / test_sim_history.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from test_robo_api import HOME, KinematicBackend
+
+from pyrua_ros.agent.config import AgentSettings
+from pyrua_ros.agent.kernel import Kernel, KernelLimits
+from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES
+from pyrua_ros.agent.records import CardRecord, TurnRecord
+from pyrua_ros.agent.toolkit import ArmToolkit
+from pyrua_ros.robo.errors import EpisodeFinished, ToolError
+from pyrua_ros.robo.host import RobotHost
+
+
+@pytest.fixture
+def host():
+    return RobotHost.for_libero(KinematicBackend(), primitives="no-vla")
+
+
+@pytest.fixture
+def robo(host):
+    return host.robo
+
+
+# ------------------------------------------------------------------------------------------ casts
+def test_pixels_and_steps_are_cast_with_int(robo):
+    """``libero.py::LiberoRobot.back_project`` sends ``int(row)``, ``int(col)``, ``int(step)``: floats, numpy scalars
+    and one-element arrays work (``robo.back_project(*np.median(pixels, 0))``), and a float inside the image is
+    not "outside"."""
+    pixels = np.array([[40, 10], [50, 12], [48, 11]])
+    by_median = robo.back_project(*np.median(pixels, 0))
+    assert by_median.pixel == (48, 11) and by_median.world_xyz == robo.back_project(48, 11).world_xyz
+    assert robo.back_project(np.int64(48), np.array([11]), step=np.float32(0.0)).pixel == (48, 11)
+    assert robo.back_project(47.9, 11.2).pixel == (47, 11)
+    with pytest.raises(ToolError, match=r"pixel \(96, 3\) is outside the 96x96"):
+        robo.back_project(96.0, 3.0)
+
+
+def test_segment_point_and_region_ranges_are_cast_with_int(robo):
+    """``libero.py::LiberoRobot.segment`` sends ``[int(point[0]), int(point[1])]``; ``region_center`` sends
+    ``int(row_range[0])`` ...; ``_robot.py::RobotBase.state`` sends ``int(step)``."""
+    seg = robo.segment(point=(np.float64(48.0), np.int32(40)))
+    assert seg.found and seg.score == 1.0
+    rc = robo.region_center((np.int64(40), 56.0), [np.float32(30), 50])
+    assert rc.n_valid > 3
+    assert robo.state(0.0).step == robo.state(np.array([0])).step == 0
+
+
+# ------------------------------------------------------------------------------------------ pass-through values
+@pytest.mark.parametrize(("call", "tool", "what"), [
+    (lambda r: r.move_to([-0.2, 0.0, 1.1], tol=-1), "move_to", "tol must be a finite number >= 0"),
+    (lambda r: r.move_to([-0.2, 0.0, 1.1], step_clip=0), "move_to", "step_clip must be a finite number > 0"),
+    (lambda r: r.move_to([-0.2, 0.0, 1.1], max_steps=0), "move_to", "max_steps must be at least 1"),
+    (lambda r: r.set_gripper(1.0, steps=0), "set_gripper", "steps must be at least 1"),
+    (lambda r: r.release(max_steps=-1), "release", "max_steps must be at least 1"),
+    (lambda r: r.segment(), "segment", "give a prompt"),
+    (lambda r: r.segment("plate", min_score=float("nan")), "segment", "min_score must be a finite number"),
+    (lambda r: r.camera_meta("side"), "view_camera_meta", "unknown camera 'side'"),
+    (lambda r: r.back_project(3, 3, resolution="mid"), "back_project", "unknown resolution 'mid'"),
+])
+def test_values_the_reference_passes_to_its_backend_come_back_as_tool_errors(robo, call, tool, what):
+    """``libero.py`` passes ``tol``, ``step_clip``, ``max_steps``, ``steps``, ``min_score``, the camera of
+    ``camera_meta`` / ``segment`` / ``back_project`` and a segment without prompt or point straight to RPent with
+    ``float()`` / ``int()``; what comes back is a ``ToolError`` the model can read, not a ValueError."""
+    with pytest.raises(ToolError, match=f"^{tool}: {what}"):
+        call(robo)
+
+
+def test_min_score_outside_0_1_is_a_threshold_not_an_error(robo):
+    """``libero.py::LiberoRobot.segment`` sends ``float(min_score)`` unchecked: above 1 nothing passes, below 0 all."""
+    assert not robo.segment("plate", min_score=1.5).found
+    assert robo.segment("plate", min_score=-1).found
+
+
+@pytest.mark.parametrize(("call", "text"), [
+    (lambda r: r.move_to([0.0, 0.0]), "xyz must be 3 finite numbers"),
+    (lambda r: r.move_to([-0.2, 0.0, 1.1], gripper=2), r"gripper must be in \[-1, 1\]"),
+    (lambda r: r.move_to([0.2, 0.0, 1.1]), "planar move of 0.410 m exceeds 0.30 m"),
+    (lambda r: r.rotate_wrist(), "exactly one of target_yaw or delta_yaw"),
+    (lambda r: r.image("side"), "camera must be one of agentview, wrist"),
+])
+def test_the_checks_the_reference_makes_itself_stay_value_errors(robo, call, text):
+    """``libero.py``: ``_xyz``, ``_gripper``, ``_check_planar_move`` (0.30 m + 1e-6), the exactly-one rule of
+    ``rotate_wrist`` / ``rotate_pitch`` and ``_robot.py::RobotBase._image_name`` raise ValueError before dispatch."""
+    with pytest.raises(ValueError, match=text):
+        call(robo)
+    with pytest.raises(TypeError):   # float(None), as the reference's cast raises
+        robo.move_to([-0.2, 0.0, 1.1], tol=None)
+
+
+# ------------------------------------------------------------------------------------------ motion
+def test_move_to_clips_per_axis_and_counts_iterations_like_the_primitive(robo, host):
+    """RPent's LIBERO ``move_to``: each step ``np.clip(target - pos, -step_clip, step_clip) / action_scale`` (a
+    diagonal is not slowed to the straight-line norm), stop when ``dist < tol``, ``steps_used = len(traj)`` (the
+    converged check counts), positions and distances rounded to 4 decimals; ``reached = final_dist_m <= tol``."""
+    target = [HOME[0] + 0.10, HOME[1] + 0.10, HOME[2] - 0.10]
+    move = robo.move_to(target)
+    env_steps = host.ledger.records[-1].env_steps
+    assert env_steps == 4                 # 0.10 per axis at 0.025 per step and axis (the norm would need 7)
+    assert move.steps_used == env_steps + 1 and move.reached
+    assert move.final_dist_m == round(move.final_dist_m, 4)
+    assert all(v == round(v, 4) for v in move.final_eef_pos) and list(move.target_xyz) == pytest.approx(target)
+    short = robo.move_to([target[0] + 0.2, target[1], target[2]], max_steps=3)
+    assert short.steps_used == 3 and not short.reached   # out of budget: iterations == steps
+
+
+def test_rotation_command_and_the_turn_result(robo):
+    """RPent's LIBERO ``rotate_wrist``: action ``clip(clip(err, -step_clip, step_clip) / 0.10, -1, 1)`` about world
+    z, stop when ``abs(err) < tol``, ``start``/``target``/``final``/``final_err`` rounded to 4 decimals."""
+    rot = robo.rotate_wrist(delta_yaw=0.35, gripper=-1.0)
+    assert rot.reached and rot.target == pytest.approx(0.35) and rot.steps_used == 5   # 0.1, 0.1, 0.1, 0.05, check
+    assert all(v == round(v, 4) for v in (rot.start, rot.target, rot.final, rot.final_err))
+
+
+def test_set_gripper_reports_the_steps_asked_for(robo):
+    """RPent's LIBERO ``set_gripper`` returns ``steps: n`` (the command held for n steps)."""
+    assert robo.set_gripper(1.0, steps=7).steps == 7
+
+
+# ------------------------------------------------------------------------------------------ exceptions, results
+def test_episode_finished_reads_as_its_reason():
+    """``_backend.py::EpisodeFinished.__init__`` calls ``super().__init__(reason)``: ``str(exc) == reason``."""
+    for reason in ("terminated", "truncated", "timeout", "cancelled"):
+        assert str(EpisodeFinished(reason)) == reason == EpisodeFinished(reason).reason
+
+
+def test_camera_meta_has_the_rpent_names(robo):
+    """RPent's LIBERO camera metadata names ``intrinsic_K``, ``extrinsic_cam2world``, ``depth_near``, ``depth_far``
+    and the image size; ``libero.py::LiberoRobot.camera_meta`` returns that dict (ours keeps K and T too)."""
+    meta = robo.camera_meta("agentview")
+    assert meta["intrinsic_K"] == meta["K"] and meta["extrinsic_cam2world"] == meta["T_world_optical"]
+    assert (meta["height"], meta["width"]) == (96, 96) and "depth_near" in meta and "depth_far" in meta
+
+
+def test_part_prompts_find_parts(robo):
+    """``libero.py::LiberoRobot.segment`` promises part prompts; a part the scene lacks is not found (not the whole
+    object) and the error lists what exists."""
+    burner = robo.segment("stove burner")
+    extras = json.loads(robo.artifact(burner.overlay_artifact.replace(".png", ".json")))
+    assert burner.found and extras["label"] == "flat_stove_1_burner"
+    missing = robo.segment("bowl handle")
+    assert not missing.found and "flat_stove_1 (parts: burner)" in missing.error
+
+
+def test_past_steps_are_available_for_every_recorded_step(robo, host):
+    """``_robot.py::RobotBase.image`` loads ``artifact(name, step)`` of any recorded step (RPent records every
+    step's images): here the driver renders a step never viewed from its record of it."""
+    robo.move_to([HOME[0] + 0.05, 0.0, HOME[2]])
+    robo.move_to([HOME[0] + 0.05, 0.0, HOME[2] - 0.05])
+    env_step_1 = host.artifacts.env_steps[1]
+    assert robo.image(step=1)[0, 0, 1] == env_step_1 and robo.world_map(step=1).shape == (96, 96, 3)
+    assert robo.segment("plate", step=1).step == 1 and robo.back_project(48, 10, step=1).step == 1
+
+
+# ------------------------------------------------------------------------------------------ the cell tool
+@pytest.fixture
+def toolkit(tmp_path, host):
+    kernel = Kernel(host.robo, tmp_path / "ws", limits=KernelLimits())
+    yield ArmToolkit(AgentSettings(feedback="pure", images="none"), host, kernel, tmp_path / "ws")
+    kernel.close()
+
+
+def test_cell_results_keep_the_reference_key_order_and_truncation(toolkit):
+    """``arms.py::ArmToolkit._python``: keys ``cell``, then ``value`` / ``exception`` / ``episode_finished``, then
+    ``stdout``, ``stderr``, ``elapsed_s``; ``arms.py::_trim(text, 4000)`` keeps the first and last 2,000
+    characters around ``\\n... [N chars omitted] ...\\n``."""
+    reply = toolkit.execute("python", {"code": "print('hi')\n'a' * 5000"})
+    assert list(reply.payload) == ["cell", "value", "stdout", "stderr", "elapsed_s"]
+    value = reply.payload["value"]
+    assert value.startswith("'" + "a" * 1999 + "\n... [1002 chars omitted] ...\n") and value.endswith("a" * 1999 + "'")
+    error = toolkit.execute("python", {"code": "raise ValueError('x' * 3000 + 'y' * 3000)"}).payload
+    assert list(error) == ["cell", "exception", "stdout", "stderr", "elapsed_s"]
+    head, _, tail = error["exception"].partition(" chars omitted] ...\n")
+    assert head.startswith("Traceback") and tail.endswith("y" * 1999 + "\n") and len(tail) == 2000
+
+
+def test_mcp_prefixed_tool_names_are_the_tools_and_turns_are_numbered_from_zero(toolkit):
+    """``mcp_server.py`` reduces ``mcp__<server>__<tool>`` to the last ``__`` part; ``arms.py::ArmToolkit.
+    execute_tool`` numbers turns ``len(self.turns)`` (0-based) and sandbox flags by that index."""
+    assert toolkit.execute("mcp__pyrualean__python", {"code": "getattr(robo, 'task')"}).ok
+    assert toolkit.execute("python", {"code": "1 + 1"}).payload["value"] == "2"
+    assert [t.index for t in toolkit.turns] == [0, 1]
+    assert toolkit.sandbox_flags == [{"turn": 0, "flags": ["probe:getattr"]}]
+    assert TurnRecord(index=0, tool="python", elapsed_s=0.1, ok=True, moved=False, env_steps=0,
+                      terminated=False).to_json()["index"] == 0
+
+
+def test_the_reference_sandbox_modules_import(toolkit):
+    """``sandbox.py::ALLOWED_MODULES`` includes ``traceback`` and ``operator``; every allowed module is installed."""
+    code = "import traceback, operator\ntry:\n    1 / 0\nexcept ZeroDivisionError:\n    text = traceback.format_exc()\n"
+    code += "operator.itemgetter(1)([4, 5]), 'ZeroDivisionError' in text"
+    assert toolkit.execute("python", {"code": code}).payload["value"] == "(5, True)"
+    every = "\n".join(f"import {m}" for m in ALLOWED_MODULES) + "\n'ok'"
+    reply = toolkit.execute("python", {"code": every}).payload
+    assert reply.get("value") == "'ok'", reply
+
+
+def test_card_facts_are_a_dict():
+    """``prompt.py::TaskCard.facts`` is ``dict[str, Any]`` rendered as ``- key: value`` bullets."""
+    card = CardRecord(suite="s", task=0, seed=0, task_language="t", object_names=(), eef_pos=(0, 0, 0),
+                      eef_quat=(0, 0, 0, 1), gripper_opening=0.08, images={}, max_env_steps=10,
+                      facts={"table top z": 0.9})
+    assert card.to_json()["facts"] == {"table top z": 0.9} and CardRecord.from_json(card.to_json()) == card
+    assert math.isclose(card.facts["table top z"], 0.9)
