@@ -104,8 +104,10 @@ class Coordinator:
             try:
                 self.engine.close(interrupted=self.outcome.interrupted)
             finally:
-                for instance, _attempt in self.running.values():
-                    self._ensure_record(instance, "killed: the evaluation stopped while this episode ran")
+                why = ("interrupted" if self.outcome.interrupted
+                       else "killed: the evaluation stopped while this episode ran")
+                for instance, _attempt in self.running.values():   # started, but its host wrote no record yet
+                    self._ensure_record(instance, why)
         return self.outcome
 
     def _next_for(self, slot: int) -> tuple[Instance, int]:
