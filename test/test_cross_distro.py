@@ -48,6 +48,10 @@ def run(request, tmp_path_factory):
                               env=env, capture_output=True, text=True, timeout=240, check=False)
         assert out.is_file(), f"client wrote no report:\n{proc.stdout}\n{proc.stderr[-3000:]}"
         report = json.loads(out.read_text())
+        # the conformance kit as a user of the other distro runs it against this driver
+        kit = subprocess.run([_python(client), "-m", "pyrua_ros.cli.main", "check-driver"], env=env,
+                             capture_output=True, text=True, timeout=300, check=False)
+        report["check_driver"] = {"returncode": kit.returncode, "stdout": kit.stdout, "stderr": kit.stderr[-3000:]}
         yield driver, client, report, node.output()
     finally:
         node.stop()
@@ -75,6 +79,16 @@ def test_robo_session_across_distros(run):
     assert not _failed(report, ROBO)
     assert report["checks"]["robo_image_high"]["detail"]["shape"] == [1024, 1024, 3]
     assert {"move_to", "set_gripper", "segment"} <= set(report["ledger"])
+
+
+def test_conformance_kit_passes_across_distros(run):
+    """``pyrua-ros check-driver`` run from the client's distro: every row of the driver surface passes."""
+    *_, report, _log = run
+    kit = report["check_driver"]
+    lines = kit["stdout"].splitlines()
+    assert kit["returncode"] == 0 and lines and lines[-1].startswith("conformant:"), \
+        "\n".join(lines[-40:]) + kit["stderr"]
+    assert " 0 failed" in lines[-1], lines[-1]
 
 
 def test_type_hashes_agree_except_follow_joint_trajectory_feedback(run):
