@@ -17,18 +17,25 @@ import pathlib
 import numpy as np
 import yaml
 
+from pyrua_ros.driver.goals import GripperSettings
 from pyrua_ros.driver.interfaces import load
 from pyrua_ros.robo.backend import CaptureFrame, EePose, GripperOutcome, JointSnapshot, SegmentationFrame
 from pyrua_ros.safety import SafetyFilter, SafetyLimits
-from pyrua_ros.sim import node as sim_node
+from pyrua_ros.sim import arm as sim_arm
 from pyrua_ros.sim.env import LiberoEpisode
 from pyrua_ros.sim_interfaces.status import EpisodeStatus
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+GRIPPER = GripperSettings()   # the driver core's gripper_action_controller defaults
 
 
 def _limits() -> SafetyLimits:
-    p = yaml.safe_load((ROOT / "config" / "sim.yaml").read_text())["sim"]["ros__parameters"]
+    """The driver's safety limits as config/sim.yaml sets them (its ``/**/sim`` entry), else the driver defaults."""
+    from pyrua_ros.driver.node import PARAMETERS
+
+    entries = yaml.safe_load((ROOT / "config" / "sim.yaml").read_text())
+    p = {name: param.default for name, param in PARAMETERS.items()}
+    p.update(next((v["ros__parameters"] for k, v in entries.items() if k.rsplit("/", 1)[-1] == "sim"), {}))
     return SafetyLimits(tuple(p["workspace_min"]), tuple(p["workspace_max"]), float(p["max_linear_speed"]),
                         float(p["max_angular_speed"]))
 
@@ -45,6 +52,10 @@ class InProcessBackend:
         self.safety = SafetyFilter(_limits())
         self.episode_id = 0
         self._gripper_cmd = -1.0
+        # what RosBackend reads from the sim node, which declares no osc_action_scale: the twin commands the same
+        from pyrua_ros.robo.ros_backend import DEFAULT_OSC_ACTION_SCALE
+
+        self.osc_action_scale = DEFAULT_OSC_ACTION_SCALE
 
     # ------------------------------------------------------------------ episode
     def reset(self, suite: str, task: int, seed: int, max_episode_steps: int) -> EpisodeStatus:
@@ -84,8 +95,8 @@ class InProcessBackend:
         dt = self.control_period_s
         f = self.safety.filter_twist(v, w, self.ep.eef_pose()[0], dt, self.ep.last_step().step)
         a = np.empty(7)
-        a[0:3] = np.clip(np.asarray(f.v) * dt / sim_node.OSC_POS_SCALE_M, -1.0, 1.0)
-        a[3:6] = np.clip(np.asarray(f.w) * dt / sim_node.OSC_ROT_SCALE_RAD, -1.0, 1.0)
+        a[0:3] = np.clip(np.asarray(f.v) * dt / sim_arm.OSC_POS_SCALE_M, -1.0, 1.0)
+        a[3:6] = np.clip(np.asarray(f.w) * dt / sim_arm.OSC_ROT_SCALE_RAD, -1.0, 1.0)
         a[6] = self._gripper_cmd
         self.ep.step(a)
 
@@ -105,25 +116,27 @@ class InProcessBackend:
         while not (self.ep.last_step().terminated or self.ep.last_step().truncated):
             self._step(np.zeros(3), np.zeros(3))
             gaps.append(self.gripper_opening())
-            reached = abs(gaps[-1] - position_m) <= sim_node.GRIPPER_TOLERANCE_M
-            recent = gaps[-(sim_node.GRIPPER_STALL_STEPS + 1):]
-            stalled = (len(recent) > sim_node.GRIPPER_STALL_STEPS and max(recent) - min(recent) < 1e-4
+            reached = abs(gaps[-1] - position_m) <= GRIPPER.goal_tolerance_m
+            recent = gaps[-(GRIPPER.stall_steps + 1):]
+            stalled = (len(recent) > GRIPPER.stall_steps and max(recent) - min(recent) < 1e-4
                        and not reached)
-            if reached or stalled or len(gaps) >= sim_node.GRIPPER_MAX_STEPS:
+            if reached or stalled or len(gaps) >= GRIPPER.max_steps:
                 break
         return GripperOutcome(position=gaps[-1] if gaps else self.gripper_opening(), effort=0.0, stalled=stalled,
                               reached_goal=reached, steps=len(gaps))
 
     # ------------------------------------------------------------------ perception
-    def capture(self, camera: str, resolution: str) -> CaptureFrame:
-        cap = self.ep.capture(camera, self.resolutions[resolution])
-        s = self.ep.last_step()
+    def capture(self, camera: str, resolution: str, env_step: int | None = None) -> CaptureFrame:
+        cap = self.ep.capture(camera, self.resolutions[resolution], step=env_step)
+        step = self.ep.last_step().step if env_step is None else int(env_step)
         return CaptureFrame(camera=camera, resolution=resolution, color=cap.color, depth=cap.depth, K=cap.K,
-                            T_world_optical=cap.T_world_optical, stamp=float(s.sim_time), env_step=s.step)
+                            T_world_optical=cap.T_world_optical, stamp=step * self.control_period_s, env_step=step,
+                            depth_near=cap.depth_near, depth_far=cap.depth_far)
 
-    def segmentation(self, camera: str, resolution: str) -> SegmentationFrame:
-        ids, labels = self.ep.segmentation(camera, self.resolutions[resolution])
-        return SegmentationFrame(ids=ids, labels=labels, stamp=float(self.ep.last_step().sim_time), camera=camera,
+    def segmentation(self, camera: str, resolution: str, env_step: int | None = None) -> SegmentationFrame:
+        ids, labels = self.ep.segmentation(camera, self.resolutions[resolution], step=env_step)
+        step = self.ep.last_step().step if env_step is None else int(env_step)
+        return SegmentationFrame(ids=ids, labels=labels, stamp=step * self.control_period_s, camera=camera,
                                  resolution=resolution)
 
     def cancel(self) -> None:
