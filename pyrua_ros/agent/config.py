@@ -262,6 +262,13 @@ class CompatSettings:
                                  launch=False)
 
 
+def boot_options(episode: EpisodeSettings, compat: CompatSettings, **extra: Any) -> dict[str, Any]:
+    """What result.host.boot_options records of how the robot side was booted, plus the command's ``extra``."""
+    return {"driver": episode.driver, "clock": episode.clock, "vla_endpoint": episode.vla_endpoint,
+            "vla_server_cmd": episode.vla_server_cmd, "sam3_endpoint": episode.sam3_endpoint,
+            "libero_type": compat.libero_type, **extra}
+
+
 @dataclasses.dataclass(frozen=True)
 class PlayConfig:
     """One ``pyrualean play`` episode (also the agent node's parameters and the launch's agent arguments)."""
@@ -305,10 +312,7 @@ class PlayConfig:
 
     def boot_options(self) -> dict[str, Any]:
         """Settings recorded under result.host.boot_options."""
-        e = self.episode
-        return {"driver": e.driver, "clock": e.clock, "vla_endpoint": e.vla_endpoint,
-                "vla_server_cmd": e.vla_server_cmd, "sam3_endpoint": e.sam3_endpoint,
-                "libero_type": self.compat.libero_type, "cell_timeout_s": self.agent.cell_timeout_s}
+        return boot_options(self.episode, self.compat, cell_timeout_s=self.agent.cell_timeout_s)
 
 
 TRANSPORTS = ("stdio", "http")
@@ -355,10 +359,8 @@ class McpConfig:
         return self.output.out
 
     def boot_options(self) -> dict[str, Any]:
-        e = self.episode
-        return {"driver": e.driver, "clock": e.clock, "vla_endpoint": e.vla_endpoint,
-                "sam3_endpoint": e.sam3_endpoint, "libero_type": self.compat.libero_type,
-                "cell_timeout_s": self.agent.cell_timeout_s, "transport": self.serve.transport}
+        return boot_options(self.episode, self.compat, cell_timeout_s=self.agent.cell_timeout_s,
+                            transport=self.serve.transport)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -393,10 +395,7 @@ class RunConfig:
         return self.single.timeout_s
 
     def boot_options(self) -> dict[str, Any]:
-        e = self.episode
-        return {"driver": e.driver, "clock": e.clock, "vla_endpoint": e.vla_endpoint,
-                "vla_server_cmd": e.vla_server_cmd, "sam3_endpoint": e.sam3_endpoint,
-                "libero_type": self.compat.libero_type}
+        return boot_options(self.episode, self.compat)
 
 
 @dataclasses.dataclass(frozen=True)
