@@ -42,8 +42,7 @@ class LiberoArm:
     def reset(self, suite: str, task: int, seed: int, max_episode_steps: int) -> ModelEpisode:
         info = self.episode.reset(suite, task, seed, max_episode_steps)
         self.control_period_s = float(self.episode.control_period)
-        return ModelEpisode(info.suite, info.task, info.seed, info.task_language, tuple(info.object_names),
-                            info.max_episode_steps)
+        return info
 
     def _gripper_action(self, gap_m: float) -> float:
         return float(np.clip(1.0 - 2.0 * gap_m / self.gripper_open_m, -1.0, 1.0))

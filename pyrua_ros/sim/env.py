@@ -45,6 +45,7 @@ import numpy as np
 
 from pyrua_ros.driver import interfaces
 from pyrua_ros.driver.convert import matrix_to_quat
+from pyrua_ros.driver.model import ModelEpisode
 from pyrua_ros.sim import cameras, parts, render, suites, urdf
 from pyrua_ros.sim.joint_control import JointPositionMode
 from pyrua_ros.sim.stepper import LeanStep
@@ -60,20 +61,10 @@ class EpisodeOver(RuntimeError):
     """A motion was asked for after the episode terminated (success) or was truncated; reset first."""
 
 
-@dataclasses.dataclass(frozen=True)
-class EpisodeInfo:
-    """The episode chosen by the last reset.
-
-    ``task_language`` is the BDDL instruction (``env.language_instruction``, the perturbed one in PRO ``_lan`` /
-    ``_task`` suites); ``object_names`` the movable objects; ``max_episode_steps`` the truncation limit [steps].
-    """
-
-    suite: str
-    task: int
-    seed: int
-    task_language: str
-    object_names: tuple[str, ...]
-    max_episode_steps: int
+# The episode chosen by the last reset, in the driver model's type (both drivers report the same record):
+# ``task_language`` is the BDDL instruction (``env.language_instruction``, the perturbed one in PRO ``_lan`` /
+# ``_task`` suites); ``object_names`` the movable objects; ``max_episode_steps`` the truncation limit [steps].
+EpisodeInfo = ModelEpisode
 
 
 @dataclasses.dataclass(frozen=True)
