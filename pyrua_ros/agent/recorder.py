@@ -397,13 +397,14 @@ class EpisodeRecorder:
             now = time.time_ns()
             received = info.get("received_timestamp") or now
             source = info.get("source_timestamp") or received
+            clock_ns = _cdr_time_ns(data) if topic == self._clock_topic else None
             with self._lock:
-                if topic == self._clock_topic and not self._closed:
-                    self._last_clock_ns = max(self._last_clock_ns or 0, _cdr_time_ns(data))
+                if clock_ns is not None and not self._closed:
+                    self._last_clock_ns = max(self._last_clock_ns or 0, clock_ns)
                 if self._closed or (self._held and topic not in self._latched):
                     return
-                if topic == self._clock_topic:
-                    self._clock_ns = max(self._clock_ns, _cdr_time_ns(data))
+                if clock_ns is not None:
+                    self._clock_ns = max(self._clock_ns, clock_ns)
                 elif self._guard and topic in self._stamped and self._earlier_episode(_cdr_time_ns(data)):
                     return   # a late frame of an earlier episode
                 channel = self._channel(topic)
