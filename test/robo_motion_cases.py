@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from pyrua_ros.examples import run_program
 from pyrua_ros.robo import results as R
 from pyrua_ros.robo.backend import BackendRefused
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
@@ -34,7 +35,7 @@ class Rig:
 
     ``object_prompt`` names the object the rig's task carries; ``pick(robo)`` segments it and returns
     ``(segment, grasp_xyz)``;
-    ``solve(robo)`` runs the example program that solves the task from its init state.
+    ``solve(robo)`` runs the example program that solves the task from its init state (its ``run`` function).
     """
 
     backend: object
@@ -276,7 +277,9 @@ def case_truncation_freezes_motion(rig: Rig) -> None:
 def case_success_freezes_motion(rig: Rig) -> None:
     """The example program solves the task: the benchmark check latches, robo.done, and motion is refused."""
     robo = rig.reset()
-    rig.solve(robo)
+    # the benchmark may count the task solved before the program's last motion call (it depends on the CPU's
+    # floating point): that call then ends the program with EpisodeFinished("terminated")
+    assert run_program(rig.solve, robo) in ("returned", "terminated")
     assert robo.done and rig.backend.status().success and rig.backend.status().terminated
     assert robo.state().terminated
     stateful = [r for r in rig.host.ledger.records if r.stateful]

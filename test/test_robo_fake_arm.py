@@ -11,9 +11,8 @@ import pathlib
 import numpy as np
 import pytest
 from robo_motion_cases import CASES, Rig
-from test_robo_ros import load_program
 
-from pyrua_ros.examples import EXAMPLES
+from pyrua_ros.examples import EXAMPLES, load_program
 from pyrua_ros.robo.errors import ToolError
 from pyrua_ros.robo.libero import LiberoRobot
 from pyrua_ros.testing import NodeProcess

@@ -8,7 +8,6 @@ needs a fresh one (a reset takes ~0.5 s; the node start ~20-60 s builds LIBERO).
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import pathlib
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 from robo_motion_cases import CASES, Rig
 
-from pyrua_ros.examples import EXAMPLES
+from pyrua_ros.examples import EXAMPLES, load_program
 from pyrua_ros.robo import results as R
 from pyrua_ros.robo.errors import ToolError
 from pyrua_ros.robo.libero import LiberoRobot
@@ -27,14 +26,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 TABLE_Z = 0.90            # kitchen table top [m] (LIBERO-CALIBRATION.md)
 AGENTVIEW_POS = (0.66, 0.0, 1.61)
 BOWL = "the black bowl"
-
-
-def load_program(path: pathlib.Path):
-    """The ``run(robo)`` function of an example program file."""
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.run
 
 
 def pick_bowl(robo: LiberoRobot):

@@ -311,8 +311,12 @@ def test_cells_and_tools_arms_solve_the_same_instance_and_compare_pairs_them(tmp
     assert offered[-1] == "finish" and {"segment", "move_to", "set_gripper", "release", "state"} <= set(offered)
     assert tools["finish"]["environment_terminated"] is True
     results = _tool_results(bodies[-1])
-    assert all("exception" not in r for r in results), [r for r in results if "exception" in r]
-    assert results[-1]["tool"] == "release" and results[-1]["value"]["terminated"] is True
+    # the success latches on the lowering move_to or on the release (which one depends on the CPU's floating
+    # point): every call up to it ran, every call after it was refused because the episode had ended
+    solved = next(i for i, r in enumerate(results) if isinstance(r.get("value"), dict) and r["value"].get("terminated"))
+    assert results[solved]["tool"] in ("move_to", "release"), results[solved]
+    assert all(set(r) & {"exception", "episode_finished"} == set() for r in results[:solved + 1]), results
+    assert all(r.get("episode_finished") == "terminated" for r in results[solved + 1:]), results[solved + 1:]
     calls = [json.loads(line) for line in (tmp_path / "tools" / "calls.jsonl").read_text().splitlines()]
     assert [c["tool"] for c in calls if c["tool"] != "view_env_state"][:3] == ["segment", "segment", "move_to"]
     assert tools["tool_turns"] == len(results) + 1 and tools["calls"] >= len(results)
