@@ -231,7 +231,8 @@ class LoopAgent:
                           **cli.get("host", {})),
             created_at=now_iso(), notes=ep.final_notes(placeholder),
             runtime_returncode=None if placeholder else cli.get("returncode", 0),
-            planner_attempts=cli.get("attempts", 1), env_steps_total=ep.env_steps_total)
+            planner_attempts=cli.get("attempts", 1), env_steps_total=ep.env_steps_total,
+            state_digest=None if placeholder else ep.state_digest)
 
     # ------------------------------------------------------------------ status people watch
     def usage(self) -> dict:

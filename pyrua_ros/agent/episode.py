@@ -275,6 +275,7 @@ class Episode:
         self.status, self.reason, self.error = "error", None, None
         self.environment_success = False
         self.env_steps_total: int | None = None
+        self.state_digest: dict | None = None   # the driver's per-step state digests (sim_interfaces/state_digest.py)
         self.startup_s = self.policy_wall_s = None
         self.interrupted_by: int | None = None
         self.kernel = None          # the cell kernel, once the strategy opened it (open_kernel)
@@ -425,6 +426,8 @@ class Episode:
         status = self.host.backend.status()
         self.environment_success = bool(status.success)
         self.env_steps_total = int(status.step)
+        trace = getattr(self.host.backend, "state_trace", None)
+        self.state_digest = trace.summary() if trace is not None else None
         clipped = getattr(self.host.backend, "clipped_steps", lambda: 0)()
         note = (f"the driver's safety filter clipped {clipped} control step(s) (speed or workspace limits; the "
                 "calls' summaries say which, episode.mcap has /safety/events)")

@@ -183,7 +183,9 @@ class EpisodeResult:
     """One play episode's ``result.json`` (``pyrualean-episode-v2``, PYRUALEAN-CONTRACT.md 6.2).
 
     ``environment_success`` is the benchmark predicate after the loop, never the agent's claim. ``calls`` is the
-    ledger length, ``env_steps`` the sum of the ledger's env steps, ``env_steps_total`` the backend frame counter.
+    ledger length, ``env_steps`` the sum of the ledger's env steps, ``env_steps_total`` the backend frame counter,
+    ``state_digest`` the driver's chained per-step digest of the physics state (``final``, ``per_step``: the same
+    program on the same instance reproduces it on one machine; :mod:`pyrua_ros.sim_interfaces.state_digest`).
     Wall times [s]: ``policy_wall_s`` (agent loop), ``startup_s`` (boot), ``total_wall_s``; ``timeout_s`` =
     ``budget_s``. ``runtime_returncode`` is written as ``<host.runtime>_returncode``.
     """
@@ -225,6 +227,7 @@ class EpisodeResult:
     runtime_returncode: int | None
     planner_attempts: int
     env_steps_total: int | None
+    state_digest: dict[str, Any] | None = None
     schema: str = SCHEMA
     system: str = SYSTEM
 

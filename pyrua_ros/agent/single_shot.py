@@ -223,6 +223,7 @@ class RunResult:
     created_at: str
     notes: tuple[str, ...]
     generation: dict[str, Any] | None
+    state_digest: dict[str, Any] | None = None
     schema: str = SCHEMA
     system: str = SYSTEM
 
@@ -345,7 +346,8 @@ class SingleShotAgent:
             policy_wall_s=ep.policy_wall_s, startup_s=ep.startup_s,
             total_wall_s=round(time.monotonic() - ep.t0, 3), timeout_s=cfg.timeout_s,
             max_episode_steps=e.max_episode_steps, prompt=ep.prompt, host=host, created_at=now_iso(),
-            notes=ep.final_notes(placeholder), generation=self.generation)
+            notes=ep.final_notes(placeholder), generation=self.generation,
+            state_digest=None if placeholder else ep.state_digest)
 
 
 def run_policy(cfg: RunConfig, *, progress=None, host=None) -> RunResult:

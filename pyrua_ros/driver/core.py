@@ -37,6 +37,10 @@ Episode end and reset
   aborts active goals, opens the gripper target and starts the episode the ``episode`` settings name.
 Every refusal is a ``refused`` event on ``/safety/events`` plus a fresh episode status, so a lockstep client waiting
 for a step learns at once that none comes.
+State digest
+  After the reset and after every control step the core chains a digest of the model's physics state
+  (:mod:`pyrua_ros.sim_interfaces.state_digest`) into the episode status, so two runs can prove they took the
+  same trajectory and name the first step where they did not.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from pyrua_ros.driver.clock import make_clock
 from pyrua_ros.driver.convert import quat_to_matrix
 from pyrua_ros.driver.model import ArmModel, CameraImage, ModelEpisode
 from pyrua_ros.safety import EStop, SafetyEvent, SafetyFilter, SafetyLimits, refusal
+from pyrua_ros.sim_interfaces import state_digest
 from pyrua_ros.sim_interfaces.status import CLOCK_MODES, EpisodeStatus
 
 ZERO3 = (0.0, 0.0, 0.0)
@@ -76,6 +81,24 @@ class DriverConfig:
     ee_frame: str
     arm_joints: tuple[str, ...]
     gripper_open_m: float
+
+    @classmethod
+    def from_parameters(cls, v: dict, names) -> DriverConfig:
+        """The config a driver node builds from its parameter values ``v`` (driver/node.py ``PARAMETERS``) and the
+        interface names (interfaces.yaml)."""
+        f, r = names.frames, names.robot
+        limits = SafetyLimits(tuple(v["workspace_min"]), tuple(v["workspace_max"]), float(v["max_linear_speed"]),
+                              float(v["max_angular_speed"]))
+        gripper = goals.GripperSettings(goal_tolerance_m=float(v["gripper_goal_tolerance"]),
+                                        stall_steps=int(v["gripper_stall_steps"]),
+                                        allow_stalling=bool(v["gripper_allow_stalling"]),
+                                        max_steps=int(v["gripper_max_steps"]))
+        trajectory = goals.TrajectorySettings(goal_tolerance_rad=float(v["trajectory_goal_tolerance"]),
+                                              goal_time_s=float(v["trajectory_goal_time"]))
+        return cls(clock_mode=str(v["clock_mode"]), command_timeout_s=float(v["command_timeout_s"]),
+                   limits=limits, gripper=gripper, trajectory=trajectory, world_frame=f.world, base_frame=f.base,
+                   ee_frame=f.end_effector, arm_joints=tuple(r.arm_joints),
+                   gripper_open_m=float(r.gripper_open_width_m))
 
     def __post_init__(self):
         if self.clock_mode not in CLOCK_MODES:
@@ -144,6 +167,7 @@ class DriverCore:
         self.time_base = 0.0
         self.gripper_target = config.gripper_open_m
         self.goals: dict[str, ActiveGoal] = {}
+        self.state_digest = ""     # chained digest of the physics state through the last step (state_digest.py)
 
     # ---------------------------------------------------------------- episode
     def validate_episode(self, suite: str, task: int, seed: int, max_episode_steps: int) -> None:
@@ -159,6 +183,7 @@ class DriverCore:
             self.time_base = self.sim_time + self.dt     # sim time never runs backwards
         self.episode = self.model.reset(suite, task, seed, max_episode_steps)
         self.episode_id += 1
+        self.state_digest = state_digest.start_digest(self.model.physics_state())
         self.gripper_target = self.config.gripper_open_m
         self.clock.clear()
         self.out.publish_reset()
@@ -177,7 +202,8 @@ class DriverCore:
                              success=bool(s.success), terminated=bool(s.success), truncated=bool(s.truncated),
                              max_episode_steps=e.max_episode_steps, object_names=tuple(e.object_names),
                              clock_mode=self.config.clock_mode, estop=self.estop.active,
-                             gripper_opening=round(float(self.model.gripper_opening()), 6))
+                             gripper_opening=round(float(self.model.gripper_opening()), 6),
+                             state_digest=self.state_digest)
 
     def motion_refusal(self) -> str | None:
         """Why motion is refused now, or None."""
@@ -244,7 +270,8 @@ class DriverCore:
 
     def _step(self, fn, *args) -> None:
         """One control step (with the gripper target), then publish and advance every active goal."""
-        fn(*args, self.gripper_target)
+        step = fn(*args, self.gripper_target).step
+        self.state_digest = state_digest.next_digest(self.state_digest, step, self.model.physics_state())
         self.out.publish_state()
         q_arm = self.arm_positions()
         gap = float(self.model.gripper_opening())

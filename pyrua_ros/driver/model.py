@@ -108,6 +108,10 @@ class ArmModel(Protocol):
     def gripper_opening(self) -> float:
         """The finger gap now [m]."""
 
+    def physics_state(self) -> np.ndarray:
+        """The whole simulated state now as float64 numbers (LIBERO: MuJoCo ``qpos`` of the scene; the fake: joint
+        positions, finger gap and object poses): what the episode status's ``state_digest`` chains, step by step."""
+
     def transforms(self, *, moving_only: bool = False) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
         """(parent, child, translation [m], quat xyzw) of every frame of the robot and its cameras;
         ``moving_only`` leaves out :meth:`static_frames` (what ``/tf`` after each step needs)."""

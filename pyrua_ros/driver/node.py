@@ -53,7 +53,7 @@ from pyrua_ros.driver.convert import (
 from pyrua_ros.driver.core import ActiveGoal, DriverConfig, DriverCore, GoalRejected
 from pyrua_ros.driver.interfaces import Interfaces, load
 from pyrua_ros.driver.model import ArmModel, CameraImage
-from pyrua_ros.safety import SafetyEvent, SafetyLimits
+from pyrua_ros.safety import SafetyEvent
 
 EPISODE_PARAMS = ("suite", "task", "seed", "max_episode_steps")
 GOAL_TICK_S = 0.0005   # lockstep goal ticker period [s]: as fast as the executor allows
@@ -167,22 +167,10 @@ class DriverNode(Node):
             self.set_parameters([Parameter(n, value=defaults[n]) for n in EPISODE_PARAMS])
 
     def _config(self, v: dict) -> DriverConfig:
-        f, r = self.names.frames, self.names.robot
         if int(v["stream_resolution"]) <= 0 or int(v["stream_backlog"]) < 1:
             raise ValueError(f"stream_resolution must be > 0 and stream_backlog >= 1, got "
                              f"{v['stream_resolution']!r} and {v['stream_backlog']!r}")
-        limits = SafetyLimits(tuple(v["workspace_min"]), tuple(v["workspace_max"]), float(v["max_linear_speed"]),
-                              float(v["max_angular_speed"]))
-        gripper = goals.GripperSettings(goal_tolerance_m=float(v["gripper_goal_tolerance"]),
-                                        stall_steps=int(v["gripper_stall_steps"]),
-                                        allow_stalling=bool(v["gripper_allow_stalling"]),
-                                        max_steps=int(v["gripper_max_steps"]))
-        trajectory = goals.TrajectorySettings(goal_tolerance_rad=float(v["trajectory_goal_tolerance"]),
-                                              goal_time_s=float(v["trajectory_goal_time"]))
-        return DriverConfig(clock_mode=str(v["clock_mode"]), command_timeout_s=float(v["command_timeout_s"]),
-                            limits=limits, gripper=gripper, trajectory=trajectory, world_frame=f.world,
-                            base_frame=f.base, ee_frame=f.end_effector, arm_joints=tuple(r.arm_joints),
-                            gripper_open_m=float(r.gripper_open_width_m))
+        return DriverConfig.from_parameters(v, self.names)
 
     # ---------------------------------------------------------------- wiring
     def _create_publishers(self) -> None:

@@ -74,6 +74,11 @@ class FakeArm:
     def gripper_opening(self) -> float:
         return float(self.episode.opening)
 
+    def physics_state(self) -> np.ndarray:
+        e = self.episode
+        poses = [e.objects[name].T[:3, :].ravel() for name in sorted(e.objects)]
+        return np.concatenate([e.q, [e.opening], *poses])
+
     def _static(self) -> list[tuple[str, str, np.ndarray]]:
         f = self.frames
         return [(f.world, f.base, self.episode.panda.T_world_base), ("robot0_link7", HAND, kin.T_FLANGE_HAND),

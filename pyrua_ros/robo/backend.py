@@ -158,6 +158,8 @@ class RobotBackend(Protocol):
         """Cancel whatever is in flight (goals, servo); later motion may be refused until reset."""
         ...
 
+    # Optional: ``state_trace`` (a :class:`~pyrua_ros.sim_interfaces.state_digest.StateTrace` fed with every episode
+    # status), whose summary result.json records as ``state_digest``.
     # Optional: ``set_deadline(deadline: float | None)`` (``time.monotonic()`` seconds). While set, every wait
     # ends by then, and motion past it raises BackendDeadline after stopping the arm. ``RobotHost.set_deadline``
     # calls it when the backend has it.

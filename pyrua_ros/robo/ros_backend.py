@@ -113,6 +113,9 @@ class RosBackend:
         self._deadline: float | None = None   # set by the host around each robo call (set_deadline)
         self._status_source: bytes | None = None   # GID of the driver's episode-status publisher, once known
         self.foreign_status: dict[str, dict] = {}  # other publishers of the episode status: {gid hex: info}
+        from pyrua_ros.sim_interfaces.state_digest import StateTrace
+
+        self.state_trace = StateTrace()   # the per-step state digests of the driver's statuses (result.json)
 
         self._owns_node = node is None
         if node is None:
@@ -250,7 +253,9 @@ class RosBackend:
         gid = sample_gid(info)
         if gid is not None and not self._from_driver(gid):
             return
-        self._status.put(EpisodeStatus.from_json(msg.data))
+        status = EpisodeStatus.from_json(msg.data)
+        self.state_trace.observe(status)
+        self._status.put(status)
 
     def _from_driver(self, gid: bytes) -> bool:
         """True when ``gid`` is the episode-status publisher of the driver node (``sim.node`` of the interfaces, in
@@ -356,6 +361,7 @@ class RosBackend:
         if not answer.success:
             raise BackendRefused(f"{self.names.sim.reset}: {answer.message}")
         status = EpisodeStatus.from_json(answer.message)
+        self.state_trace.observe(status)
         self._cancelled.clear()
         with self._events_lock:   # safety events count per episode
             self._events.clear()

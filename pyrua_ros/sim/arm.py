@@ -30,9 +30,9 @@ class LiberoArm:
     DEFAULT_EPISODE = ("libero_goal", 8, 0, 10000)   # suite, task, seed, max_episode_steps: a task with a program
 
     def __init__(self, *, stream_resolution: int, gripper_open_m: float, control_period_s: float,
-                 stream_backlog: int = 16, render_nice: int = 10):
+                 stream_backlog: int = 16, render_nice: int = 10, lean_step: bool = True):
         self.episode = LiberoEpisode(stream_resolution=stream_resolution, stream_backlog=stream_backlog,
-                                     render_nice=render_nice)
+                                     render_nice=render_nice, lean_step=lean_step)
         self.gripper_open_m = float(gripper_open_m)
         self.control_period_s = float(control_period_s)
 
@@ -65,6 +65,9 @@ class LiberoArm:
 
     def ee_pose(self):
         return self.episode.eef_pose()
+
+    def physics_state(self) -> np.ndarray:
+        return self.episode.physics_state()
 
     def joint_state(self):
         return self.episode.joint_state()

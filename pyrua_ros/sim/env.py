@@ -362,6 +362,11 @@ class LiberoEpisode:
         d, ids = self._data, self._ids
         return list(self._joint_names), d.qpos[ids.qpos].copy(), d.qvel[ids.qvel].copy()
 
+    def physics_state(self) -> np.ndarray:
+        """MuJoCo ``qpos`` of the whole scene (robot, objects, articulated fixtures), a copy."""
+        self._require()
+        return self._data.qpos.copy()
+
     def gripper_opening(self) -> float:
         """Finger gap [m]: |q_finger1| + |q_finger2| (about 0.08 fully open, near 0 closed on nothing)."""
         q = self.joint_state()[1]

@@ -177,3 +177,19 @@ def env_with_code(code: str | os.PathLike | None, env: dict | None = None) -> di
     if code is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
     return env
+
+
+@contextlib.contextmanager
+def busy_loops(count: int | None = None) -> Iterator[list[int]]:
+    """``count`` (default: one per core) processes spinning a CPU at full speed beside the block: the load a shared
+    machine puts on a run. Yields their PIDs; each is ended by its PID on exit."""
+    count = (os.cpu_count() or 1) if count is None else count
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL,
+                              start_new_session=True) for _ in range(count)]
+    try:
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait(timeout=10)

@@ -1,0 +1,193 @@
+"""The sim node's driver core in this process, as a ``RobotBackend``: the ROS path minus the transport.
+
+:class:`InProcessDriver` runs :class:`~pyrua_ros.driver.core.DriverCore` over the LIBERO-PRO model
+(:class:`~pyrua_ros.sim.arm.LiberoArm`) with the sim node's own parameters (config/sim.yaml over the driver's
+defaults), and answers ``LiberoRobot``'s backend calls by calling the core directly: a twist is one lockstep
+control step, a gripper goal ticks until the core ends it, captures render in the model. Every rule (safety filter,
+goal rules, refusals, the state digest) is the core's, so a ``run(robo)`` program takes the same control steps here
+as over ROS, bit for bit; what differs is only DDS. With ``lean_step=False`` LIBERO steps with its stock
+``env.step`` (what a program calling LIBERO in-process pays).
+
+Tests (reproducibility: the same digest in-process and over ROS) and benchmarks (episode overhead) use it; the
+product never imports it.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import numpy as np
+import yaml
+
+from pyrua_ros.driver.convert import quat_to_matrix
+from pyrua_ros.driver.core import ActiveGoal, DriverConfig, DriverCore, GoalRejected
+from pyrua_ros.driver.interfaces import load
+from pyrua_ros.robo.backend import (
+    BackendRefused,
+    CaptureFrame,
+    EePose,
+    GripperOutcome,
+    JointSnapshot,
+    SegmentationFrame,
+)
+from pyrua_ros.sim_interfaces.state_digest import StateTrace
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def sim_parameters(params_file: pathlib.Path | None = None) -> dict:
+    """The sim node's parameter values: the driver's defaults, then its ``/**/sim`` entry of ``params_file``
+    (config/sim.yaml by default)."""
+    from pyrua_ros.driver.node import PARAMETERS
+
+    values = {name: param.default for name, param in PARAMETERS.items()}
+    entries = yaml.safe_load((params_file or ROOT / "config" / "sim.yaml").read_text()) or {}
+    values.update(next((v["ros__parameters"] for k, v in entries.items() if k.rsplit("/", 1)[-1] == "sim"), {}))
+    return values
+
+
+class _Output:
+    """The core's DriverOutput: statuses go to the trace; nothing is published."""
+
+    def __init__(self, driver: InProcessDriver):
+        self.driver = driver
+
+    def publish_state(self) -> None:
+        self.driver.state_trace.observe(self.driver.core.status())
+
+    def publish_status(self) -> None:
+        self.publish_state()
+
+    def publish_event(self, event) -> None:
+        if event.kind == "clipped":
+            self.driver.clipped += 1
+
+    def publish_reset(self) -> None:
+        pass
+
+    def goal_feedback(self, goal: ActiveGoal, fields: dict) -> None:
+        pass
+
+    def goal_done(self, goal: ActiveGoal) -> None:
+        pass
+
+
+class InProcessDriver:
+    """RobotBackend over the driver core and a LIBERO episode in this process (built once, reset per episode)."""
+
+    def __init__(self, *, lean_step: bool = True, params_file: pathlib.Path | None = None):
+        from pyrua_ros.sim.arm import LiberoArm
+
+        self.names = load()
+        values = sim_parameters(params_file)
+        values["clock_mode"] = "lockstep"
+        self.model = LiberoArm(stream_resolution=int(values["stream_resolution"]),
+                               gripper_open_m=self.names.robot.gripper_open_width_m,
+                               control_period_s=self.names.robot.control_period_s, lean_step=lean_step)
+        self.core = DriverCore(self.model, DriverConfig.from_parameters(values, self.names), _Output(self))
+        self.control_period_s = float(self.names.robot.control_period_s)
+        self.cameras = tuple(self.names.robot.cameras)
+        self.resolutions = dict(self.names.sim.resolutions)
+        self.state_trace = StateTrace()
+        self.clipped = 0
+        from pyrua_ros.robo.ros_backend import DEFAULT_OSC_ACTION_SCALE
+
+        # what RosBackend reads from the sim node's parameters (it declares none: the default)
+        self.osc_action_scale = DEFAULT_OSC_ACTION_SCALE
+
+    # ------------------------------------------------------------------ episode and state
+    def reset(self, suite: str, task: int, seed: int, max_episode_steps: int):
+        self.clipped = 0
+        return self.core.reset(suite, int(task), int(seed), int(max_episode_steps))
+
+    def status(self):
+        return self.core.status()
+
+    def ee_pose(self) -> EePose:
+        pos, quat = self.model.ee_pose()
+        return EePose(pos=np.asarray(pos, float), quat_xyzw=np.asarray(quat, float), stamp=self.core.sim_time)
+
+    def joints(self) -> JointSnapshot:
+        names, q, dq = self.model.joint_state()
+        return JointSnapshot(names=tuple(names), positions=np.asarray(q), velocities=np.asarray(dq))
+
+    def gripper_opening(self) -> float:
+        return float(self.model.gripper_opening())
+
+    def clipped_steps(self) -> int:
+        return self.clipped
+
+    # ------------------------------------------------------------------ motion
+    def _refused(self, what: str) -> None:
+        why = self.core.motion_refusal()
+        if why is None:
+            return
+        st = self.core.status()
+        reason = "terminated" if st.terminated else "truncated" if st.truncated else "estop" if st.estop else "refused"
+        raise BackendRefused(f"{what}: {why}", reason=reason)
+
+    def servo(self, linear: np.ndarray, angular: np.ndarray) -> EePose:
+        self._refused("servo")
+        before = self.core.status().step
+        self.core.on_twist(np.asarray(linear, float), np.asarray(angular, float), "", time.monotonic())
+        if self.core.status().step == before:
+            self._refused("servo")
+            raise BackendRefused("servo: the twist was refused", reason="refused")
+        return self.ee_pose()
+
+    def gripper(self, position_m: float, max_effort: float = 0.0) -> GripperOutcome:
+        self._refused("gripper")
+        start = self.core.status().step
+        try:
+            self.core.check_gripper_goal(float(position_m))
+        except GoalRejected as exc:
+            raise BackendRefused(f"gripper: {exc}", reason="refused") from exc
+        goal = self.core.start_gripper(float(position_m))
+        while self.core.tick():
+            pass
+        outcome = goal.outcome
+        if outcome is not None and outcome.status == "aborted":
+            self._refused("gripper")
+        f = outcome.fields if outcome is not None else {}
+        return GripperOutcome(position=float(f.get("position", self.gripper_opening())),
+                              effort=float(f.get("effort", 0.0)), stalled=bool(f.get("stalled", False)),
+                              reached_goal=bool(f.get("reached_goal", False)),
+                              steps=self.core.status().step - start)
+
+    # ------------------------------------------------------------------ perception
+    def _optical_pose(self, camera: str) -> np.ndarray:
+        """T_world_optical now, chained through the model's frames."""
+        parents = {child: (parent, t, q) for parent, child, t, q in self.model.transforms()}
+        T, name = np.eye(4), self.names.frames.optical(camera)
+        while name != self.names.frames.world:
+            parent, t, q = parents[name]
+            step = np.eye(4)
+            step[:3, :3], step[:3, 3] = quat_to_matrix(q), t
+            T, name = step @ T, parent
+        return T
+
+    def capture(self, camera: str, resolution: str, env_step: int | None = None) -> CaptureFrame:
+        size = self.resolutions[resolution]
+        step = self.core.status().step if env_step is None else int(env_step)
+        if env_step is None:
+            image, T = self.model.capture(camera, size), self._optical_pose(camera)
+        else:
+            image, T = self.model.capture_past(camera, size, step)
+        near, far = image.depth_range or (None, None)
+        return CaptureFrame(camera=camera, resolution=resolution, color=image.color, depth=image.depth, K=image.K,
+                            T_world_optical=T, stamp=self.core.time_base + step * self.control_period_s,
+                            env_step=step, depth_near=near, depth_far=far)
+
+    def segmentation(self, camera: str, resolution: str, env_step: int | None = None) -> SegmentationFrame:
+        size = self.resolutions[resolution]
+        step = self.core.status().step if env_step is None else int(env_step)
+        ids, labels = self.model.segmentation(camera, size, step=env_step)
+        return SegmentationFrame(ids=ids, labels=labels, stamp=self.core.time_base + step * self.control_period_s,
+                                 camera=camera, resolution=resolution)
+
+    def cancel(self) -> None:
+        """Nothing runs asynchronously here."""
+
+    def close(self) -> None:
+        self.model.close()
