@@ -8,9 +8,10 @@ ROS: the agent process and the sim node, top 10 functions by cumulative time eac
 In one run, program by program and alternating the order (the machine is shared and its load drifts):
 
 - **in-process**: the same ``LiberoRobot`` (a ``RobotHost``, its ledger and artifact store) on
-  :class:`benchmarks.inprocess.InProcessBackend`, which calls LIBERO in this process with the sim node's driver
-  behaviour. It steps with LIBERO's stock ``env.step`` (what a program calling LIBERO in-process pays), and
-  again with the lean step the sim node uses (``inprocess_lean_*``, for reference). The env is built once.
+  :class:`pyrua_ros.testing.inprocess.InProcessDriver`, the sim node's driver core and LIBERO in this process (the
+  same control steps as over ROS, bit for bit). It steps with LIBERO's stock ``env.step`` (what a program calling
+  LIBERO in-process pays), and again with the lean step the sim node uses (``inprocess_lean_*``, for reference).
+  The env is built once.
 - **over ROS**: ``pyrualean run --policy <program>`` as a user runs it: a fresh sim node, the sandboxed kernel,
   ``RosBackend``, default recording (``episode.mcap`` and ``episode.mp4``).
 
@@ -33,7 +34,6 @@ import io
 import json
 import os
 import pathlib
-import runpy
 import statistics
 import subprocess
 import sys
@@ -47,7 +47,7 @@ from pyrua_ros.testing import apply_loopback_environment, checkout_revision, env
 
 apply_loopback_environment()
 
-from pyrua_ros.examples import EXAMPLES  # noqa: E402
+from pyrua_ros.examples import EXAMPLES, load_program, run_program  # noqa: E402
 
 PROGRAMS = [(suite, task) for suite, task in EXAMPLES if suite.startswith("libero")]
 
@@ -66,9 +66,9 @@ class InProcess:
     """The example programs on LiberoRobot over the in-process backend (one env, reset per episode)."""
 
     def __init__(self, lean_step: bool):
-        from benchmarks.inprocess import InProcessBackend
+        from pyrua_ros.testing.inprocess import InProcessDriver
 
-        self.backend = InProcessBackend(lean_step=lean_step)
+        self.backend = InProcessDriver(lean_step=lean_step)
 
     def run(self, suite: str, task: int) -> dict:
         from pyrua_ros.robo.host import RobotHost
@@ -76,10 +76,10 @@ class InProcess:
         self.backend.reset(suite, task, 0, 10000)
         host = RobotHost.for_libero(self.backend, primitives="no-vla")
         host.capture_boot_images("high")               # the card images, as an episode's boot takes them
-        program = runpy.run_path(str(EXAMPLES[(suite, task)]))
+        program = load_program(EXAMPLES[(suite, task)])
         t0 = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):
-            program["run"](host.robo)
+            run_program(program, host.robo)   # EpisodeFinished when the task is solved early ends it
         wall = time.perf_counter() - t0
         records = [r.to_json() for r in host.ledger.records]
         move_s, move_steps = _step_ms(records)

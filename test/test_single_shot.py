@@ -185,6 +185,22 @@ def test_run_executes_the_policy_once_and_records_6_3(tmp_path):
     assert "move_to" in calls[-1] and (out / "card.json").is_file() and (out / "workspace" / "policy.py").is_file()
 
 
+def test_run_ends_a_program_where_the_task_is_solved_and_records_the_state_digest(tmp_path):
+    """A program still moving after the benchmark counted the task solved (success can come a step earlier on
+    another CPU) ends at that call with EpisodeFinished: ``finished``/``terminated``, success, exit 0."""
+    from pyrua_ros.examples import EXAMPLES
+
+    policy = (EXAMPLES[("fake_table", 0)].read_text() + "\n\n_solve = run\n\n\ndef run(robo):\n    _solve(robo)\n"
+              "    robo.move_to(list(robo.state().eef_pos), robo.OPEN)\n    print('not reached')\n")
+    code, printed, result, out = run_cli(tmp_path, policy)
+    assert code == 0 and printed["exit_code"] == 0, result
+    assert (result["status"], result["reason"]) == ("finished", "terminated") and result["environment_success"]
+    assert "not reached" not in (out / "policy_output.txt").read_text()
+    digest = result["state_digest"]
+    assert digest["steps"] == result["env_steps_total"] and digest["missing"] == 0
+    assert len(digest["per_step"]) == digest["steps"] + 1 and digest["final"] == digest["per_step"][-1]
+
+
 def test_run_records_an_exception_with_its_traceback(tmp_path):
     policy = "def run(robo):\n    robo.state()\n    raise ValueError('boom 42')\n"
     code, printed, result, _ = run_cli(tmp_path, policy)
