@@ -180,8 +180,12 @@ class Probe:
         """(goal handle, accepted) of a goal; feedback messages are appended to ``feedback``."""
         if not client.wait_for_server(timeout_sec=timeout):
             raise TimeoutError("no action server")
+        from pyrua_ros.driver.goal_client import send_goal_answered
+
         cb = (lambda msg: feedback.append(msg.feedback)) if feedback is not None else None
-        handle = self.wait_future(client.send_goal_async(goal, feedback_callback=cb), timeout)
+        handle = send_goal_answered(client, goal, timeout, feedback_callback=cb)
+        if handle is None:
+            raise TimeoutError(f"no answer to the goal within {timeout} s")
         return handle, bool(handle.accepted)
 
     def close(self) -> None:

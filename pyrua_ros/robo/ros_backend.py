@@ -301,9 +301,9 @@ class RosBackend:
     @staticmethod
     def _done_within(future, timeout: float) -> bool:
         """Wait for an rclpy future (completed by the executor thread) at most ``timeout`` s."""
-        done = threading.Event()
-        future.add_done_callback(lambda _f: done.set())
-        return done.wait(timeout)
+        from pyrua_ros.driver.goal_client import future_done_within
+
+        return future_done_within(future, timeout)
 
     def _refusal_reason(self) -> str:
         """Why the driver refuses motion now, from the latest status: estop, terminated, truncated or refused."""

@@ -104,6 +104,8 @@ def follow_joint_trajectory(report: Report, backend) -> None:
     from rclpy.action import ActionClient
     from trajectory_msgs.msg import JointTrajectoryPoint
 
+    from pyrua_ros.driver.goal_client import send_goal_answered
+
     names = backend.names
     client = ActionClient(backend.node, FollowJointTrajectory, names.driver.follow_joint_trajectory)
 
@@ -118,10 +120,10 @@ def follow_joint_trajectory(report: Report, backend) -> None:
             positions=[float(now[j]) + 0.03 for j in names.robot.arm_joints],
             time_from_start=Duration(sec=0, nanosec=400_000_000))]
         feedback = []
-        sent = client.send_goal_async(goal, feedback_callback=lambda m: feedback.append(m.feedback))
-        if not backend._done_within(sent, WAIT_S) or not sent.result().accepted:
-            return False, "goal not accepted"
-        result = sent.result().get_result_async()
+        handle = send_goal_answered(client, goal, WAIT_S, feedback_callback=lambda m: feedback.append(m.feedback))
+        if handle is None or not handle.accepted:
+            return False, "goal not accepted" if handle is not None else "goal not answered"
+        result = handle.get_result_async()
         if not backend._done_within(result, WAIT_S):
             return False, "no result"
         res = result.result().result
