@@ -67,7 +67,7 @@ class LoopAgent:
         ep.prompt = prompt_mod.build_prompt(ep.robot.robo, ep.card, options, card_dir=ep.out)
         if ep.prompt.sources != "live":
             ep.notes.append(f"prompt text rendered from the reference sources at {ep.prompt.sources}")
-        (ep.out / "prompt.txt").write_text(ep.prompt.text)
+        ep.records.write_text("prompt.txt", ep.prompt.text)
         if agent.arm in CODE_ARMS:   # the tools arm runs no model-written code: no kernel
             self.kernel = ep.open_kernel(self.cfg.sandbox)
         self.toolkit = ArmToolkit(agent, ep.robot, self.kernel, ep.workspace, on_turn=self._on_turn,
@@ -170,6 +170,7 @@ class LoopAgent:
         finally:
             if self.events is not None:
                 self.events.close()
+                ep.records.failures.extend(self.events.failures)
             if hasattr(self.runtime, "close"):
                 self.runtime.close()
             records = ep.records   # the one writer: texts made safe, a failed record noted, never raised
