@@ -160,3 +160,23 @@ def test_records_planted_at_every_name_hold_only_what_the_host_wrote(tmp_path):
         assert all(isinstance(row, dict) and not row.get("forged") for row in rows), name
     events = [json.loads(line) for line in (out / "openai_events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events].count("request") == 3 and events[0]["event"] == "start"
+
+
+def test_the_tools_arm_bounds_each_call_by_the_cell_deadline_and_names_its_own_sandbox(tmp_path):
+    """A robot tool call of the tools arm once had no deadline: ``set_gripper(1, steps=10**9)`` ran on until the
+    budget. Now it stops at the per-call deadline of a cell (``--cell-timeout-s``) with the cell's error."""
+    from pyrua_ros.agent.arms import TOOLS_SANDBOX
+
+    out = tmp_path / "run"
+    script = [Reply(tool_calls=(("set_gripper", {"gripper": 1, "steps": 10**9}),)),
+              Reply(tool_calls=(("finish", {"status": "failure", "summary": "bounded"}),))]
+    with ChatServer(script) as server:
+        proc = subprocess.run([*PLAY[:PLAY.index("--arm") + 1], "tools", *PLAY[PLAY.index("--arm") + 2:], "--out",
+                               str(out), "--base-url", server.base_url, "--cell-timeout-s", "2", "--budget-s", "60"],
+                              capture_output=True, text=True, timeout=240, cwd=sandbox.PACKAGE_ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "completed" and result["host"]["sandbox"] == TOOLS_SANDBOX
+    first = _tool_results(out)[0]
+    assert "time limit of this call was reached" in first["exception"], first
+    assert first["elapsed_s"] < 2 + 2

@@ -25,6 +25,9 @@ from pyrua_ros.agent.records import EpisodeResult, Generation, HostInfo, PromptR
 TICK_S = 1.0   # how often the live status is refreshed while the loop runs [s]
 
 
+TOOLS_SANDBOX = ("tools arm: no model-written code runs, so no cell kernel is started; each robot tool call runs "
+                 "on the real robo in the agent process under the per-call deadline of a cell (--cell-timeout-s, "
+                 "never past the budget): at the deadline motion stops and the call raises ToolError")
 TOOL_WORD = {"cells": "python", "program": "run_program", "tools": "a robot tool"}   # the loop's "call <tool>" hint
 
 
@@ -228,7 +231,8 @@ class LoopAgent:
             generation=generation,
             host=HostInfo(python=sys.executable, cuda_device=ep.compat.cuda_device,
                           primitive_set=e.primitive_set, runtime=agent.runtime, boot_options=cfg.boot_options(),
-                          sandbox=ep.sandbox_description(), rpent_root=ep.compat.rpent_root,
+                          sandbox=TOOLS_SANDBOX if agent.arm == "tools" else ep.sandbox_description(),
+                          rpent_root=ep.compat.rpent_root,
                           **cli.get("host", {})),
             created_at=now_iso(), notes=ep.final_notes(placeholder),
             runtime_returncode=None if placeholder else cli.get("returncode", 0),
