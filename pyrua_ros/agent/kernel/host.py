@@ -40,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent.kernel import policy, protocol, sandbox
+from pyrua_ros.agent.kernel import cgroup, policy, protocol, sandbox
 from pyrua_ros.agent.kernel import workspace as wsfiles
 from pyrua_ros.agent.text import safe_text
 
@@ -68,8 +68,10 @@ class KernelLimits:
     start. ``max_images`` / ``max_image_bytes``: ``display()`` images kept per cell, and the largest PNG accepted.
     ``max_frame_bytes``: largest frame accepted from the child. ``landlock``: confine the child's filesystem
     access with Landlock where the Linux kernel offers it (defence in depth under bubblewrap).
-    ``record_reserve_bytes``: free space the copy of the workspace always leaves on the run directory's file
-    system, for the host's own records (files that would take it are not copied, and the model is told)."""
+    ``cpus``: CPUs the kernel may use at once, and ``memory_bytes`` its memory, where a cgroup v2 can be made
+    (``cgroup.py``; rlimits only otherwise, said in ``description``). ``record_reserve_bytes``: free space the
+    copy of the workspace always leaves on the run directory's file system, for the host's own records (files
+    that would take it are not copied, and the model is told)."""
 
     memory_bytes: int = 4 * 2**30
     cpu_s: int = 1800
@@ -84,6 +86,7 @@ class KernelLimits:
     max_frame_bytes: int = 64 * 2**20
     landlock: bool = True
     record_reserve_bytes: int = 32 * 2**20
+    cpus: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("memory_bytes", "cpu_s", "file_size_bytes", "open_files", "workspace_bytes", "max_images",
@@ -469,8 +472,28 @@ class Kernel:
                                   limits=wsfiles.CopyLimits(bytes=self.limits.workspace_bytes))
             except OSError as exc:
                 self._event(f"the new kernel's workspace could not be restored whole: {exc.strerror or exc}")
+        self._bound({self._proc.pid, sandbox_pid, self._pid} - {None})
         self.starts += 1
         self.start_times_s.append(round(time.monotonic() - t0, 4))
+
+    _cgroup: cgroup.KernelCgroup | None = None
+
+    def _bound(self, pids: set[int]) -> None:
+        """Put the kernel's processes in a cgroup of their own (memory, CPU, process count) where the machine
+        delegates one; otherwise say in ``description`` that rlimits alone bound them."""
+        group = cgroup.KernelCgroup.create(self.limits.memory_bytes, self.limits.cpus, 64)
+        if group is not None:
+            try:
+                for pid in sorted(pids):
+                    group.add(pid)
+            except OSError as exc:
+                self._event(f"the kernel could not be put in its cgroup: {exc}")
+                group = None
+        self._cgroup = group
+        bound = group.description if group is not None else (
+            f"CPU and memory bounded by rlimits only (RLIMIT_CPU {self.limits.cpu_s} s, RLIMIT_AS "
+            f"{self.limits.memory_bytes // 2**20} MiB): no cgroup, {cgroup.fallback_reason() or 'not created'}")
+        self.description = f"{self.description}; {bound}"   # (set afresh from the launch at every start)
 
     def _stop(self, *, kill: bool) -> str:
         """End the child (politely unless ``kill``); copy its workspace back; returns how it ended plus the
@@ -494,6 +517,9 @@ class Kernel:
         for stream in (proc.stdin, proc.stdout):
             with contextlib.suppress(OSError):
                 stream.close()
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
         if self.mirrored:
             self.sync_workspace()   # the tmpfs lives on while this process holds its fd
             os.close(self._ws_fd)
