@@ -270,6 +270,12 @@ def test_claude_usage_without_a_result_message_comes_from_the_stream(tmp_path):
     (["--arm", "tools"], "--arm tools needs a model runtime"),
     (["--runtime", "codex", "--base-url", "http://127.0.0.1:9/v1", "--codex-bin", "/nonexistent/codex"],
      "--codex-bin: no codex executable found (/nonexistent/codex)"),
+    (["--runtime", "claude", "--base-url", "http://127.0.0.1:9/v1", "--codex-bin", "/usr/bin/true"],
+     "--codex-bin applies to --runtime codex only (got --runtime claude)"),
+    (["--runtime", "codex", "--base-url", "http://127.0.0.1:9/v1", "--claude-cli", "/usr/bin/true"],
+     "--claude-cli applies to --runtime claude only (got --runtime codex)"),
+    (["--runtime", "openai", "--base-url", "http://127.0.0.1:9/v1", "--codex-bin", "/usr/bin/true"],
+     "--codex-bin applies to --runtime codex only (got --runtime openai)"),
     (["--runtime", "claude", "--base-url", "http://127.0.0.1:9", "--api-key-env", "PYRUA_TEST_UNSET_KEY"],
      "--api-key-env names 'PYRUA_TEST_UNSET_KEY', but that environment variable is not set"),
 ])

@@ -351,7 +351,7 @@ def test_without_bubblewrap_the_kernel_refuses_to_start_with_one_clear_line(monk
         Kernel(FakeRobo(), tmp_path / "ws")
     assert "\n" not in str(refused.value) and "--unsafe-sandbox" in str(refused.value)
     with Kernel(FakeRobo(), tmp_path / "ws", sandbox="unsafe") as unsafe:   # the explicit way round it
-        assert unsafe.description == sandbox.UNSAFE_NOTE and not unsafe.mirrored
+        assert unsafe.description.startswith(sandbox.UNSAFE_NOTE + "; ") and not unsafe.mirrored
         assert unsafe.run_cell("robo.OPEN", 10).value == "-1.0"
 
 

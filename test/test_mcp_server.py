@@ -29,6 +29,21 @@ PNG = b"\x89PNG\r\n\x1a\n"
 WRONG_ARGUMENT = "TypeError: LiberoRobot.move_to() got an unexpected keyword argument 'speed'"
 
 
+def _raw_status(url: str, headers: dict) -> int:
+    """The HTTP status of one MCP ``ping`` POSTed to ``url`` with extra ``headers``."""
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    request = urllib.request.Request(url, data=body, method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 def _payload(result) -> dict:
     return json.loads(result.content[0].text)
 
@@ -130,6 +145,10 @@ def test_http_server_survives_a_client_that_disconnects_mid_call(tmp_path):
 
         anyio.run(leave_mid_call)
         listing, state, bad = anyio.run(second_client)
+        # DNS rebinding: a page of another site, or a request addressed to another name, is refused
+        assert _raw_status(url, {"Host": "rebound.example:80"}) == 421
+        assert _raw_status(url, {"Origin": "http://rebound.example"}) == 403
+        assert _raw_status(url, {}) == 200
     finally:
         proc.send_signal(signal.SIGINT)
         try:

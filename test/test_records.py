@@ -131,10 +131,29 @@ def test_run_records_make_every_text_safe(tmp_path):
 
 def test_a_record_that_cannot_be_written_is_reported_not_raised(tmp_path):
     records = R.RunRecords(tmp_path)
-    (tmp_path / "tool_turns.json").mkdir()   # a folder where the file should go: os.replace fails
-    (tmp_path / "tool_turns.json" / "x").write_text("x")
-    assert records.write_json("tool_turns.json", []) is False
+    looped: list = []
+    looped.append(looped)   # a value that cannot become JSON
+    assert records.write_json("tool_turns.json", looped) is False
     assert records.failures and records.failures[0].startswith("tool_turns.json could not be written: ")
+    assert not (tmp_path / "tool_turns.json").exists()
+
+
+def test_a_folder_link_or_fifo_at_a_record_name_is_replaced_never_followed(tmp_path):
+    import os
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("kept")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "a.json").mkdir()
+    (run / "a.json" / "x").write_text("x")
+    (run / "b.json").symlink_to(outside)
+    os.mkfifo(run / "c.json")
+    records = R.RunRecords(run)
+    for name in ("a.json", "b.json", "c.json"):
+        assert records.write_json(name, {"name": name}), records.failures
+        assert not (run / name).is_symlink() and json.loads((run / name).read_text()) == {"name": name}
+    assert outside.read_text() == "kept"
 
 
 def test_the_placeholder_reserves_room_and_reads_back_as_json(tmp_path):

@@ -153,10 +153,33 @@ def test_model_server_check_reads_the_models_endpoint(models_server, monkeypatch
     monkeypatch.setattr(_Models, "status", 401)
     with pytest.raises(validate.SettingError, match=r"refused the API key \(HTTP 401\).*--api-key-env"):
         validate.check_model_server(ModelSettings(model="m", base_url=url))
-    monkeypatch.setattr(_Models, "status", 404)
-    assert "no models endpoint" in validate.check_model_server(ModelSettings(model="m", base_url=url))[0]
+    for status in (404, 405, 500, 501):   # any HTTP answer: a server is there, the model id is not checked
+        monkeypatch.setattr(_Models, "status", status)
+        warnings = validate.check_model_server(ModelSettings(model="m", base_url=url))
+        assert len(warnings) == 1 and f"no models endpoint (GET {url}/models answered HTTP {status})" in warnings[0]
     with pytest.raises(validate.SettingError, match=r"'NO_SUCH_KEY_VAR'.*not set"):
         validate.check_model_server(ModelSettings(model="m", base_url=url, api_key_env="NO_SUCH_KEY_VAR"))
+
+
+def test_a_chat_only_model_server_passes_the_preflight_and_serves_the_episode(tmp_path):
+    """A server that answers chat completions but not ``GET /models`` (HTTP 501, as Python's http.server says
+    for a method it lacks) was refused before boot as if nothing answered."""
+    from pyrua_ros.testing.chat_server import ChatServer, Reply
+
+    out = tmp_path / "run"
+    script = [Reply(tool_calls=(("finish", {"status": "failure", "summary": "chat only"}),))]
+    with ChatServer(script, models_status=501) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells", "--suite",
+             "fake_table", "--task", "0", "--driver", "fake", "--runtime", "openai", "--base-url", server.base_url,
+             "--images", "none", "--no-video", "--no-record", "--progress", "off"],
+            capture_output=True, text=True, timeout=240, cwd=ROOT)
+        outcomes = [(r.method, r.outcome) for r in server.requests]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert outcomes[0] == ("GET", "501") and len(outcomes) == 2
+    assert "has no models endpoint" in proc.stderr and "answered HTTP 501" in proc.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "completed" and result["finish"]["summary"] == "chat only"
 
 
 def test_launch_with_an_unknown_suite_is_refused_before_anything_starts():

@@ -25,6 +25,9 @@ from pyrua_ros.agent.records import EpisodeResult, Generation, HostInfo, PromptR
 TICK_S = 1.0   # how often the live status is refreshed while the loop runs [s]
 
 
+TOOLS_SANDBOX = ("tools arm: no model-written code runs, so no cell kernel is started; each robot tool call runs "
+                 "on the real robo in the agent process under the per-call deadline of a cell (--cell-timeout-s, "
+                 "never past the budget): at the deadline motion stops and the call raises ToolError")
 TOOL_WORD = {"cells": "python", "program": "run_program", "tools": "a robot tool"}   # the loop's "call <tool>" hint
 
 
@@ -67,7 +70,7 @@ class LoopAgent:
         ep.prompt = prompt_mod.build_prompt(ep.robot.robo, ep.card, options, card_dir=ep.out)
         if ep.prompt.sources != "live":
             ep.notes.append(f"prompt text rendered from the reference sources at {ep.prompt.sources}")
-        (ep.out / "prompt.txt").write_text(ep.prompt.text)
+        ep.records.write_text("prompt.txt", ep.prompt.text)
         if agent.arm in CODE_ARMS:   # the tools arm runs no model-written code: no kernel
             self.kernel = ep.open_kernel(self.cfg.sandbox)
         self.toolkit = ArmToolkit(agent, ep.robot, self.kernel, ep.workspace, on_turn=self._on_turn,
@@ -170,6 +173,7 @@ class LoopAgent:
         finally:
             if self.events is not None:
                 self.events.close()
+                ep.records.failures.extend(self.events.failures)
             if hasattr(self.runtime, "close"):
                 self.runtime.close()
             records = ep.records   # the one writer: texts made safe, a failed record noted, never raised
@@ -227,7 +231,8 @@ class LoopAgent:
             generation=generation,
             host=HostInfo(python=sys.executable, cuda_device=ep.compat.cuda_device,
                           primitive_set=e.primitive_set, runtime=agent.runtime, boot_options=cfg.boot_options(),
-                          sandbox=ep.sandbox_description(), rpent_root=ep.compat.rpent_root,
+                          sandbox=TOOLS_SANDBOX if agent.arm == "tools" else ep.sandbox_description(),
+                          rpent_root=ep.compat.rpent_root,
                           **cli.get("host", {})),
             created_at=now_iso(), notes=ep.final_notes(placeholder),
             runtime_returncode=None if placeholder else cli.get("returncode", 0),

@@ -28,6 +28,7 @@ either.
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 from typing import Any
 
@@ -293,6 +294,12 @@ class PlayConfig:
         if agent.runtime == "replay" and model.base_url:
             raise SettingError("--base-url applies to a model runtime (--runtime openai, codex or claude); the "
                                "replay runtime needs no model server")
+        for flag, value, variable, own in (("--codex-bin", self.cli.codex_bin, "PYRUALEAN_CODEX_BIN", "codex"),
+                                           ("--claude-cli", self.cli.claude_cli, "PYRUALEAN_CLAUDE_CLI", "claude")):
+            # given for another runtime it would run nothing; the same value from its variable is a default only
+            if value is not None and agent.runtime != own and value != os.environ.get(variable):
+                raise SettingError(f"{flag} applies to --runtime {own} only (got --runtime {agent.runtime}); "
+                                   f"drop it or pass --runtime {own}")
         if agent.arm == "tools" and agent.runtime == "replay":
             raise SettingError("--arm tools needs a model runtime (--runtime openai, codex or claude); replay replays "
                                "recorded cells or programs")

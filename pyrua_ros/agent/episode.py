@@ -70,7 +70,9 @@ class DriverProcess:
         env = dict(os.environ, **nodes[0].env)
         env[PARENT_PID_VAR] = str(os.getpid())   # the node exits if this process dies, even by SIGKILL
         env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
-        self._log = open(self.log_path, "ab")
+        from pyrua_ros.agent.records import open_record
+
+        self._log = open_record(self.log_path)   # a fresh file of this run, never a link planted there
         self.proc = subprocess.Popen(self.argv, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
 
@@ -350,12 +352,10 @@ class Episode:
                               "lack the step-0 state")
 
     def _write_card(self, state) -> CardRecord:
-        card_dir = self.out / "card"
-        card_dir.mkdir(exist_ok=True)
         images = {}
         for camera in self.host.backend.cameras:
             name = f"{camera}_high.png"
-            (card_dir / name).write_bytes(self.robot.artifact(name, step=0))
+            self.records.write_bytes(f"card/{name}", self.robot.artifact(name, step=0))
             images[camera] = f"card/{name}"
         card = CardRecord(suite=self.settings.suite, task=self.settings.task, seed=self.settings.seed,
                           task_language=state.task, object_names=tuple(state.object_names),

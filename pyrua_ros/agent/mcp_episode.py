@@ -90,7 +90,7 @@ class McpAgent(LoopAgent):
 
     def _serve_http(self, ep) -> str:
         url = self.mcp.start_http(self.cfg.serve.port)
-        (ep.out / "mcp.json").write_text(json.dumps({"url": url, "transport": "http"}) + "\n")
+        ep.records.write_json("mcp.json", {"url": url, "transport": "http"})
         print(json.dumps({"mcp_url": url}), file=sys.stderr, flush=True)
         try:
             while (why := self._ended()) is None:

@@ -13,7 +13,8 @@ budgets, ledger and records as ``play``'s own loop. Facts followed (PYRUALEAN-CO
   per attached PNG; ``isError`` is set when the result has an ``error`` key;
 - calls are serialised (one at a time, in arrival order) and run in a worker thread, so the event loop keeps
   answering while a cell runs;
-- streamable HTTP is stateless with JSON responses, bound to 127.0.0.1, at ``http://127.0.0.1:<port>/mcp``.
+- streamable HTTP is stateless with JSON responses, bound to 127.0.0.1 only, at ``http://127.0.0.1:<port>/mcp``;
+  a request whose ``Host`` is not that address or whose ``Origin`` is another site is refused (DNS rebinding).
 
 A client that disconnects mid-call does not stop the call: the cell runs to its end (its turn is recorded like
 any other), and the server goes on serving the next client (HTTP) or ends cleanly (stdio: end of input).
@@ -130,7 +131,16 @@ class ArmMcpServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
-        app = self.server.streamable_http_app(stateless_http=True, json_response=True, host="127.0.0.1")
+        port = sock.getsockname()[1]
+        # DNS rebinding: only requests addressed to this very socket (Host) from no page or a loopback page of
+        # this port (Origin) are served; a browser tab on another name gets 421 / 403
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                             allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}"],
+                                             allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}"])
+        app = self.server.streamable_http_app(stateless_http=True, json_response=True, host="127.0.0.1",
+                                              transport_security=security)
         config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
         self._uvicorn = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._uvicorn.run, kwargs={"sockets": [sock]},

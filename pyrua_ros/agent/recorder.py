@@ -296,7 +296,9 @@ class EpisodeRecorder:
         self.topics = dict(topics)
         self._node = node
         self._lock = threading.Lock()
-        self._file = open(self.path, "wb")
+        from pyrua_ros.agent.records import open_record
+
+        self._file = open_record(self.path)
         self._writer = Writer(self._file)
         self._writer.start(profile="ros2", library="pyrua_ros recorder")
         self._closed = False

@@ -15,6 +15,8 @@ import dataclasses
 import datetime as _dt
 import json
 import os
+import shutil
+import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,20 +41,70 @@ def now_iso() -> str:
     return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
+def _record_folder(folder: Path) -> None:
+    """Make ``folder`` a real folder of this process: a link or file planted at its name is removed first (a
+    record is never written through a link to somewhere else)."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        folder.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def _take_name(tmp: str, path: Path) -> None:
+    """Rename the host's own ``tmp`` over ``path``, whatever is there: a link, a FIFO or a file is replaced, a
+    folder planted at a record's name is removed first."""
+    try:
+        os.replace(tmp, path)
+    except OSError:
+        if not (path.is_dir() and not path.is_symlink()):
+            raise
+        shutil.rmtree(path)   # the fd-based rmtree: no link inside it is followed
+        os.replace(tmp, path)
+
+
 def _replace_atomically(path: Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``: a reader sees
-    the old file or the new one, never half of one; a link at ``path`` is replaced, not followed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    the old file or the new one, never half of one; a link, FIFO or folder at ``path`` is replaced, never
+    followed or opened."""
+    _record_folder(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.chmod(tmp, 0o644)   # mkstemp makes 0600; run records are meant to be read by others
-        os.replace(tmp, path)
+        _take_name(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def open_record(path: Path | str):
+    """A new, empty file at ``path`` that only this process wrote, open for binary writing (records appended as
+    they happen: event logs, bags, driver logs). Made as a temporary file with ``O_EXCL`` and renamed over the
+    name, so a link, FIFO or file already there is replaced, never followed, opened or appended to."""
+    path = Path(path)
+    _record_folder(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)
+        _take_name(tmp, path)
+    except BaseException:
+        os.close(fd)
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return os.fdopen(fd, "wb")
+
+
+# Characters JSON leaves as they are that ``str.splitlines`` (and many JSON-lines readers) take as line ends: a
+# text from a cell holding them would otherwise start a line of its own, a record it does not own.
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
+def jsonl_line(row: Any) -> str:
+    """One JSON-lines line (newline included) of ``row``, text made safe and every character a reader could take
+    as a line end escaped: whatever text the row holds, it is exactly one line."""
+    text = json.dumps(safe_data(row), ensure_ascii=False, default=lambda v: safe_text(str(v)))
+    return text.translate(_LINE_BREAKS) + "\n"
 
 
 def json_bytes(data: Any) -> bytes:
@@ -259,6 +311,66 @@ def write_result(path: Path | str, result: EpisodeResult | dict[str, Any]) -> Pa
     return write_json(path, result.to_json() if isinstance(result, EpisodeResult) else result)
 
 
+class JsonlRecord:
+    """A JSON-lines record written as it happens (``<runtime>_events.jsonl``): each row is appended to a file
+    only this process made (:func:`open_record`) as one line (:func:`jsonl_line`), and kept. A failed write
+    (a full disk) never raises here; ``close()`` rewrites the file atomically from the kept rows when a write
+    failed or the name no longer holds this process's own file (replaced by a link, a FIFO or another file), so
+    the record ends with exactly its own rows. ``failures`` says what could not be repaired. Thread-safe."""
+
+    def __init__(self, path: Path | str):
+        import threading
+
+        self.path = Path(path)
+        self.rows: list[Any] = []
+        self.failures: list[str] = []
+        self._lock = threading.Lock()
+        self._dirty = False
+        try:
+            self._fh = open_record(self.path)
+            self._identity = _identity(os.fstat(self._fh.fileno()))
+        except OSError as exc:
+            self._fh, self._identity, self._dirty = None, None, True
+            self.failures.append(f"{self.path.name} could not be opened: {exc}")
+
+    def append(self, row: Any) -> None:
+        """Keep ``row`` and append its line to the file."""
+        line = jsonl_line(row).encode("utf-8")
+        with self._lock:
+            self.rows.append(row)
+            if self._fh is None or self._dirty:
+                self._dirty = True
+                return
+            try:
+                self._fh.write(line)
+                self._fh.flush()
+            except OSError:
+                self._dirty = True   # rewritten whole at close
+
+    def close(self) -> None:
+        """Close the file; rewrite it from the kept rows when it is not whole or not this process's own."""
+        with self._lock:
+            if self._fh is not None:
+                try:
+                    self._fh.close()
+                except OSError:
+                    self._dirty = True
+                self._fh = None
+            try:
+                ours = _identity(os.lstat(self.path)) == self._identity
+            except OSError:
+                ours = False
+            if self._dirty or not ours:
+                try:
+                    _replace_atomically(self.path, "".join(jsonl_line(r) for r in self.rows).encode("utf-8"))
+                except OSError as exc:
+                    self.failures.append(f"{self.path.name} could not be written: {type(exc).__name__}: {exc}")
+
+
+def _identity(info: os.stat_result) -> tuple[int, int] | None:
+    return (info.st_dev, info.st_ino) if stat.S_ISREG(info.st_mode) else None
+
+
 RESULT_RESERVE_BYTES = 64 * 1024   # the placeholder result.json holds this much space for the final record
 
 
@@ -292,11 +404,14 @@ class RunRecords:
         """``name`` as UTF-8 text (made safe); True when it was written."""
         return self._attempt(name, lambda: safe_text(text or "").encode("utf-8"))
 
+    def write_bytes(self, name: str, data: bytes) -> bool:
+        """``name`` as the bytes ``data`` (an image); True when it was written."""
+        return self._attempt(name, lambda: bytes(data))
+
     def write_jsonl(self, name: str, rows) -> bool:
         """``name`` as JSON lines, one object per row (made safe); True when it was written."""
         def make() -> bytes:
-            return "".join(json.dumps(safe_data(row), ensure_ascii=False, default=str) + "\n"
-                           for row in rows).encode("utf-8")
+            return "".join(jsonl_line(row) for row in rows).encode("utf-8")
         return self._attempt(name, make)
 
     def reserve_result(self, placeholder: dict[str, Any]) -> None:
@@ -315,8 +430,10 @@ class RunRecords:
             return _replace_atomically(path, data)
         except OSError as exc:
             why = f"{type(exc).__name__}: {exc.strerror or exc}"
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"result.json is no longer the placeholder this run wrote ({why})")
             room = os.fstat(fd).st_size
             data = _fit(result, room, why)
             os.pwrite(fd, data + b" " * (room - len(data)), 0)

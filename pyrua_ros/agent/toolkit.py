@@ -236,6 +236,8 @@ class ArmToolkit:
         self.primitive_calls += 1
         payload: dict[str, Any] = {"call": self.primitive_calls, "tool": name}
         started = time.monotonic()
+        # the deadline of a cell making this one call: motion stops there and the call raises ToolError
+        self.host.set_deadline(started + self._job_timeout(self.cfg.cell_timeout_s))
         try:
             payload["value"] = primitive_tools.result_json(getattr(self.host.robo, name)(**args))
         except (KeyboardInterrupt, SystemExit):
@@ -245,6 +247,8 @@ class ArmToolkit:
                 payload["episode_finished"] = str(getattr(exc, "reason", exc))
             else:
                 payload["exception"] = primitive_tools.error_text(exc)
+        finally:
+            self.host.set_deadline(None)
         payload["elapsed_s"] = round(time.monotonic() - started, 2)
         self.last_code = f"robo.{name}(**{args!r})"
         return ToolReply(payload, [])

@@ -13,13 +13,15 @@ valid, and each is meant to finish well under a second (the endpoint check is on
 - :func:`check_cli_runtime` — ``--runtime codex|claude``: the CLI executable, ``--codex-home``, the key variable;
 - :func:`claim_run_directory` — the run-directory rules: a non-empty ``--out`` is refused unless ``--overwrite``
   (moved aside to ``OUT.prev-<time>``) or ``--resume`` (a finished run is kept; an unfinished one moved aside);
-- :func:`check_model_server` — one GET of ``<base-url>/models`` (skipped with ``--no-preflight``);
+- :func:`check_model_server` — one GET of ``<base-url>/models``: any HTTP answer is a server (skipped with
+  ``--no-preflight``);
 - :func:`check_ray_address` — ``eval --backend ray --address``: the Ray head accepts a connection.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
 import pathlib
 import shlex
@@ -250,8 +252,10 @@ def claim_run_directory(flag: str, out: pathlib.Path, *, overwrite: bool = False
 
 
 def check_model_server(model, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list[str]:
-    """One GET of ``<base-url>/models``: SettingError when nothing usable answers; returns warnings (e.g. the
-    server does not list ``--model``)."""
+    """One GET of ``<base-url>/models``: SettingError only when no server answers at all (a connection that
+    fails) or it refuses the API key (401/403); any other HTTP answer means a server is there (one that serves
+    chat completions only answers 404, 405 or 501 here) and gives a warning. ``--model`` is checked only when
+    a list of models comes back. Returns the warnings."""
     url = model.endpoint().rstrip("/") + "/models"
     try:
         key = model.api_key()
@@ -266,10 +270,12 @@ def check_model_server(model, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list
         if exc.code in (401, 403):
             raise SettingError(f"--base-url {model.base_url}: the model server refused the API key (HTTP {exc.code}) "
                                f"at {url}; check --api-key-env{skip}") from None
-        if exc.code == 404:   # a server without a models endpoint still serves chat completions
-            return [f"the model server at {model.base_url} has no models endpoint (HTTP 404); not checked"]
-        raise SettingError(f"--base-url {model.base_url}: the model server answered HTTP {exc.code} at {url}"
-                           f"{skip}") from None
+        # a server is there; one without a models endpoint still serves chat completions
+        return [f"the model server at {model.base_url} has no models endpoint (GET {url} answered HTTP "
+                f"{exc.code}); --model {model.model} not checked"]
+    except http.client.HTTPException as exc:   # something answers, but not HTTP
+        raise SettingError(f"--base-url {model.base_url}: what answers at {url} does not speak HTTP "
+                           f"({type(exc).__name__}){skip}") from None
     except (urllib.error.URLError, OSError) as exc:
         cause = getattr(exc, "reason", exc)
         text = getattr(cause, "strerror", None) or str(cause)

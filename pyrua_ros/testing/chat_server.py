@@ -15,8 +15,10 @@
 
 When ``context_limit`` is set, a request whose estimated prompt (``chars_per_token`` chars/token, ``image_tokens``
 per image part) plus ``max_tokens`` exceeds it gets a 400 context-length error (vLLM's wording) and does not
-consume a step. Every request is recorded (path, headers, parsed body, outcome) in ``requests``. A request
-after the script is spent gets a 500 naming the exhaustion. ``close()`` stops the thread; use as a context manager.
+consume a step. ``models_status`` other than 200: ``GET`` answers that status (501 is what a server built on
+Python's ``http.server`` without ``do_GET`` says: a chat-only server). Every request is recorded (path,
+headers, parsed body, outcome) in ``requests``. A request after the script is spent gets a 500 naming the
+exhaustion. ``close()`` stops the thread; use as a context manager.
 """
 
 from __future__ import annotations
@@ -114,8 +116,10 @@ class ChatServer(LoopbackHttpServer):
     """Scripted chat-completions server. ``base_url`` is ``http://127.0.0.1:<port>/v1``."""
 
     def __init__(self, script: list, model: str = "scripted-model", context_limit: int | None = None,
-                 chars_per_token: float = 3.0, image_tokens: int = 1200):
+                 chars_per_token: float = 3.0, image_tokens: int = 1200, *,
+                 models_status: int = 200):
         self.model = model
+        self.models_status = models_status
         self.context_limit = context_limit
         self.chars_per_token = chars_per_token
         self.image_tokens = image_tokens
@@ -177,7 +181,10 @@ class ChatServer(LoopbackHttpServer):
                 record = RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None)
                 with server._lock:
                     server.requests.append(record)
-                if self.path.rstrip("/") == "/v1/models":
+                if server.models_status != 200:   # a chat-only server: http.server's own error page
+                    record.outcome = str(server.models_status)
+                    self.send_error(server.models_status)
+                elif self.path.rstrip("/") == "/v1/models":
                     record.outcome = "models"
                     self._send_json(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
                 else:

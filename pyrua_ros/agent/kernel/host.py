@@ -40,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent.kernel import policy, protocol, sandbox
+from pyrua_ros.agent.kernel import cgroup, policy, protocol, sandbox
 from pyrua_ros.agent.kernel import workspace as wsfiles
 from pyrua_ros.agent.text import safe_text
 
@@ -52,6 +52,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _BOOT = ("import sys; sys.path[:0] = {paths!r}; import runpy; "
          "runpy.run_module('pyrua_ros.agent.kernel.worker', run_name='__main__', alter_sys=True)")
 MAX_EVENTS = 100
+FULL_BELOW_BYTES = 64 * 1024   # a workspace with less free space than this is reported full to the model
 PROGRAM_BYTES = 4 * 2**20   # largest program file run_program(path=...) reads
 
 
@@ -66,7 +67,11 @@ class KernelLimits:
     killed if the cell has not stopped this many seconds later. ``start_timeout_s``: deadline for a child to
     start. ``max_images`` / ``max_image_bytes``: ``display()`` images kept per cell, and the largest PNG accepted.
     ``max_frame_bytes``: largest frame accepted from the child. ``landlock``: confine the child's filesystem
-    access with Landlock where the Linux kernel offers it (defence in depth under bubblewrap)."""
+    access with Landlock where the Linux kernel offers it (defence in depth under bubblewrap).
+    ``cpus``: CPUs the kernel may use at once, and ``memory_bytes`` its memory, where a cgroup v2 can be made
+    (``cgroup.py``; rlimits only otherwise, said in ``description``). ``record_reserve_bytes``: free space the
+    copy of the workspace always leaves on the run directory's file system, for the host's own records (files
+    that would take it are not copied, and the model is told)."""
 
     memory_bytes: int = 4 * 2**30
     cpu_s: int = 1800
@@ -80,6 +85,8 @@ class KernelLimits:
     max_image_bytes: int = 16 * 2**20
     max_frame_bytes: int = 64 * 2**20
     landlock: bool = True
+    record_reserve_bytes: int = 32 * 2**20
+    cpus: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("memory_bytes", "cpu_s", "file_size_bytes", "open_files", "workspace_bytes", "max_images",
@@ -460,9 +467,33 @@ class Kernel:
             owner = self._uid if os.geteuid() == 0 else None
             if owner is not None:
                 os.fchown(self._ws_fd, owner, owner)
-            wsfiles.copy_tree(self._host_fd, self._ws_fd, owner=owner)
+            try:   # a workspace that was full before a restart may not fit again: what fits is restored
+                wsfiles.copy_tree(self._host_fd, self._ws_fd, owner=owner,
+                                  limits=wsfiles.CopyLimits(bytes=self.limits.workspace_bytes))
+            except OSError as exc:
+                self._event(f"the new kernel's workspace could not be restored whole: {exc.strerror or exc}")
+        self._bound({self._proc.pid, sandbox_pid, self._pid} - {None})
         self.starts += 1
         self.start_times_s.append(round(time.monotonic() - t0, 4))
+
+    _cgroup: cgroup.KernelCgroup | None = None
+
+    def _bound(self, pids: set[int]) -> None:
+        """Put the kernel's processes in a cgroup of their own (memory, CPU, process count) where the machine
+        delegates one; otherwise say in ``description`` that rlimits alone bound them."""
+        group = cgroup.KernelCgroup.create(self.limits.memory_bytes, self.limits.cpus, 64)
+        if group is not None:
+            try:
+                for pid in sorted(pids):
+                    group.add(pid)
+            except OSError as exc:
+                self._event(f"the kernel could not be put in its cgroup: {exc}")
+                group = None
+        self._cgroup = group
+        bound = group.description if group is not None else (
+            f"CPU and memory bounded by rlimits only (RLIMIT_CPU {self.limits.cpu_s} s, RLIMIT_AS "
+            f"{self.limits.memory_bytes // 2**20} MiB): no cgroup, {cgroup.fallback_reason() or 'not created'}")
+        self.description = f"{self.description}; {bound}"   # (set afresh from the launch at every start)
 
     def _stop(self, *, kill: bool) -> str:
         """End the child (politely unless ``kill``); copy its workspace back; returns how it ended plus the
@@ -486,6 +517,9 @@ class Kernel:
         for stream in (proc.stdin, proc.stdout):
             with contextlib.suppress(OSError):
                 stream.close()
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
         if self.mirrored:
             self.sync_workspace()   # the tmpfs lives on while this process holds its fd
             os.close(self._ws_fd)
@@ -528,17 +562,37 @@ class Kernel:
         followed; the host's own cell/program files kept). A no-op without bubblewrap (same folder)."""
         if not self.mirrored:
             return None
+        limits = wsfiles.CopyLimits(bytes=self.limits.workspace_bytes,
+                                    reserve_bytes=self.limits.record_reserve_bytes)
         try:
             report = wsfiles.copy_tree(self._ws_fd, self._host_fd, protect=self._records, delete_extra=True,
-                                         seen=self._seen,
-                                         limits=wsfiles.CopyLimits(bytes=self.limits.workspace_bytes))
+                                         seen=self._seen, limits=limits)
         except OSError as exc:
             self._event(f"copying the workspace back failed: {exc}")
+            self._copy_note = f"[the run directory's copy of the workspace is incomplete: {exc.strerror or exc}]"
             return None
+        self._copy_note = None
         if report.skipped:
             self._event(f"workspace copy skipped {report.skipped} entr{'y' if report.skipped == 1 else 'ies'}: "
                         f"{', '.join(report.examples)}")
+            self._copy_note = (f"[{report.skipped} workspace entr{'y was' if report.skipped == 1 else 'ies were'} "
+                               f"not kept in the run directory: {', '.join(report.examples[:3])}]")
         return report
+
+    _copy_note: str | None = None
+
+    def _space_note(self) -> str:
+        """A line for the model after a job: the workspace is full (writes fail with ENOSPC), or part of it was
+        not kept in the run directory; empty otherwise."""
+        notes = []
+        if self._ws_fd is not None:
+            with contextlib.suppress(OSError):
+                if wsfiles.free_bytes(self._ws_fd) < FULL_BELOW_BYTES:
+                    notes.append(f"[the workspace is full ({self.limits.workspace_bytes // 2**20} MiB): writing "
+                                 f"a file fails with OSError ENOSPC until files are deleted]")
+        if self._copy_note:
+            notes.append(self._copy_note)
+        return "".join(f"\n{note}" for note in notes)
 
     def put_file(self, name: str, data: bytes) -> None:
         """Place a file (one name) in the kernel's workspace and the run directory's copy (guides, test data)."""
@@ -552,7 +606,10 @@ class Kernel:
         free or a regular file."""
         data = safe_text(code).encode("utf-8")
         self._records.add(name)
-        wsfiles.write_file(self._host_fd, name, data)
+        try:
+            wsfiles.write_file(self._host_fd, name, data)
+        except OSError as exc:   # the run directory's disk is full: the source is still in the transcript
+            self._event(f"{name} could not be saved in the run directory: {exc.strerror or exc}")
         if self.mirrored:
             try:
                 wsfiles.write_file(self._ws_fd, name, data, owner=self._uid if os.geteuid() == 0 else None,
@@ -587,6 +644,7 @@ class Kernel:
         restarted = ending[0] in ("killed", "died")
         common = {"cell": self.cells, "elapsed_s": elapsed, "images": images, "sandbox_flags": flags,
                   "restarted": restarted, "notice": RESTART_NOTICE if restarted else None}
+        stderr_extra += self._space_note()
         if done is None:
             return CellOutcome(exception=ending[1], stderr=stderr_extra, **common)
         exception = done.get("exception")
@@ -626,6 +684,7 @@ class Kernel:
         restarted = ending[0] in ("killed", "died")
         base.update(elapsed_s=round(time.monotonic() - t0, 2), images=images, restarted=restarted,
                     notice=RESTART_NOTICE if restarted else None)
+        stderr_extra += self._space_note()
         if done is None:
             status = "timeout" if ending[0] == "killed" else "error"
             return ProgramOutcome(status=status, exception=ending[1], stderr=stderr_extra, **base)

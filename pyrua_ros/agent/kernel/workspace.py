@@ -151,11 +151,20 @@ class CopyReport:
 
 @dataclasses.dataclass
 class CopyLimits:
-    """Bounds of one copy: ``entries`` (files and folders), ``bytes`` in all, ``depth`` of folders."""
+    """Bounds of one copy: ``entries`` (files and folders), ``bytes`` in all, ``depth`` of folders, and
+    ``reserve_bytes``: free space the destination's file system keeps after every file copied (a file that
+    would leave less is skipped), so a full workspace never takes the room the host's own records need."""
 
     entries: int = 10_000
     bytes: int = 512 * 2**20
     depth: int = 32
+    reserve_bytes: int = 0
+
+
+def free_bytes(dir_fd: int) -> int:
+    """Bytes an unprivileged writer may still add to the file system of ``dir_fd``."""
+    info = os.fstatvfs(dir_fd)
+    return info.f_bavail * info.f_frsize
 
 
 def copy_tree(src_fd: int, dst_fd: int, *, protect: Iterable[str] = (), delete_extra: bool = False,
@@ -266,6 +275,10 @@ class _Copier:
                     return
         finally:
             os.close(fd)
+        if self.limits.reserve_bytes and free_bytes(dst_fd) - len(data) < self.limits.reserve_bytes:
+            self.report.skip(rel, f"would leave less than {self.limits.reserve_bytes // 2**20} MiB free for the "
+                                  "run's records")
+            return
         write_file(dst_fd, name, bytes(data), owner=self.owner)
         self.bytes += len(data)
         self.report.bytes += len(data)

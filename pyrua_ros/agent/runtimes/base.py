@@ -13,9 +13,7 @@ degradation) and calls an optional sink with each, which the episode host writes
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
-import threading
 from collections.abc import Callable
 from typing import Literal, Protocol
 
@@ -170,21 +168,23 @@ class Runtime(Protocol):
 
 
 class JsonlEventSink:
-    """An event sink appending one JSON line per event to ``path`` (thread-safe; flushed per line)."""
+    """An event sink appending one JSON line per event to ``path`` (thread-safe; flushed per line), in a file only
+    this process wrote (:class:`~pyrua_ros.agent.records.JsonlRecord`: whatever was at the name is replaced, a
+    line is always one line, a failed write is repaired at ``close()``)."""
 
     def __init__(self, path: str | pathlib.Path):
+        from pyrua_ros.agent.records import JsonlRecord
+
         self.path = pathlib.Path(path)
-        self._lock = threading.Lock()
-        self._fh = open(self.path, "a", encoding="utf-8")
+        self._record = JsonlRecord(self.path)
+
+    @property
+    def failures(self) -> list[str]:
+        """What could not be written (for result.json notes)."""
+        return self._record.failures
 
     def __call__(self, event: dict) -> None:
-        from pyrua_ros.agent.text import safe_text
-
-        line = safe_text(json.dumps(event, ensure_ascii=False, default=str))   # model text may hold surrogates
-        with self._lock:
-            self._fh.write(line + "\n")
-            self._fh.flush()
+        self._record.append(event)
 
     def close(self) -> None:
-        with self._lock:
-            self._fh.close()
+        self._record.close()

@@ -41,6 +41,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 
+from pyrua_ros.agent.records import JsonlRecord
 from pyrua_ros.bringup.process import stop_process_groups
 
 from .settings import key_from_env
@@ -211,23 +212,15 @@ class EventLog:
     def __init__(self, path: pathlib.Path | None, t0: float):
         self.path = path
         self._t0 = t0
-        self._fh = open(path, "a", encoding="utf-8") if path is not None else None
-        self._lock = threading.Lock()
+        self._record = JsonlRecord(path) if path is not None else None
 
     def write(self, event: dict) -> None:
-        if self._fh is None:
-            return
-        line = json.dumps({"t": round(time.monotonic() - self._t0, 3), **strip_image_data(event)},
-                          ensure_ascii=False, default=str)
-        with self._lock:
-            self._fh.write(line + "\n")
-            self._fh.flush()
+        if self._record is not None:
+            self._record.append({"t": round(time.monotonic() - self._t0, 3), **strip_image_data(event)})
 
     def close(self) -> None:
-        with self._lock:
-            if self._fh is not None:
-                self._fh.close()
-                self._fh = None
+        if self._record is not None:
+            self._record.close()
 
 
 def strip_image_data(value):
