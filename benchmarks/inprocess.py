@@ -52,10 +52,8 @@ class InProcessBackend:
         self.safety = SafetyFilter(_limits())
         self.episode_id = 0
         self._gripper_cmd = -1.0
-        # what RosBackend reads from the sim node, which declares no osc_action_scale: the twin commands the same
-        from pyrua_ros.robo.ros_backend import DEFAULT_OSC_ACTION_SCALE
-
-        self.osc_action_scale = DEFAULT_OSC_ACTION_SCALE
+        # what RosBackend reads from the sim node's osc_action_scale parameter: LIBERO's OSC_POSE scale
+        self.osc_action_scale = (sim_arm.OSC_POS_SCALE_M, sim_arm.OSC_ROT_SCALE_RAD)
 
     # ------------------------------------------------------------------ episode
     def reset(self, suite: str, task: int, seed: int, max_episode_steps: int) -> EpisodeStatus:
@@ -70,7 +68,8 @@ class InProcessBackend:
                              task_language=i.task_language, step=s.step, sim_time=float(s.sim_time),
                              success=bool(s.success), terminated=bool(s.terminated), truncated=bool(s.truncated),
                              max_episode_steps=i.max_episode_steps, object_names=tuple(i.object_names),
-                             clock_mode="lockstep", estop=False, gripper_opening=float(self.ep.gripper_opening()))
+                             clock_mode="lockstep", estop=False, gripper_opening=float(self.ep.gripper_opening()),
+                             gripper_target=self._gap_target)
 
     def ee_pose(self) -> EePose:
         pos, quat = self.ep.eef_pose()
@@ -104,6 +103,17 @@ class InProcessBackend:
         self._refused()
         self._step(np.asarray(linear, float), np.asarray(angular, float))
         return self.ee_pose()
+
+    @property
+    def _gap_target(self) -> float:
+        return (1.0 - self._gripper_cmd) / 2.0 * self.names.robot.gripper_open_width_m
+
+    def gripper_target(self, position_m: float) -> bool:
+        """The sim node's gripper target: every following step carries it, no step of its own."""
+        self._refused()
+        open_m = self.names.robot.gripper_open_width_m
+        self._gripper_cmd = float(np.clip(1.0 - 2.0 * position_m / open_m, -1.0, 1.0))
+        return True
 
     def gripper(self, position_m: float, max_effort: float = 0.0) -> GripperOutcome:
         """The sim node's GripperCommand goal: arm holding, until the gap is within tolerance, stalls, or the

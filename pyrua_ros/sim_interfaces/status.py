@@ -22,7 +22,8 @@ class EpisodeStatus:
     task_language: the instruction. step: control steps since reset. sim_time: seconds of sim time.
     success: the official check, latched. terminated: == success. truncated: step >= max_episode_steps.
     object_names: movable objects of the scene. clock_mode: ``lockstep`` or ``realtime``.
-    estop: the e-stop latch. gripper_opening: finger gap [m].
+    estop: the e-stop latch. gripper_opening: finger gap [m]. gripper_target: the finger-gap target [m] every
+    control step carries (set by a GripperCommand goal or the gripper target topic; open after a reset).
     """
 
     episode_id: int
@@ -40,6 +41,7 @@ class EpisodeStatus:
     clock_mode: Literal["lockstep", "realtime"]
     estop: bool
     gripper_opening: float
+    gripper_target: float
 
     def __post_init__(self):
         if self.clock_mode not in CLOCK_MODES:
