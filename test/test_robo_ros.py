@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import pathlib
 
 import numpy as np
@@ -19,6 +20,7 @@ from robo_motion_cases import CASES, Rig
 from pyrua_ros.examples import EXAMPLES, load_program
 from pyrua_ros.robo import results as R
 from pyrua_ros.robo.errors import ToolError
+from pyrua_ros.robo.geometry import wrap_angle
 from pyrua_ros.robo.libero import LiberoRobot
 from pyrua_ros.testing import NodeProcess
 
@@ -234,35 +236,23 @@ def test_part_prompts_find_the_parts_the_api_promises(scene):
     assert "middle drawer handle" in missing.error
 
 
-DRAWER_PROGRAM = """
-import math
+def test_the_drawer_program_opens_the_middle_drawer_over_ros(rig):
+    """libero_goal task 0 ("open the middle drawer of the cabinet"), unsolved by the earlier top-down programs: the
+    packaged program (segment the middle handle, pitch the hand toward the cabinet with move_pose, close on the
+    bar, pull) opens it through robo over ROS, judged by the benchmark's own check. A program that meets the
+    episode's end before its last call stops there (robo.done), as an episode may end earlier than it expects."""
+    from pyrua_ros.robo.host import RobotHost
 
-def run(robo):
-    handle = robo.segment("middle drawer handle")
-    assert handle.found, handle.error
-    x, y, z = handle.world_xyz
-    # the hand is long along the finger axis: turn it across before coming to the cabinet front
-    robo.rotate_wrist(target_yaw=math.pi / 2, gripper=robo.OPEN, max_steps=150)
-    for target in ([x, y + 0.12, z + 0.05], [x, y + 0.12, z], [x, y + 0.06, z]):
-        robo.move_to(target, step_clip=0.015)
-    return robo.move_to([x, y + 0.01, z], step_clip=0.01, max_steps=40)
-"""
-
-
-def test_a_drawer_program_using_middle_drawer_handle_reaches_the_handle(rig):
-    """A program written for the reference's API (segment a part, waypoints under 0.30 m) reaches the handle: the
-    grip site ends in front of the middle drawer's handle, at its height and across its length."""
-    robo = rig.reset()
-    namespace: dict = {}
-    exec(compile(DRAWER_PROGRAM, "drawer_program.py", "exec"), namespace)
-    last = namespace["run"](robo)
-    handle = robo.segment("middle drawer handle", step=0)
-    box = _extras(robo, handle)
-    eef = np.array(robo.state().eef_pos)
-    centre, front_y = np.array(box["box_center_xyz"]), box["xyz_max"][1]
-    assert abs(eef[0] - centre[0]) < 0.015 and abs(eef[2] - centre[2]) < 0.015, (eef, centre)
-    assert front_y - 0.005 < eef[1] < front_y + 0.035, (eef, front_y)   # at the handle, stopped by it
-    assert not last.terminated
+    rig.backend.reset("libero_goal", 0, 0, 600)
+    host = RobotHost.for_libero(rig.backend, primitives="no-vla")
+    try:
+        load_program(EXAMPLES[("libero_goal", 0)])(host.robo)
+        status = rig.backend.status()
+        assert status.success and host.robo.done, status
+        assert status.step < 400, status
+        assert {r.tool for r in host.ledger.records if r.stateful} <= {"move_pose", "set_gripper"}
+    finally:
+        rig.backend.reset(rig.suite, rig.task, 0, rig.max_episode_steps)   # back to the module's task
 
 
 def test_the_reference_default_motion_is_not_clipped_by_the_sim(rig):
@@ -275,6 +265,82 @@ def test_the_reference_default_motion_is_not_clipped_by_the_sim(rig):
     turn = robo.rotate_wrist(delta_yaw=0.6, gripper=-1.0)
     assert move.reached and turn.reached, (move, turn)
     assert rig.backend.clipped_steps() == 0
+
+
+# ------------------------------------------------------------------------------------- fidelity to LIBERO's OSC
+def _reference_actions() -> list[np.ndarray]:
+    """The reference's OSC actions [pos(3), rot(3), gripper]: full-scale translations, yaw and pitch turns at the
+    rotation clip, a close while the arm moves down, an open while it turns, arm-held gripper steps."""
+    seq = []
+    seq += [np.array([0.5, -0.4, -0.3, 0, 0, 0, -1.0])] * 6
+    seq += [np.array([0, 0, 0, 0, 0, 1.0, -1.0])] * 8             # yaw at the clip: 0.5 rad commanded per step
+    seq += [np.array([0, 0, -0.6, 0, 0, 0, 1.0])] * 8             # close while moving down
+    seq += [np.array([0, 0, 0, -0.8, 0, 0, 1.0])] * 5             # pitch, holding closed
+    seq += [np.array([0, 0, 0, 0, 0, -1.0, -1.0])] * 6            # open while turning back
+    seq += [np.array([0, 0, 0, 0, 0, 0, 1.0])] * 5                # set_gripper: arm held
+    return seq
+
+
+def test_motion_matches_plain_libero_for_the_reference_actions(rig):
+    """The reference's actions sent through robo over ROS (twist = action * the sim's osc_action_scale / dt, the
+    gripper as the driver's gripper target) move the arm and fingers as the same actions through LIBERO's own
+    ``env.step`` in this process, step by step: 0.05 m and 0.5 rad per unit action, the gripper with the arm."""
+    from pyrua_ros.robo.servo import gripper_gap
+    from pyrua_ros.sim.env import LiberoEpisode
+
+    assert rig.backend.osc_action_scale == (0.05, 0.5)
+    actions = _reference_actions()
+    rig.backend.reset("libero_goal", 8, 0, 600)
+    dt = rig.backend.control_period_s
+    over_ros = []
+    for a in actions:
+        assert rig.backend.gripper_target(gripper_gap(a[6])) is True
+        pose = rig.backend.servo(a[:3] * 0.05 / dt, a[3:6] * 0.5 / dt)
+        over_ros.append((np.asarray(pose.pos), np.asarray(pose.quat_xyzw), rig.backend.gripper_opening()))
+    plain = LiberoEpisode(lean_step=False)          # LIBERO's stock env.step
+    try:
+        plain.reset("libero_goal", 8, 0, 600)
+        in_process = []
+        for a in actions:
+            plain.step(a)
+            pos, quat = plain.eef_pose()
+            in_process.append((pos, quat, plain.gripper_opening()))
+    finally:
+        plain.close()
+    d_pos = max(float(np.linalg.norm(r[0] - p[0])) for r, p in zip(over_ros, in_process))
+    d_rot = max(2 * math.acos(min(1.0, abs(float(np.dot(r[1], p[1]))))) for r, p in zip(over_ros, in_process))
+    d_gap = max(abs(r[2] - p[2]) for r, p in zip(over_ros, in_process))
+    print(f"\nper-step difference vs plain LIBERO over {len(actions)} steps: position {d_pos:.2e} m, "
+          f"rotation {d_rot:.2e} rad, finger gap {d_gap:.2e} m")
+    assert d_pos < 1e-6 and d_rot < 1e-6 and d_gap < 1e-6, (d_pos, d_rot, d_gap)
+    # and the motion is LIBERO's OSC's: the yaw block turned far more than 0.1 rad per unit would, the fingers
+    # closed during the descent (not before it)
+    yaw = [math.atan2(*_yaw_terms(q)) for _, q, _ in in_process]
+    assert abs(wrap_angle(yaw[13] - yaw[5])) > 0.3, yaw
+    assert in_process[21][2] < in_process[13][2] - 0.02
+
+
+def _yaw_terms(q) -> tuple[float, float]:
+    x, y, z, w = q
+    return 2 * (x * y + z * w), 1 - 2 * (y * y + z * z)
+
+
+def test_set_gripper_runs_exactly_its_steps_and_a_motion_moves_the_fingers(rig):
+    """set_gripper(g, steps) is ``steps`` control steps, as the reference reports it; a motion whose gripper value
+    differs closes the fingers during the motion, with no steps of its own."""
+    robo = rig.reset()
+    step0 = rig.env_step()
+    g = robo.set_gripper(robo.CLOSE, steps=3)
+    assert g.steps == 3 == rig.env_step() - step0
+    robo.set_gripper(robo.OPEN, steps=10)
+    assert robo.state().gripper_opening > 0.07
+    s = robo.state()
+    step1 = rig.env_step()
+    move = robo.move_to([s.eef_pos[0], s.eef_pos[1], s.eef_pos[2] - 0.06], robo.CLOSE)
+    assert move.reached
+    _iterations_match_steps = move.steps_used - (rig.env_step() - step1)
+    assert _iterations_match_steps in (0, 1), (move, rig.env_step() - step1)
+    assert robo.state().gripper_opening < 0.04, "the fingers closed while the arm moved down"
 
 
 # ------------------------------------------------------------------------------------- motion (shared)

@@ -65,7 +65,7 @@ class ScriptedDriver:
         st = EpisodeStatus(episode_id=1, suite="libero_goal", task=8, seed=0, task_language="test", step=step,
                            sim_time=step * 0.05, success=False, terminated=False, truncated=False,
                            max_episode_steps=100, object_names=("bowl",), clock_mode="lockstep", estop=False,
-                           gripper_opening=0.08)
+                           gripper_opening=0.08, gripper_target=0.08)
         self.status_pub.publish(self._types[2](data=dataclasses.replace(st, **over).to_json()))
 
     def step_state(self, step: int, x: float) -> None:

@@ -136,7 +136,7 @@ def test_episode_status_round_trip_and_schema_errors():
     st = EpisodeStatus(episode_id=1, suite="libero_goal", task=8, seed=0, task_language="put the bowl on the plate",
                        step=3, sim_time=0.15, success=False, terminated=False, truncated=False,
                        max_episode_steps=10000, object_names=("plate_1",), clock_mode="lockstep", estop=False,
-                       gripper_opening=0.079)
+                       gripper_opening=0.079, gripper_target=0.08)
     assert EpisodeStatus.from_json(st.to_json()) == st
     assert json.loads(st.to_json())["object_names"] == ["plate_1"]
     d = st.to_dict()

@@ -21,6 +21,12 @@ Servo twists (MoveIt Servo, speed units)
   safety filter clips each axis to its speed limit and keeps the end effector in the workspace box, reporting
   every clip. A twist while a joint trajectory runs is refused (one arm controller at a time); a twist during a
   gripper goal runs, and the fingers keep moving.
+Gripper target (``gripper_target`` topic, forward_command_controller style)
+  A finger-gap target [m] that every following step carries, arm commands included, so the fingers move while the
+  arm moves, as one OSC action moves both. It takes no step of its own (in lockstep the next twist is the step) and
+  is acknowledged by a fresh episode status carrying it (``gripper_target``), so a client that waits for that
+  status knows the next step carries it. It ends an active gripper goal (aborted, "preempted by a gripper target");
+  refused like a twist while motion is refused; clipped to 0..open.
 Goals
   A gripper goal and a trajectory goal may run together (two controllers). A new goal of the same kind preempts
   the active one, which ends **aborted** with "preempted by a newer goal" (ros2_controllers report it canceled,
@@ -203,7 +209,7 @@ class DriverCore:
                              max_episode_steps=e.max_episode_steps, object_names=tuple(e.object_names),
                              clock_mode=self.config.clock_mode, estop=self.estop.active,
                              gripper_opening=round(float(self.model.gripper_opening()), 6),
-                             state_digest=self.state_digest)
+                             gripper_target=float(self.gripper_target), state_digest=self.state_digest)
 
     def motion_refusal(self) -> str | None:
         """Why motion is refused now, or None."""
@@ -319,6 +325,23 @@ class DriverCore:
             self._goal_step()
         else:
             self._servo_step(self.clock.on_tick(wall_s))
+
+    # ---------------------------------------------------------------- gripper target
+    def on_gripper_target(self, values: Sequence[float]) -> None:
+        """A gripper target command (one finger gap [m]): hold it for every following step, or refuse it."""
+        step = self.model.last_step().step
+        reason = self.motion_refusal()
+        if reason is None and (len(values) != 1 or not math.isfinite(values[0])):
+            reason = f"a gripper target is one finite finger gap [m], got {list(values)!r}"
+        if reason:
+            return self._refuse(ZERO3, ZERO3, f"gripper target refused: {reason}", step)
+        goal = self.goals.get("gripper")
+        if goal is not None:
+            self._finish(goal, goal.runner.stopped(goals.ABORTED, "preempted by a gripper target",
+                                                   float(self.model.gripper_opening())))
+        self.gripper_target = float(np.clip(values[0], 0.0, self.config.gripper_open_m))
+        self.out.publish_status()
+        return None
 
     # ---------------------------------------------------------------- goals
     def check_gripper_goal(self, position_m: float) -> None:

@@ -47,6 +47,7 @@ class Driver:
     servo_twist: str
     follow_joint_trajectory: str
     gripper_command: str
+    gripper_target: str
     clock: str
     estop: str
     camera_color: str

@@ -34,7 +34,7 @@ from rclpy.parameter import Parameter
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
-from std_msgs.msg import Bool, String
+from std_msgs.msg import Bool, Float64MultiArray, String
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import Marker, MarkerArray
@@ -197,6 +197,7 @@ class DriverNode(Node):
         d, s = self.names.driver, self.names.sim
         self.create_subscription(TwistStamped, d.servo_twist, self.on_twist, qos.LOCKSTEP)
         self.create_subscription(Bool, d.estop, self.on_estop, qos.EVENTS)
+        self.create_subscription(Float64MultiArray, d.gripper_target, self.on_gripper_target, qos.LOCKSTEP)
         self.create_service(Trigger, s.reset, self.on_reset)
         for cam in self.names.robot.cameras:
             for res in s.resolutions:
@@ -376,6 +377,9 @@ class DriverNode(Node):
         t = msg.twist
         self.core.on_twist((t.linear.x, t.linear.y, t.linear.z), (t.angular.x, t.angular.y, t.angular.z),
                            msg.header.frame_id, time.monotonic())
+
+    def on_gripper_target(self, msg: Float64MultiArray) -> None:
+        self.core.on_gripper_target(list(msg.data))
 
     def on_estop(self, msg: Bool, info) -> None:   # info: who published it (rclpy passes it to a 2-arg callback)
         if self.core.on_estop(bool(msg.data)):   # applied first; then the log names who did it

@@ -1,4 +1,5 @@
-"""Scripted ``run(robo)`` programs for libero_goal tasks, written only with segment, move_to, set_gripper and release.
+"""Scripted ``run(robo)`` programs for libero_goal tasks, written with segment, move_to / move_pose, set_gripper and
+release.
 
 They are plumbing checks and the embedded default of ``pyrualean play --runtime replay`` (no model server needed),
 not method results: the geometry comes from docs/LIBERO-CALIBRATION.md-style measurements (grasp offsets, carry
@@ -21,6 +22,7 @@ EXAMPLES = {
     ("libero_goal", 8): HERE / "libero_goal_bowl_on_plate.py",
     ("libero_goal", 1): HERE / "libero_goal_bowl_on_stove.py",
     ("libero_goal", 6): HERE / "libero_goal_cream_cheese_in_bowl.py",
+    ("libero_goal", 0): HERE / "libero_goal_open_middle_drawer.py",
     ("fake_table", 0): HERE / "fake_table_cube_on_plate.py",
 }
 DEFAULT = ("libero_goal", 8)

@@ -97,7 +97,7 @@ class RosBackend:
         from rclpy.action import ActionClient
         from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import CameraInfo, Image, JointState
-        from std_msgs.msg import String
+        from std_msgs.msg import Float64MultiArray, String
         from std_srvs.srv import Trigger
 
         from pyrua_ros.driver import qos
@@ -166,6 +166,9 @@ class RosBackend:
         self._safety_pub = self.node.create_publisher(String, d.safety_events, qos.EVENTS)
         self._twist_type = TwistStamped
         self._gripper = ActionClient(self.node, GripperCommand, d.gripper_command)
+        self._target_pub = self.node.create_publisher(Float64MultiArray, d.gripper_target, qos.LOCKSTEP)
+        self._target_type = Float64MultiArray
+        self._streams_target: bool | None = None
         self._introspect(self._gripper)
         self._gripper_type = GripperCommand
         self._reset = self.node.create_client(Trigger, s.reset)
@@ -490,6 +493,49 @@ class RosBackend:
             raise BackendTimeout(f"{self.names.sim.episode_status}: no status for t={self._pose.value.stamp:.3f} "
                                  f"s within {timeout} s")
         raise BackendTimeout(f"{self.names.driver.ee_pose}: no pose after a servo command within {timeout} s")
+
+    def gripper_target(self, position_m: float) -> bool:
+        """Make every following step carry the finger-gap target ``position_m`` [m] (the driver's gripper target
+        topic: no step of its own, so the fingers move with the arm's next steps). Returns once the driver's status
+        carries it, so the next twist steps with it; False, sending nothing, when the driver has no such topic
+        (asked once: a subscriber within ``server_wait_s``); BackendRefused when the driver refuses it."""
+        if self._cancelled.is_set():
+            raise BackendRefused("gripper target: cancelled", reason="cancelled")
+        self._check_deadline("gripper target")
+        if self._streams_target is None:
+            deadline = time.monotonic() + self._within_deadline(self._timeouts.server_wait_s)
+            while self._target_pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self._streams_target = self._target_pub.get_subscription_count() > 0
+        if not self._streams_target:
+            return False
+        target = float(position_m)
+        if abs(self.status().gripper_target - target) < 1e-9:
+            return True
+        with self._events_lock:
+            n_events = len(self._events)
+        msg = self._target_type()
+        msg.data = [target]
+        self._target_pub.publish(msg)
+        what = self.names.driver.gripper_target
+
+        def carried():
+            st = self._status.value
+            return st is not None and abs(st.gripper_target - target) < 1e-9
+
+        with self._step_cond:
+            self._step_cond.wait_for(lambda: carried() or self._refusal_since(n_events) is not None
+                                     or self._cancelled.is_set(), self._within_deadline(self._timeouts.step_reply_s))
+            if carried():
+                return True
+            refusal = self._refusal_since(n_events)
+        if refusal is not None:
+            raise BackendRefused(f"{what}: {refusal.get('reason', 'refused by the driver')}",
+                                 reason=self._refusal_reason())
+        if self._cancelled.is_set():
+            raise BackendRefused("gripper target: cancelled", reason="cancelled")
+        self._check_deadline(what)
+        raise BackendTimeout(f"{what}: no status carrying the target {target} m within {self._timeouts.step_reply_s} s")
 
     def gripper(self, position_m: float, max_effort: float = 0.0) -> GripperOutcome:
         if self._cancelled.is_set():

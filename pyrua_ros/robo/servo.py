@@ -8,9 +8,13 @@ straight-line norm); rotation: ``clip(clip(err, -clip, clip) / 0.10, -1, 1)`` on
 axis, nothing else (no orientation hold: a zero rotation action keeps the current orientation, as OSC does).
 The action becomes a twist with the driver's ``osc_action_scale`` (LIBERO's OSC: ``a * 0.05 m`` and
 ``a * 0.5 rad`` per control step), which the simulator maps back exactly; a driver that tracks twists exactly
-declares 0.1 rad, so the reference's rotation command stays stable there. Reported numbers are rounded as the
-reference rounds them (positions, distances and angles to 4 decimals) and ``steps_used`` counts loop iterations
-as the reference does (a move that converged counts its final check: one more than the control steps it used).
+declares 0.1 rad, so the reference's rotation command stays stable there. The gripper command (the action's 7th
+component) rides on the same steps through the driver's gripper target: a motion's ``gripper`` value moves the
+fingers while the arm moves, ``set_gripper(g, steps)`` is exactly ``steps`` steps of the arm holding, as in the
+reference; a driver without a gripper target gets a GripperCommand goal before the motion instead. Reported
+numbers are rounded as the reference rounds them (positions, distances and angles to 4 decimals) and
+``steps_used`` counts loop iterations as the reference does (a move that converged counts its final check: one
+more than the control steps it used).
 
 It knows nothing about ledgers or argument casting: a verb of ``LiberoRobot`` casts its arguments, then runs one
 of these methods inside ``CallRunner.stateful``; values the servo cannot execute raise ``ToolError`` here.
@@ -41,6 +45,12 @@ def _round3(v) -> tuple[float, float, float]:
 
 def _round(x: float) -> float:
     return round(float(x), REPORT_DECIMALS)
+
+
+def gripper_gap(g: float) -> float:
+    """The finger-gap target [m] of gripper command ``g`` (-1 open = 0.08 m, +1 closed = 0); LIBERO's driver maps
+    it back to exactly ``g`` as the OSC gripper action."""
+    return (1.0 - float(g)) / 2.0 * GRIPPER_OPEN_WIDTH_M
 
 
 def rot_action(err: float, step_clip: float) -> float:
@@ -101,12 +111,29 @@ class CartesianServo:
         return done
 
     # -- gripper ------------------------------------------------------------------------------------------
+    def carry_gripper(self, tool: str, g: float) -> bool:
+        """Make every following step carry gripper command ``g``, as the reference's 7th action component (the
+        driver's gripper target; no step of its own). False when the driver has no gripper target, or refused it
+        because the episode ended (the caller's loop then stops by the latched flags)."""
+        target = getattr(self.backend, "gripper_target", None)
+        if target is None:
+            return False
+        self.calls.check_stop()
+        try:
+            carried = bool(target(gripper_gap(g)))
+        except BackendRefused as exc:
+            self.calls.refused(tool, exc)
+            return False
+        if carried:
+            self.gripper_cmd = g
+        return carried
+
     def send_gripper(self, tool: str, g: float) -> int:
         """Send a GripperCommand goal for command ``g``; returns the control steps it used."""
         self.calls.check_stop()
         step0 = self.calls.env_step()
         try:
-            outcome = self.backend.gripper((1.0 - g) / 2.0 * GRIPPER_OPEN_WIDTH_M)
+            outcome = self.backend.gripper(gripper_gap(g))
         except BackendRefused as exc:
             # a goal the driver aborted because the episode ended mid-goal (e.g. release fired the task check)
             # still used the steps it ran: count them, so steps agree with the ledger's env_steps
@@ -116,7 +143,10 @@ class CartesianServo:
         return int(outcome.steps)
 
     def hold_gripper(self, tool: str, g: float) -> int:
-        """Command ``g`` unless it is already held; returns the steps that took."""
+        """Make the motion that follows carry ``g``: the driver's gripper target (the fingers then move with the
+        arm, no step of their own), else a GripperCommand goal before the motion; returns the steps that took."""
+        if self.carry_gripper(tool, g) or any(self.calls.flags()):
+            return 0
         return self.send_gripper(tool, g) if g != self.gripper_cmd else 0
 
     # -- motions ------------------------------------------------------------------------------------------
@@ -211,10 +241,16 @@ class CartesianServo:
                         reached=abs(err) <= tol, steps_used=used, terminated=term, truncated=trunc)
 
     def set_gripper(self, g: float, steps: int) -> Gripper:
+        """The reference's set_gripper: ``steps`` steps of the arm holding with gripper command ``g`` (fewer when
+        the episode ends); ``Gripper.steps`` reports ``steps``, as the reference does."""
         check.count("set_gripper", "steps", steps)
-        used = self.send_gripper("set_gripper", g)
-        if used < steps:
-            self.hold("set_gripper", steps - used)
+        tool = "set_gripper"
+        if self.carry_gripper(tool, g):
+            self.hold(tool, steps)
+        elif not any(self.calls.flags()):   # a driver without a gripper target: a goal, then hold the rest
+            used = self.send_gripper(tool, g)
+            if used < steps:
+                self.hold(tool, steps - used)
         term, trunc = self.calls.flags()
         return Gripper(gripper=g, steps=steps, terminated=term, truncated=trunc)
 
@@ -227,7 +263,10 @@ class CartesianServo:
             peak[0] = max(peak[0], float(self.backend.gripper_opening()))
             return False
 
-        used = min(max_steps, self.send_gripper("release", OPEN))
+        if self.carry_gripper("release", OPEN):
+            used = 0
+        else:
+            used = 0 if any(self.calls.flags()) else min(max_steps, self.send_gripper("release", OPEN))
         opened()
         if used < max_steps and not any(self.calls.flags()):
             used += self.hold("release", max_steps - used, stop=opened)
@@ -238,10 +277,12 @@ class CartesianServo:
                        terminated=term, truncated=trunc)
 
     def osc_action(self, tool: str, action: np.ndarray) -> tuple[EePose | None, int]:
-        """Execute one 7-D OSC action (a VLA action): a gripper goal when its sign changes, then one step."""
-        used = 0
+        """Execute one 7-D OSC action (a VLA action) as one step carrying its gripper command (by sign); returns
+        the pose after it (None when the episode ended) and the steps it took (a driver without a gripper target
+        adds its goal's steps when the sign changes)."""
         g = CLOSE if action[6] > 0 else OPEN
-        if g != self.gripper_cmd:
-            used += self.send_gripper(tool, g)
+        used = self.hold_gripper(tool, g)
+        if any(self.calls.flags()):
+            return None, used
         new = self.act(tool, np.asarray(action[:6], dtype=float))
         return new, used + (new is not None)

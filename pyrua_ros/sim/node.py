@@ -4,7 +4,10 @@ Behaviour: docs/DESIGN.md ("Sim interfaces", "Driver surface behaviour") and :mo
 names from config/interfaces.yaml; parameters from config/sim.yaml (:data:`pyrua_ros.driver.node.PARAMETERS`).
 The episode itself (``sim/env.py``) has no rclpy.
 
-One parameter is the sim's own: ``capture_step`` (one shot, -1 = now) makes the next capture or segmentation
+Two parameters are the sim's own. ``osc_action_scale`` (read only) declares LIBERO's OSC_POSE scale, [0.05 m, 0.5 rad]
+of motion per control step per unit action: robo sends the reference's actions as twists of ``action * scale / dt``,
+which :mod:`pyrua_ros.sim.arm` maps back to exactly that action, so a program moves as it moves under PyRUA-Lean.
+``capture_step`` (one shot, -1 = now) makes the next capture or segmentation
 render the scene as it was after that control step of this episode (the episode keeps the state of every step,
 as the reference keeps every step's images). The reply then carries that step, its stamp and, for a capture,
 ``T_world_optical`` of that time (the wrist camera has moved since and that TF may be gone from a client's buffer).
@@ -19,9 +22,10 @@ from rclpy.parameter import Parameter
 
 from pyrua_ros.driver.convert import time_msg
 from pyrua_ros.driver.node import DriverNode, Shot, depth_range_fields
-from pyrua_ros.sim.arm import LiberoArm
+from pyrua_ros.sim.arm import OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD, LiberoArm
 
 CAPTURE_STEP = "capture_step"
+OSC_ACTION_SCALE = "osc_action_scale"
 
 
 def _make_model(values: dict, names) -> LiberoArm:
@@ -37,6 +41,9 @@ class SimNode(DriverNode):
 
     def __init__(self, **node_kwargs):
         super().__init__("sim", _make_model, LiberoArm.DEFAULT_EPISODE, label="sim node", **node_kwargs)
+        self.declare_parameter(OSC_ACTION_SCALE, [OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD], ParameterDescriptor(
+            description="[m, rad] of motion per control step that one unit of an OSC action commands (LIBERO's "
+                        "OSC_POSE); a client sends action * scale / control period as the twist", read_only=True))
         self.declare_parameter(CAPTURE_STEP, -1, ParameterDescriptor(
             description="sim interface: the next capture / segmentation renders the scene as it was after this "
                         "control step (one shot: back to -1 = now after it)"))

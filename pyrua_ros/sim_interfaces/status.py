@@ -22,9 +22,11 @@ class EpisodeStatus:
     task_language: the instruction. step: control steps since reset. sim_time: seconds of sim time.
     success: the official check, latched. terminated: == success. truncated: step >= max_episode_steps.
     object_names: movable objects of the scene. clock_mode: ``lockstep`` or ``realtime``.
-    estop: the e-stop latch. gripper_opening: finger gap [m]. state_digest: the chained digest of the physics state
-    through this step (:mod:`pyrua_ros.sim_interfaces.state_digest`); empty from a driver that has no physics
-    state to hash (a real arm).
+    estop: the e-stop latch. gripper_opening: finger gap [m]. gripper_target: the finger-gap target [m] every
+    control step carries (set by a GripperCommand goal or the gripper target topic; open after a reset).
+    state_digest: the chained digest of the physics state through this step
+    (:mod:`pyrua_ros.sim_interfaces.state_digest`); empty from a driver that has no physics state to hash (a real
+    arm).
     """
 
     episode_id: int
@@ -42,6 +44,7 @@ class EpisodeStatus:
     clock_mode: Literal["lockstep", "realtime"]
     estop: bool
     gripper_opening: float
+    gripper_target: float
     state_digest: str = ""
 
     def __post_init__(self):

@@ -91,10 +91,10 @@ class InProcessDriver:
         self.resolutions = dict(self.names.sim.resolutions)
         self.state_trace = StateTrace()
         self.clipped = 0
-        from pyrua_ros.robo.ros_backend import DEFAULT_OSC_ACTION_SCALE
+        from pyrua_ros.sim.arm import OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD
 
-        # what RosBackend reads from the sim node's parameters (it declares none: the default)
-        self.osc_action_scale = DEFAULT_OSC_ACTION_SCALE
+        # what RosBackend reads from the sim node's osc_action_scale parameter: LIBERO's OSC_POSE scale
+        self.osc_action_scale = (OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD)
 
     # ------------------------------------------------------------------ episode and state
     def reset(self, suite: str, task: int, seed: int, max_episode_steps: int):
@@ -135,6 +135,15 @@ class InProcessDriver:
             self._refused("servo")
             raise BackendRefused("servo: the twist was refused", reason="refused")
         return self.ee_pose()
+
+    def gripper_target(self, position_m: float) -> bool:
+        """The sim node's gripper target topic: every following step carries it (no step of its own)."""
+        self._refused("gripper target")
+        target = float(np.clip(position_m, 0.0, self.core.config.gripper_open_m))
+        self.core.on_gripper_target([target])
+        if abs(self.core.status().gripper_target - target) > 1e-9:
+            raise BackendRefused(f"gripper target {position_m} m refused by the driver", reason="refused")
+        return True
 
     def gripper(self, position_m: float, max_effort: float = 0.0) -> GripperOutcome:
         self._refused("gripper")
