@@ -6,6 +6,8 @@ import pathlib
 
 import pytest
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PKG = ROOT / "pyrua_ros"
 

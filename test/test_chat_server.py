@@ -9,6 +9,8 @@ import pytest
 
 from pyrua_ros.testing.chat_server import ChatServer, Drop, HttpError, Reply
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 
 def post(server, body, path="/v1/chat/completions"):
     request = urllib.request.Request(server.base_url.removesuffix("/v1") + path, data=json.dumps(body).encode(),

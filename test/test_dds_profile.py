@@ -16,6 +16,8 @@ import pytest
 from pyrua_ros.driver import rosenv
 from pyrua_ros.testing.venvs import child_env, require_venv
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 V2, V3 = rosenv.FASTDDS_PROFILE_VARS[2], rosenv.FASTDDS_PROFILE_VARS[3]
 P2, P3 = str(rosenv.FASTDDS_PROFILES[2]), str(rosenv.FASTDDS_PROFILES[3])
 NS = "{http://www.w3.org/2001/XMLSchema}"

@@ -12,6 +12,8 @@ from pyrua_ros.driver.interfaces import load
 from pyrua_ros.fake_arm.arm import FakeArm
 from pyrua_ros.safety import SafetyLimits
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 NAMES = load()
 ARM = NAMES.robot.arm_joints
 

@@ -13,6 +13,8 @@ import pytest
 
 from pyrua_ros.testing import NodeProcess, spin_until
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NODES = runpy.run_path(str(ROOT / "setup.py"), run_name="pyrua_ros_setup")["NODES"]
 

@@ -15,6 +15,8 @@ import yaml
 
 from pyrua_ros.driver import distro
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DISTROS = yaml.safe_load((ROOT / "interfaces" / "distros.yaml").read_text())
 FJT = "control_msgs/action/FollowJointTrajectory"

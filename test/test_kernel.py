@@ -21,6 +21,8 @@ from pyrua_ros.agent.kernel import RESTART_NOTICE, Kernel, KernelLimits, policy,
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
 from pyrua_ros.robo.results import Move, State
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 
 class FakeRobo:
     """A tiny robot for kernel tests."""

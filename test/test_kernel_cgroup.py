@@ -9,6 +9,8 @@ import pytest
 
 from pyrua_ros.agent.kernel import Kernel, KernelLimits, cgroup
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 
 class Robo:
     def move_to(self, xyz: tuple[float, float, float]) -> tuple:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 ROOT = Path(__file__).resolve().parent.parent
 TAG = uuid.uuid4().hex[:6]
 

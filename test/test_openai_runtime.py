@@ -21,6 +21,8 @@ from pyrua_ros.agent.runtimes.tools import tool_specs
 from pyrua_ros.agent.schema import parse_json_object
 from pyrua_ros.testing.chat_server import ChatServer, Drop, HttpError, Malformed, Reply
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 TOOLS = tool_specs("cells", "pure", "on-demand")
 
 
@@ -461,6 +463,6 @@ def test_make_runtime_builds_from_an_episode_config(tmp_path):
         body = server.completion_bodies()[0]
     assert body["tools"][0]["function"]["name"] == "run_program" and body["top_k"] == 20
     assert body["max_tokens"] == 8192 and [e["event"] for e in events][:2] == ["start", "request"]
-    replay = build(PlayConfig, {"out": tmp_path, "suite": "libero_goal", "task": 0, "runtime": "replay"})
-    with pytest.raises(ValueError, match=r"no example program for libero_goal task 0.*pass --replay FILE"):
+    replay = build(PlayConfig, {"out": tmp_path, "suite": "libero_goal", "task": 3, "runtime": "replay"})
+    with pytest.raises(ValueError, match=r"no example program for libero_goal task 3.*pass --replay FILE"):
         runtimes.make_runtime(replay)

@@ -5,7 +5,10 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
 from catkin_pkg.package import parse_package
+
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Python import name -> rosdep key, for ROS packages that are not named like their import.

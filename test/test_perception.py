@@ -7,6 +7,8 @@ import pytest
 
 from pyrua_ros.robo import perception
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 N = 64
 
 

@@ -14,6 +14,8 @@ from pyrua_ros.agent import prompt as P
 from pyrua_ros.agent.records import CardRecord
 from pyrua_ros.robo.results import RESULT_TYPES
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 
 @dataclasses.dataclass(frozen=True)
 class Dot:

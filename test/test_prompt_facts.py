@@ -25,6 +25,8 @@ from pyrua_ros.robo.arguments import MAX_PLANAR_MOVE_M
 from pyrua_ros.robo.errors import EPISODE_END_REASONS
 from pyrua_ros.robo.libero import LiberoRobot, robot_class
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 # A libero_goal_swap card like the seed command's (the reference's size figure uses a libero_goal card of 685 chars).
 CARD = CardRecord(suite="libero_goal_swap", task=3, seed=0,
                   task_language="put the wine bottle on top of the cabinet",

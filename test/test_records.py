@@ -10,15 +10,19 @@ import pytest
 
 from pyrua_ros.agent import records as R
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 GOLDEN = Path(__file__).parent / "data" / "result_v2.json"
 
-# PYRUALEAN-CONTRACT.md 6.2, in order; "<runtime>_returncode" is "openai_returncode" for our runtime.
+# PYRUALEAN-CONTRACT.md 6.2, in order; "<runtime>_returncode" is "openai_returncode" for our runtime; then our own
+# env_steps_total (the driver's step counter) and state_digest (per-step physics digests, DESIGN.md "Reproducibility").
 RESULT_KEYS = [
     "schema", "system", "arm", "backend", "robot", "suite", "task", "seed", "task_language", "model",
     "reasoning_effort", "max_programs", "images", "feedback", "guides", "max_turns", "budget_mode",
     "environment_success", "status", "reason", "error", "finish", "calls", "stateful_calls", "env_steps",
     "tool_turns", "policy_wall_s", "startup_s", "total_wall_s", "timeout_s", "max_episode_steps", "prompt",
     "generation", "host", "created_at", "notes", "openai_returncode", "planner_attempts", "env_steps_total",
+    "state_digest",
 ]
 
 

@@ -24,6 +24,8 @@ from pyrua_ros.agent.toolkit import ArmToolkit
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
 from pyrua_ros.robo.host import RobotHost
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 
 @pytest.fixture
 def host():

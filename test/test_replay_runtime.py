@@ -9,6 +9,8 @@ from pyrua_ros.agent import runtimes
 from pyrua_ros.agent.runtimes.base import RuntimeFailure
 from pyrua_ros.agent.runtimes.replay_runtime import ReplayRuntime
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 PROGRAM = "def run(robo):\n    robo.move_to([0.1, 0.0, 0.2])\n"
 
 

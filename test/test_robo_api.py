@@ -34,6 +34,8 @@ from pyrua_ros.robo.host import RobotHost, decode_npz, decode_png
 from pyrua_ros.robo.ledger import CallRecord, Ledger
 from pyrua_ros.robo.libero import MAX_PLANAR_MOVE_M, PI0_CHUNK_STEPS, LiberoRobot
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 HOME = np.array([-0.21, 0.0, 1.17])
 R_HOME = np.diag([1.0, -1.0, -1.0])  # pointing down
 TABLE_Z = 0.90

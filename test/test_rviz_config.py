@@ -6,6 +6,8 @@ import yaml
 from pyrua_ros.bringup import graph, rviz_config
 from pyrua_ros.driver import interfaces
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 RVIZ = graph.config_dir() / graph.RVIZ_CONFIG
 NAMES = interfaces.load()
 

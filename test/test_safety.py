@@ -12,6 +12,8 @@ from pyrua_ros.driver.tf_buffer import TransformError, TransformStore
 from pyrua_ros.safety import EStop, SafetyFilter, SafetyLimits, refusal
 from pyrua_ros.sim_interfaces import EpisodeStatus
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 LIMITS = SafetyLimits((-0.5, -0.5, 0.9), (0.5, 0.5, 1.4), max_linear_speed=0.5, max_angular_speed=2.0)
 DT = 0.05
 

@@ -20,6 +20,8 @@ from pyrua_ros.robo.segmenters import (
     tokens,
 )
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 N = 40
 # id -> (label, rows, cols, world xy of the block)
 BLOCKS = {

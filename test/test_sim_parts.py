@@ -10,6 +10,8 @@ from pyrua_ros.robo.segmenters import GroundTruthSegmenter, SegmentRequest, scen
 from pyrua_ros.sim.parts import part_label
 from pyrua_ros.sim_interfaces.labels import is_part_of
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 
 @pytest.mark.parametrize(("obj", "body", "geom", "mesh", "label"), [
     ("wooden_cabinet_1", "wooden_cabinet_1_cabinet_middle", "wooden_cabinet_1_g28",

@@ -14,6 +14,8 @@ import pytest
 
 from pyrua_ros.agent.stats import Z_95, mcnemar_exact_p, paired_difference_interval, wilson_interval
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 
 @pytest.mark.parametrize(("k", "n", "low", "high"), [
     (81, 263, 0.2553, 0.3662),

@@ -12,6 +12,8 @@ import pytest
 from pyrua_ros.agent import compare as C
 from pyrua_ros.agent import summarize as S
 
+pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
+
 GOLDEN = Path(__file__).parent / "data" / "result_v2.json"
 AGGREGATE_KEYS = [
     "episodes", "native_sr", "native_sr_denominator", "unknown_outcome_episodes", "statuses", "mean_calls",
