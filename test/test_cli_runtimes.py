@@ -92,6 +92,9 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     events = [json.loads(line) for line in (out / "codex_events.jsonl").read_text().splitlines()]
     assert sum(e.get("item", {}).get("type") == "mcp_tool_call" and e["type"] == "item.completed" for e in events) == 3
     assert (out / "codex_home" / "config.toml").is_file()
+    # the MCP server demanded its per-run token (401 otherwise); Codex read it from the variable the argv names
+    start = next(e for e in events if e["type"] == "pyrua.start")
+    assert 'mcp_servers.pyrualean.bearer_token_env_var="PYRUALEAN_MCP_TOKEN"' in start["argv"]
     for path in out.rglob("*"):   # the key travelled in the environment only
         if path.is_file() and path.suffix in (".json", ".jsonl", ".txt", ".md", ".toml"):
             assert "sk-scripted-secret" not in path.read_text(errors="replace"), path
@@ -173,7 +176,10 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
     assert generation["cached_input_tokens"] == reported["cached"] == 500
     assert generation["output_tokens"] == reported["output"]
     assert generation["max_turns"] == 25 and generation["tool_requests"] == [1, 1, 2, 3, 4, 5, 6, 7, 8]
-    assert generation["init"]["mcp_servers"][0]["status"] == "connected"
+    assert generation["init"]["mcp_servers"][0]["status"] == "connected"   # with the server's bearer token
+    start = json.loads((out / "claude_events.jsonl").read_text().splitlines()[0])
+    mcp_config = json.loads(start["argv"][start["argv"].index("--mcp-config") + 1])
+    assert mcp_config["mcpServers"]["pyrualean"]["headers"] == {"Authorization": "Bearer ${PYRUALEAN_MCP_TOKEN}"}
     assert result["host"]["claude_cli"].endswith("claude")
     assert (out / "last_message.md").read_text().strip() == "The cube is on the plate."
     assert not (out / "workspace" / "cell_001.py").exists()                 # no code ran on the tools arm
@@ -220,6 +226,27 @@ def _settings(runtime: str):
     from pyrua_ros.agent.runtimes.cli_agent import CliSettings
 
     return CliSettings(model="m", executable=runtime, base_url="http://127.0.0.1:9/v1")
+
+
+@pytest.mark.parametrize("runtime", ["codex", "claude"])
+def test_the_mcp_token_reaches_the_cli_in_its_environment_only(tmp_path, runtime):
+    """The MCP server's bearer token goes in the CLI's environment; the argv (recorded in the events) names the
+    variable only."""
+    from pyrua_ros.agent.runtimes.claude_runtime import ClaudeRuntime
+    from pyrua_ros.agent.runtimes.codex_runtime import CodexRuntime
+
+    if runtime == "codex":
+        rt = CodexRuntime(_settings(runtime), out_dir=tmp_path, workspace=tmp_path)
+    else:
+        rt = ClaudeRuntime(_settings(runtime), tool_names=["python"], out_dir=tmp_path, workspace=tmp_path)
+    argv, env, stdin = rt.command("Say hello.", [], "http://127.0.0.1:9/mcp", "http://127.0.0.1:8", "tok-3f9a")
+    assert env["PYRUALEAN_MCP_TOKEN"] == "tok-3f9a"
+    assert not any("tok-3f9a" in arg for arg in argv) and b"tok-3f9a" not in stdin
+    assert any("PYRUALEAN_MCP_TOKEN" in arg for arg in argv)
+    if runtime == "codex":   # and kept from the shell commands Codex runs
+        assert 'shell_environment_policy.exclude=["PYRUALEAN_MCP_TOKEN"]' in argv
+    for path in tmp_path.rglob("*"):   # codex_home/config.toml, claude_config/
+        assert not path.is_file() or b"tok-3f9a" not in path.read_bytes(), path
 
 
 def test_codex_usage_of_a_killed_session_is_recovered_from_its_rollout(tmp_path):

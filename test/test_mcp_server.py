@@ -8,6 +8,7 @@ talks to it only through MCP: the tool list with its annotations, a ``python`` c
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import pathlib
@@ -19,6 +20,8 @@ import time
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from pyrua_ros.testing import spin_until
 
@@ -108,7 +111,8 @@ def test_stdio_server_lists_the_arms_tools_and_runs_cells(tmp_path):
     assert (out / "workspace" / "cell_003.py").read_text() == "robo.move_to([5.0, 0.0, 1.0])"
 
 
-def _http_server(out: pathlib.Path, *extra: str) -> tuple[subprocess.Popen, str]:
+def _http_server(out: pathlib.Path, *extra: str) -> tuple[subprocess.Popen, str, str]:
+    """``pyrua-ros mcp --transport http`` started; its process, URL and bearer token (from its stderr line)."""
     proc = subprocess.Popen([sys.executable, "-m", "pyrua_ros.cli.main", "mcp", "--transport", "http", "--out",
                              str(out), *EPISODE, *extra], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -118,26 +122,36 @@ def _http_server(out: pathlib.Path, *extra: str) -> tuple[subprocess.Popen, str]
         if not line and proc.poll() is not None:
             break
         if line.startswith('{"mcp_url"'):
-            return proc, json.loads(line)["mcp_url"]
+            announced = json.loads(line)
+            return proc, announced["mcp_url"], announced["mcp_token"]
     proc.kill()
     raise AssertionError(f"the MCP HTTP server did not report its URL (exit {proc.poll()})")
 
 
 def test_http_server_survives_a_client_that_disconnects_mid_call(tmp_path):
     out = tmp_path / "run"
-    proc, url = _http_server(out, "--arm", "tools", "--images", "on-motion")
+    proc, url, token = _http_server(out, "--arm", "tools", "--images", "on-motion")
+    bearer = {"Authorization": f"Bearer {token}"}
+
+    @contextlib.asynccontextmanager
+    async def authorized(**kwargs):
+        """An MCP client that sends the token (as a client given the stderr line would)."""
+        async with create_mcp_http_client(headers=bearer) as http, \
+                Client(streamable_http_client(url, http_client=http), **kwargs) as client:
+            yield client
+
     try:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
         assert json.loads((out / "mcp.json").read_text())["url"] == url
 
         async def leave_mid_call() -> None:
-            async with Client(url) as client:
+            async with authorized() as client:
                 with anyio.move_on_after(1.0):   # the call is still running when the client goes away
                     await client.call_tool("move_to", {"xyz": [-0.21, 0.0, 1.0], "max_steps": 150,
                                                        "step_clip": 0.004})
 
         async def second_client() -> tuple:
-            async with Client(url, read_timeout_seconds=120) as client:
+            async with authorized(read_timeout_seconds=120) as client:
                 listing = await client.list_tools()
                 state = await client.call_tool("state", {})
                 bad = await client.call_tool("mcp__pyrualean__move_to", {"xyz": [0, 0, 1], "speed": 3})
@@ -145,10 +159,14 @@ def test_http_server_survives_a_client_that_disconnects_mid_call(tmp_path):
 
         anyio.run(leave_mid_call)
         listing, state, bad = anyio.run(second_client)
+        # only the holder of the per-run token is served: no token, or another one, gets 401
+        assert _raw_status(url, {}) == 401
+        assert _raw_status(url, {"Authorization": "Bearer not-the-token"}) == 401
+        assert _raw_status(url, {"Authorization": token}) == 401
+        assert _raw_status(url, bearer) == 200
         # DNS rebinding: a page of another site, or a request addressed to another name, is refused
-        assert _raw_status(url, {"Host": "rebound.example:80"}) == 421
-        assert _raw_status(url, {"Origin": "http://rebound.example"}) == 403
-        assert _raw_status(url, {}) == 200
+        assert _raw_status(url, {"Host": "rebound.example:80", **bearer}) == 421
+        assert _raw_status(url, {"Origin": "http://rebound.example", **bearer}) == 403
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -171,6 +189,9 @@ def test_http_server_survives_a_client_that_disconnects_mid_call(tmp_path):
     assert result["status"] == "completed" and result["reason"] == "server stopped by signal"
     turns = json.loads((out / "tool_turns.json").read_text())
     assert [t["tool"] for t in turns] == ["move_to", "state", "move_to"] and turns[0]["moved"]
+    for path in out.rglob("*"):   # the token was printed once and written nowhere
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
 
 
 @pytest.mark.parametrize("name, expected", [("mcp__pyrualean__python", "python"), ("python", "python"),

@@ -48,7 +48,7 @@ def refused(*args, out=None):
     (["--suite", "libero_goal", "--task", "0", "--driver", "fake"],
      "unknown suite 'libero_goal' for --driver fake (libero_goal is served by --driver sim); valid suites: "
      "fake_table"),
-    (["--task", "0"], "no example program for libero_goal task 0; available:"),
+    (["--task", "2"], "no example program for libero_goal task 2; available:"),
     (["--task", "8", "--replay", "/nonexistent/run"], "--replay /nonexistent/run: no such file"),
     (["--task", "8", "--guides-dir", "/nonexistent"], "--guides-dir /nonexistent: no such folder"),
     (["--task", "8", "--max-programs", "2"], "--max-programs applies to --arm program only"),
@@ -150,9 +150,11 @@ def test_model_server_check_reads_the_models_endpoint(models_server, monkeypatch
     assert validate.check_model_server(ModelSettings(model="served-model", base_url=url)) == []
     warnings = validate.check_model_server(ModelSettings(model="other", base_url=url))
     assert warnings and "lists served-model, not --model other" in warnings[0]
-    monkeypatch.setattr(_Models, "status", 401)
-    with pytest.raises(validate.SettingError, match=r"refused the API key \(HTTP 401\).*--api-key-env"):
-        validate.check_model_server(ModelSettings(model="m", base_url=url))
+    for status in (401, 403):   # a server is there; the key may be wrong, but the episode is not refused
+        monkeypatch.setattr(_Models, "status", status)
+        warnings = validate.check_model_server(ModelSettings(model="m", base_url=url))
+        assert len(warnings) == 1 and f"refused the API key (GET {url}/models answered HTTP {status})" in warnings[0]
+        assert "check --api-key-env" in warnings[0]
     for status in (404, 405, 500, 501):   # any HTTP answer: a server is there, the model id is not checked
         monkeypatch.setattr(_Models, "status", status)
         warnings = validate.check_model_server(ModelSettings(model="m", base_url=url))

@@ -151,7 +151,7 @@ class LoopAgent:
         try:
             outcome = self.runtime.run_episode(
                 ep.prompt.text, card_images, url, self.deadline,
-                finished=lambda: self.toolkit.finished or self.toolkit.turn_budget_exhausted)
+                finished=lambda: self.toolkit.finished or self.toolkit.turn_budget_exhausted, mcp_token=self.mcp.token)
         finally:
             if outcome is None or outcome.status == "timeout":
                 ep.robot.stop("timeout")   # a cell still running in the server ends now

@@ -10,7 +10,8 @@ model gives it what ``play`` would.
 
 The episode ends (and result.json is written) when:
 - stdio: the client closes its end (end of input);
-- HTTP: the process gets SIGINT or SIGTERM (status ``completed``, reason ``server stopped by signal``);
+- HTTP (every request with ``Authorization: Bearer <mcp_token>``, the per-run token printed once on stderr next
+  to the URL): the process gets SIGINT or SIGTERM (status ``completed``, reason ``server stopped by signal``);
 - either: ``finish`` was called (the reply is delivered first), or the wall-clock budget ran out (``timeout``;
   the robot is stopped, later calls get ``EpisodeFinished``).
 """
@@ -90,8 +91,10 @@ class McpAgent(LoopAgent):
 
     def _serve_http(self, ep) -> str:
         url = self.mcp.start_http(self.cfg.serve.port)
-        ep.records.write_json("mcp.json", {"url": url, "transport": "http"})
-        print(json.dumps({"mcp_url": url}), file=sys.stderr, flush=True)
+        # the token is printed once, on this line, and written nowhere (mcp.json says only that one is needed)
+        ep.records.write_json("mcp.json", {"url": url, "transport": "http",
+                                           "auth": "Authorization: Bearer <the mcp_token printed on stderr>"})
+        print(json.dumps({"mcp_url": url, "mcp_token": self.mcp.token}), file=sys.stderr, flush=True)
         try:
             while (why := self._ended()) is None:
                 time.sleep(0.1)

@@ -14,7 +14,10 @@ budgets, ledger and records as ``play``'s own loop. Facts followed (PYRUALEAN-CO
 - calls are serialised (one at a time, in arrival order) and run in a worker thread, so the event loop keeps
   answering while a cell runs;
 - streamable HTTP is stateless with JSON responses, bound to 127.0.0.1 only, at ``http://127.0.0.1:<port>/mcp``;
-  a request whose ``Host`` is not that address or whose ``Origin`` is another site is refused (DNS rebinding).
+  a request whose ``Host`` is not that address or whose ``Origin`` is another site is refused (DNS rebinding),
+  and so is one without ``Authorization: Bearer <token>``, the per-run token :meth:`ArmMcpServer.start_http`
+  draws (``secrets.token_urlsafe``): 401, whatever the request (another local process or user can reach the
+  port; only the one who started the server learns the token). stdio needs no token: the wire is the pipe.
 
 A client that disconnects mid-call does not stop the call: the cell runs to its end (its turn is recorded like
 any other), and the server goes on serving the next client (HTTP) or ends cleanly (stdio: end of input).
@@ -24,7 +27,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hmac
+import json
 import os
+import secrets
 import socket
 import threading
 import time
@@ -41,6 +47,31 @@ SERVER_NAME = "pyrualean"
 AFTER_FINISH_ERROR = "the episode already finished; this call was not run"
 DEFAULT_INSTRUCTIONS = "Tools of one robot arm episode (pyrua_ros); each tool's description says what it does."
 ANNOTATIONS = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+UNAUTHORIZED = ("this MCP server needs the per-run token: send 'Authorization: Bearer <token>' with the token "
+                "printed where the server announced its URL (pyrua-ros mcp: the mcp_token of its stderr line)")
+
+
+class BearerGate:
+    """ASGI middleware: an HTTP request whose ``Authorization`` header is not ``Bearer <token>`` gets 401 with
+    a JSON body saying what is missing; everything else (and the lifespan) goes to ``app``."""
+
+    def __init__(self, app, token: str):
+        self.app = app
+        self._expected = f"Bearer {token}".encode("latin-1")
+
+    def _authorized(self, scope) -> bool:
+        sent = [value for name, value in scope.get("headers") or [] if name.lower() == b"authorization"]
+        return len(sent) == 1 and hmac.compare_digest(sent[0].strip(), self._expected)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or self._authorized(scope):
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps({"error": "unauthorized", "message": UNAUTHORIZED}).encode()
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"www-authenticate", b'Bearer realm="pyrualean"')]})
+        await send({"type": "http.response.body", "body": body})
 
 
 def tool_name(name: str) -> str:
@@ -79,6 +110,7 @@ class ArmMcpServer:
         self._uvicorn = None
         self._thread: threading.Thread | None = None
         self.url: str | None = None
+        self.token: str | None = None
 
     # ------------------------------------------------------------------ handlers
     async def _list_tools(self, _ctx, _params) -> types.ListToolsResult:
@@ -123,7 +155,9 @@ class ArmMcpServer:
 
     def start_http(self, port: int = 0, timeout_s: float = 30.0) -> str:
         """Serve streamable HTTP on ``127.0.0.1:port`` (0: a free port) in a background thread; returns the URL
-        (``http://127.0.0.1:<port>/mcp``) once the server accepts connections."""
+        (``http://127.0.0.1:<port>/mcp``) once the server accepts connections. Every request must carry
+        ``Authorization: Bearer <self.token>``, a token drawn here for this run only: the caller hands it to its
+        client and writes it to no file."""
         import uvicorn
 
         if self._thread is not None:
@@ -141,7 +175,9 @@ class ArmMcpServer:
                                              allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}"])
         app = self.server.streamable_http_app(stateless_http=True, json_response=True, host="127.0.0.1",
                                               transport_security=security)
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+        self.token = secrets.token_urlsafe(32)
+        config = uvicorn.Config(BearerGate(app, self.token), log_level="warning", lifespan="on",
+                                timeout_graceful_shutdown=2)
         self._uvicorn = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._uvicorn.run, kwargs={"sockets": [sock]},
                                         name=f"mcp-http-{sock.getsockname()[1]}", daemon=True)

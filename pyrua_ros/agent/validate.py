@@ -253,8 +253,10 @@ def claim_run_directory(flag: str, out: pathlib.Path, *, overwrite: bool = False
 
 def check_model_server(model, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list[str]:
     """One GET of ``<base-url>/models``: SettingError only when no server answers at all (a connection that
-    fails) or it refuses the API key (401/403); any other HTTP answer means a server is there (one that serves
-    chat completions only answers 404, 405 or 501 here) and gives a warning. ``--model`` is checked only when
+    fails, or something that does not speak HTTP). Any HTTP answer means a server is there and the episode
+    boots: 401/403 give a warning that the API key may be wrong (a gateway may guard ``/models`` alone; if the
+    key is wrong, the first model request fails with the same status), 404, 405, 501 or any other error one
+    that ``/models`` is missing (a server that serves chat completions only). ``--model`` is checked only when
     a list of models comes back. Returns the warnings."""
     url = model.endpoint().rstrip("/") + "/models"
     try:
@@ -268,8 +270,9 @@ def check_model_server(model, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list
             body = response.read(1 << 20)
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
-            raise SettingError(f"--base-url {model.base_url}: the model server refused the API key (HTTP {exc.code}) "
-                               f"at {url}; check --api-key-env{skip}") from None
+            return [f"the model server at {model.base_url} refused the API key (GET {url} answered HTTP "
+                    f"{exc.code}): the key may be wrong, check --api-key-env; starting anyway (--model "
+                    f"{model.model} not checked)"]
         # a server is there; one without a models endpoint still serves chat completions
         return [f"the model server at {model.base_url} has no models endpoint (GET {url} answered HTTP "
                 f"{exc.code}); --model {model.model} not checked"]

@@ -3,8 +3,10 @@
 The robot is booted as ``play`` boots it (``--driver sim`` starts the LIBERO sim node, ``fake`` the kinematic
 arm, ``external`` uses drivers already running), with the same checks before boot, sandbox, budgets and run
 directory; the client is the agent. stdio (the default) serves the process's own stdin/stdout, so an MCP client
-can launch it as a command; ``--transport http`` prints ``{"mcp_url": "http://127.0.0.1:<port>/mcp"}`` on stderr
-(and writes it to ``<out>/mcp.json``) and serves until SIGINT/SIGTERM. Either way the episode also ends on
+can launch it as a command; ``--transport http`` prints ``{"mcp_url": "http://127.0.0.1:<port>/mcp", "mcp_token":
+"<token>"}`` on stderr (the URL, not the token, also goes to ``<out>/mcp.json``) and serves until SIGINT/SIGTERM;
+every HTTP request must carry ``Authorization: Bearer <token>`` (401 otherwise), a token drawn for this run only.
+Either way the episode also ends on
 ``finish`` or when ``--budget-s`` runs out, and result.json says how. The flags are generated from the settings
 schema (:class:`~pyrua_ros.agent.config.McpConfig`).
 """

@@ -9,7 +9,9 @@ Claude Code keeps its default system prompt. The input is one stream-json user m
 prompt text and one base64 image block per card image. ``--reasoning none`` turns thinking off; any other level
 is passed as ``--effort``. The model server is ``ANTHROPIC_BASE_URL`` (``--base-url`` without a trailing
 ``/v1``), the key ``ANTHROPIC_API_KEY`` (from ``--api-key-env``), ``CLAUDE_CONFIG_DIR`` a clean
-``<out>/claude_config``.
+``<out>/claude_config``. The MCP server's per-run token is in ``PYRUALEAN_MCP_TOKEN`` and the MCP config's
+``headers`` say ``"Authorization": "Bearer ${PYRUALEAN_MCP_TOKEN}"`` (Claude Code expands ``${VAR}`` in headers),
+so the token is in no argv and no file.
 
 Accounting (4.5): one model request = one assistant ``message.id``; its prompt tokens are ``input_tokens +
 cache_read_input_tokens + cache_creation_input_tokens`` (the Codex convention: cached tokens are part of the
@@ -25,7 +27,7 @@ import base64
 import json
 import pathlib
 
-from .cli_agent import CliRuntime, base_environment
+from .cli_agent import MCP_TOKEN_ENV, CliRuntime, base_environment
 
 SERVER = "pyrualean"
 BUILTIN_TOOLS = ("Read", "Glob", "Grep")
@@ -65,10 +67,13 @@ class ClaudeRuntime(CliRuntime):
         self.warnings: list[str] = []
         self._attempt_tools = 0
 
-    def command(self, prompt, images, mcp_url, proxy_url):
+    def command(self, prompt, images, mcp_url, proxy_url, mcp_token=None):
         s = self.settings
         self.config_dir.mkdir(parents=True, exist_ok=True)
-        mcp_config = {"mcpServers": {SERVER: {"type": "http", "url": mcp_url}}}
+        server = {"type": "http", "url": mcp_url}
+        if mcp_token:
+            server["headers"] = {"Authorization": f"Bearer ${{{MCP_TOKEN_ENV}}}"}
+        mcp_config = {"mcpServers": {SERVER: server}}
         allowed = [*BUILTIN_TOOLS, *(f"mcp__{SERVER}__{name}" for name in self.tool_names)]
         argv = [s.executable, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
                 "--model", s.model, "--mcp-config", json.dumps(mcp_config), "--strict-mcp-config",
@@ -83,6 +88,8 @@ class ClaudeRuntime(CliRuntime):
         env.update(CLAUDE_CONFIG_DIR=str(self.config_dir), MCP_TIMEOUT="60000",
                    MCP_TOOL_TIMEOUT=str(int(s.tool_timeout_s * 1000)),
                    ANTHROPIC_API_KEY=s.api_key() or "not-needed")
+        if mcp_token:
+            env[MCP_TOKEN_ENV] = mcp_token
         if s.base_url:
             env["ANTHROPIC_BASE_URL"] = anthropic_base_url(s.base_url)
         content = [{"type": "text", "text": prompt}]

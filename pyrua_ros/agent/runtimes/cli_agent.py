@@ -14,6 +14,9 @@ both (PYRUALEAN-CONTRACT.md 3.7, 4.3):
   refused at once) and ``NO_PROXY`` holds only the loopback names, so the CLI can reach the model server and
   the MCP server on 127.0.0.1 and nothing else; a ``--base-url`` whose host is not on loopback is refused.
   ``network="inherit"`` passes the user's proxy settings through (a remote model server).
+- **MCP token.** The episode's MCP server refuses a request without its per-run bearer token; the CLI gets the
+  token in ``PYRUALEAN_MCP_TOKEN`` and its MCP config names that variable (Codex ``bearer_token_env_var``,
+  Claude Code a ``headers`` entry with ``${PYRUALEAN_MCP_TOKEN}``), so it is in no argv and no file.
 - **Budget.** The process is the leader of its own process group; past the deadline it gets SIGINT, then
   SIGTERM, then SIGKILL (``kill_grace_s`` apart), the whole group each time. It also dies with this process
   (``setpriv --pdeathsig KILL``), so an episode killed by SIGKILL leaves no CLI behind.
@@ -51,6 +54,7 @@ PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_pro
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 NETWORK_MODES = ("loopback", "inherit")
 NPM_BIN = pathlib.Path(sys.prefix) / "npm" / "node_modules" / ".bin"   # where scripts/setup.sh installs the CLIs
+MCP_TOKEN_ENV = "PYRUALEAN_MCP_TOKEN"   # the MCP server's per-run bearer token, in the CLI's environment only
 
 
 def find_cli(name: str, explicit: str | None) -> str:
@@ -242,7 +246,8 @@ def strip_image_data(value):
 class CliRuntime:
     """Base of the CLI runtimes: the attempt loop, budget, finish and retry rules around one CLI.
 
-    Subclasses set ``name`` and implement ``command(prompt, images, mcp_url, proxy_url) -> (argv, env, stdin)``,
+    Subclasses set ``name`` and implement ``command(prompt, images, mcp_url, proxy_url, mcp_token) -> (argv, env,
+    stdin)`` (``mcp_token``: the MCP server's bearer token or None; put it only in the environment),
     ``on_event(event)`` (one parsed JSON line of the CLI's stdout), ``attempt_failed()`` (the CLI reported an
     error), ``tool_calls_in_attempt()``, ``usage_totals()`` and ``audit()``; ``last_message`` is the CLI's final
     assistant text.
@@ -264,8 +269,8 @@ class CliRuntime:
         self.events = EventLog(events_path, self._t0)
 
     # -- what subclasses provide ---------------------------------------------------------------------------
-    def command(self, prompt: str, images: list[pathlib.Path], mcp_url: str,
-                proxy_url: str) -> tuple[list[str], dict[str, str], bytes]:
+    def command(self, prompt: str, images: list[pathlib.Path], mcp_url: str, proxy_url: str,
+                mcp_token: str | None = None) -> tuple[list[str], dict[str, str], bytes]:
         raise NotImplementedError
 
     def on_event(self, event: dict) -> None:
@@ -305,10 +310,11 @@ class CliRuntime:
         """The CLI's own events are its transcript (``<runtime>_events.jsonl``); nothing else is kept."""
         return [{"runtime": self.name, "events": str(self.events.path) if self.events.path else None}]
 
-    def run_episode(self, prompt: str, images: list[pathlib.Path], mcp_url: str, deadline: float,
-                    finished: Callable[[], bool]):
+    def run_episode(self, prompt: str, images: list[pathlib.Path], mcp_url: str, deadline: float, *,
+                    finished: Callable[[], bool], mcp_token: str | None = None):
         """Run the CLI until it exits, the deadline passes, or ``finished()`` held for ``finish_grace_s``;
-        returns a :class:`~pyrua_ros.agent.loop.LoopOutcome`."""
+        returns a :class:`~pyrua_ros.agent.loop.LoopOutcome`. ``mcp_token``: the bearer token of the MCP server
+        at ``mcp_url`` (:attr:`ArmMcpServer.token`)."""
         from pyrua_ros.agent.loop import LoopOutcome
 
         out = LoopOutcome()
@@ -318,7 +324,7 @@ class CliRuntime:
             while True:
                 self.attempts += 1
                 self.start_attempt()
-                argv, env, stdin = self.command(prompt, images, mcp_url, proxy)
+                argv, env, stdin = self.command(prompt, images, mcp_url, proxy, mcp_token)
                 self.events.write({"type": "pyrua.start", "attempt": self.attempts, "argv": argv})
                 proc = CliProcess(argv, env=env, cwd=self.workspace, stdin=stdin,
                                   stderr_path=self.out / f"{self.name}_stderr.txt", on_line=self._line)

@@ -2,13 +2,17 @@
 
 Command line (PYRUALEAN-CONTRACT.md 4.3, adapted to the pinned Codex):
 ``codex exec -m <model> -c model_reasoning_effort="<r>" -c mcp_servers.pyrualean.url="<url>"
--c mcp_servers.pyrualean.tool_timeout_sec=<s> -c project_doc_max_bytes=0 <isolation> [<provider>]
+-c mcp_servers.pyrualean.bearer_token_env_var="PYRUALEAN_MCP_TOKEN" -c mcp_servers.pyrualean.tool_timeout_sec=<s>
+-c project_doc_max_bytes=0 <isolation> [<provider>]
 -s workspace-write -C <workspace> --skip-git-repo-check --json -o <out>/last_message.md [-i <card image>]... -``
 with the whole prompt on stdin. Isolation: ``approval_policy="never"``, no update check, no analytics, no
 plugins (their start-up sync reaches the network), no web search, no memories, no shell snapshot. With
 ``--base-url`` a custom provider ``pyrualean`` is configured (``wire_api="responses"``, ``env_key`` = the
 ``--api-key-env`` variable, retries from ``PYRUALEAN_CODEX_RETRIES``, default 10); the key is passed only in the
-environment. ``CODEX_HOME`` is ``--codex-home`` or a clean ``<out>/codex_home`` holding only ``config.toml``.
+environment, and so is the MCP server's per-run token (``PYRUALEAN_MCP_TOKEN``, which Codex sends as
+``Authorization: Bearer``); both variables are kept out of the shell commands Codex runs
+(``shell_environment_policy.exclude``: Codex's own ``*KEY*``/``*TOKEN*`` filter is off by default).
+``CODEX_HOME`` is ``--codex-home`` or a clean ``<out>/codex_home`` holding only ``config.toml``.
 
 Accounting (4.4, 4.5): the ``--json`` stream goes to ``codex_events.jsonl``; ``turn.completed`` carries the
 usage (the last one wins, as in the reference), ``item.completed`` items of type ``mcp_tool_call`` count tool
@@ -26,7 +30,7 @@ import json
 import os
 import pathlib
 
-from .cli_agent import CliRuntime, base_environment
+from .cli_agent import MCP_TOKEN_ENV, CliRuntime, base_environment
 from .settings import v1_endpoint
 
 SERVER = "pyrualean"
@@ -88,7 +92,7 @@ class CodexRuntime(CliRuntime):
             self.home.mkdir(parents=True, exist_ok=True)
             (self.home / "config.toml").write_text(CONFIG_TOML)
 
-    def command(self, prompt, images, mcp_url, proxy_url):
+    def command(self, prompt, images, mcp_url, proxy_url, mcp_token=None):
         self.prepare_home()
         s = self.settings
         argv = [s.executable, "exec", "-m", s.model]
@@ -97,6 +101,11 @@ class CodexRuntime(CliRuntime):
         argv += ["-c", f"mcp_servers.{SERVER}.url={json.dumps(mcp_url)}",
                  "-c", f"mcp_servers.{SERVER}.tool_timeout_sec={s.tool_timeout_s:g}",
                  "-c", f"mcp_servers.{SERVER}.startup_timeout_sec=60"]
+        if mcp_token:
+            argv += ["-c", f"mcp_servers.{SERVER}.bearer_token_env_var={json.dumps(MCP_TOKEN_ENV)}"]
+        hidden = [name for name in (MCP_TOKEN_ENV if mcp_token else None, s.api_key_env) if name]
+        if hidden:
+            argv += ["-c", f"shell_environment_policy.exclude={json.dumps(hidden)}"]
         for item in ISOLATION:
             argv += ["-c", item]
         limit = os.environ.get("CODEX_AUTO_COMPACT_TOKEN_LIMIT")
@@ -118,6 +127,8 @@ class CodexRuntime(CliRuntime):
         argv.append("-")
         env = base_environment(s, proxy_url)
         env.update(SHELL="/bin/bash", CODEX_HOME=str(self.home))
+        if mcp_token:
+            env[MCP_TOKEN_ENV] = mcp_token
         return argv, env, prompt.encode("utf-8")
 
     # -- the --json event stream ---------------------------------------------------------------------------
