@@ -55,6 +55,16 @@ def require_tools() -> dict:
     pytest.fail(f"{SOURCES} exists but {PREFIX} was not built: run scripts/setup.sh")
 
 
+def extend_python_path() -> None:
+    """Make launch and launch_ros importable in this process (tests of the launch description itself): the
+    Python folders of ``.venv-launch`` go to the end of ``sys.path``, so nothing of ``.venv`` is shadowed."""
+    import sys
+
+    for folder in (*sorted(PREFIX.glob("lib/python3*/site-packages")), PREFIX / "deps"):
+        if str(folder) not in sys.path:
+            sys.path.append(str(folder))
+
+
 def stop_daemon(env: dict) -> None:
     """``ros2 daemon stop`` for the domain of ``env`` (the daemon a verb without ``--no-daemon`` started)."""
     subprocess.run(["ros2", "daemon", "stop"], env=env, capture_output=True, timeout=60, check=False)
