@@ -153,7 +153,7 @@ LPREFIX="$ROOT/.venv-launch"
 if [[ -f "$LAUNCH_SRC/build.sh" ]]; then
   launch_hash=$(hash_of "$LAUNCH_SRC"/build.sh "$LAUNCH_SRC"/src/*.tar.gz "$ROOT/scripts/requirements-colcon.txt")
   if ! stamp_ok ros2-launch "$launch_hash" || [[ ! -f "$LPREFIX/env.sh" || ! -x "$LPREFIX/colcon/bin/colcon" ]]; then
-    say "ros2-launch: building launch, launch_ros, ros2cli and colcon into $LPREFIX (about 2 min)"
+    say "ros2-launch: building launch, launch_ros, ros2cli and colcon into $LPREFIX (about 1-2 min)"
     rm -rf "$LPREFIX"
     bash "$LAUNCH_SRC/build.sh" "$VENV" "$LPREFIX" 2>&1 | { grep -v "is ignored: it is neither" || true; } \
       || { echo "setup: building the ros2 launch tooling from $LAUNCH_SRC failed" >&2; exit 1; }
