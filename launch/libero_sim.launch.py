@@ -7,12 +7,15 @@ with its default, description and allowed values (``-s`` lists them); every node
 resolved by ``graph.plan`` from the argument values at launch time, so this launch and the pip runner
 (``pyrua-ros launch libero_sim ...``) start the same processes with the same parameters.
 
-- Before any node starts, the executables of the planned nodes are checked (``rviz:=true`` without rviz2 fails at
-  once, with nothing left running).
+- Before any node starts, the arguments and the executables of the planned nodes are checked: a bad value, an
+  argument this file does not declare (when it is the launch file named on the command line; an including launch
+  file may have arguments of its own), or ``rviz:=true`` without rviz2 fails at once, with nothing started.
 - The driver ends the launch when it exits; so does the agent, and a non-zero agent exit makes the launch fail.
 - Only node parameters given on the command line override the parameter files (``graph`` module docstring).
 """
 
+import os
+import sys
 import tempfile
 
 from launch import Condition, LaunchDescription, Substitution
@@ -77,8 +80,21 @@ class InterfacesFile(Substitution):
         return node.env.get("PYRUA_INTERFACES", "")
 
 
-def check_executables(context, *args, **kwargs):
-    """OpaqueFunction body, before every node: fail the launch, starting nothing, if an executable is missing."""
+#: arguments ``ros2 launch`` itself adds for its --launch-prefix options
+ROS2_LAUNCH_ARGUMENTS = ("launch-prefix", "launch-prefix-filter")
+
+
+def launched_directly(context) -> bool:
+    """Whether this is the launch file the command line names (``ros2 launch pyrua_ros libero_sim.launch.py``),
+    not one included by another launch file."""
+    return os.path.basename(__file__) in {os.path.basename(a) for a in sys.argv[1:]}
+
+
+def check_before_starting(context, *args, **kwargs):
+    """OpaqueFunction body, before every node: fail the launch, starting nothing, on an unknown argument, a bad
+    value or a missing executable."""
+    if launched_directly(context):
+        graph.parse_launch_args(a for a in context.argv if a.partition(":=")[0] not in ROS2_LAUNCH_ARGUMENTS)
     missing = graph.missing_executables(graph.plan(argument_values(context)))
     if missing:
         raise RuntimeError("; ".join(missing))
@@ -115,5 +131,5 @@ def generate_launch_description() -> LaunchDescription:
                 for arg in graph.ARGUMENTS]
     nodes = {spec.key: node_action(spec) for spec in graph.NODES}
     on_agent_exit = RegisterEventHandler(OnProcessExit(target_action=nodes[graph.AGENT_KEY], on_exit=agent_exited))
-    return LaunchDescription([*declared, OpaqueFunction(function=check_executables), *nodes.values(),
+    return LaunchDescription([*declared, OpaqueFunction(function=check_before_starting), *nodes.values(),
                               on_agent_exit])

@@ -7,6 +7,11 @@
 # the interface build need, and the pinned agent CLIs (Codex, Claude Code) from npm into .venv/npm. Idempotent: every stage is skipped when its inputs did not change, so a
 # second run takes seconds.
 #
+# Where ../shared/ros2-launch exists (beside the checkout), it also makes .venv-launch/: the real ros2 launch
+# tooling (upstream launch, launch_ros, ros2cli verbs, built by that folder's build.sh on top of .venv) and colcon
+# (colcon-core, colcon-ros: scripts/requirements-colcon.txt), for the tests that run the package as a ROS 2 user
+# does (ros2 launch, colcon build, ros2 run). Without that folder those tests skip; a failed build fails setup.
+#
 # With --jazzy it also makes .venv-jazzy/: the ROS 2 Jazzy wheels (rclpy 7.1.6), the interface packages built
 # with Jazzy's definitions, and pyrua_ros on its path (no LIBERO). The cross-distro tests drive a Kilted node
 # from it and the reverse; scripts/test.sh asks for it.
@@ -140,7 +145,35 @@ ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST "$VPY" -c \
   || { echo "setup: import check failed" >&2; exit 1; }
 say "done: $(du -sh "$VENV" | cut -f1) in .venv"
 
-# 9. On request: the Jazzy venv --------------------------------------------------------------------
+# 9. The real ros2 launch tooling and colcon, where ../shared/ros2-launch provides their sources ----------------
+# build.sh installs into a prefix of this checkout (shared/ may be read-only); colcon goes into <prefix>/colcon with
+# --no-deps (the file pins it and what .venv lacks of its dependencies). Only the tests use them.
+LAUNCH_SRC="$ROOT/../shared/ros2-launch"
+LPREFIX="$ROOT/.venv-launch"
+if [[ -f "$LAUNCH_SRC/build.sh" ]]; then
+  launch_hash=$(hash_of "$LAUNCH_SRC"/build.sh "$LAUNCH_SRC"/src/*.tar.gz "$ROOT/scripts/requirements-colcon.txt")
+  if ! stamp_ok ros2-launch "$launch_hash" || [[ ! -f "$LPREFIX/env.sh" || ! -x "$LPREFIX/colcon/bin/colcon" ]]; then
+    say "ros2-launch: building launch, launch_ros, ros2cli and colcon into $LPREFIX (about 1-2 min)"
+    rm -rf "$LPREFIX"
+    bash "$LAUNCH_SRC/build.sh" "$VENV" "$LPREFIX" 2>&1 | { grep -v "is ignored: it is neither" || true; } \
+      || { echo "setup: building the ros2 launch tooling from $LAUNCH_SRC failed" >&2; exit 1; }
+    "${PIP[@]}" install --no-deps --no-compile --target "$LPREFIX/colcon" -r "$ROOT/scripts/requirements-colcon.txt" \
+      2>&1 | { grep -v "is ignored: it is neither" || true; }
+    # `colcon` on PATH once env.sh is sourced; its packages are on the path of colcon's process only
+    printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "$@"\n' \
+      "$LPREFIX/colcon" "$LPREFIX/colcon/bin/colcon" > "$LPREFIX/bin/colcon"
+    chmod +x "$LPREFIX/bin/colcon"
+    (source "$LPREFIX/env.sh" && ros2 launch --help >/dev/null && colcon --help >/dev/null) \
+      || { echo "setup: ros2 launch or colcon from $LPREFIX does not run" >&2; exit 1; }
+    stamp_set ros2-launch "$launch_hash"
+  else
+    say "ros2-launch: up to date in $LPREFIX"
+  fi
+else
+  say "ros2-launch: $LAUNCH_SRC not found: the ros2 launch / colcon tests will skip"
+fi
+
+# 10. On request: the Jazzy venv --------------------------------------------------------------------
 if ((WITH_JAZZY)); then
   JVENV="$ROOT/.venv-jazzy"
   JSTAMPS="$JVENV/.pyrua_setup"

@@ -1,5 +1,6 @@
-"""The libero_sim graph: launch file vs graph.py (where launch_ros exists), the pip runner's command lines and
-its supervision of real child processes, and the terminal progress view both of them show."""
+"""The libero_sim graph: launch file vs graph.py (launch_ros of a ROS 2 install, else of .venv-launch), the pip
+runner's command lines and its supervision of real child processes, and the terminal progress view both of them
+show."""
 
 import importlib
 import importlib.util
@@ -13,6 +14,7 @@ import pytest
 import yaml
 
 from pyrua_ros.bringup import graph, runner
+from pyrua_ros.testing.ros2_tools import extend_python_path, require_tools
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAUNCH_FILE = ROOT / "launch" / "libero_sim.launch.py"
@@ -31,6 +33,9 @@ def _params(argv):
 # --- the launch file, wherever launch_ros is importable -------------------------------------------------------
 
 def _launch_module():
+    if importlib.util.find_spec("launch_ros") is None:     # no ROS 2 install: the launch tooling of .venv-launch
+        require_tools()
+        extend_python_path()
     try:
         launch = importlib.import_module("launch")
         importlib.import_module("launch_ros")
@@ -55,7 +60,8 @@ def test_launch_file_declares_every_graph_argument():
     context = launch.LaunchContext()
     for d, arg in zip(declared, graph.ARGUMENTS, strict=True):
         assert launch.utilities.perform_substitutions(context, d.default_value) == arg.launch_default
-        assert d.description == arg.description
+        shown = d.description.removesuffix(f" Valid choices are: {d.choices}") if d.choices else d.description
+        assert shown in (arg.description, arg.description + ".")   # launch appends the choices after a full stop
 
 
 def test_launch_file_holds_one_static_node_per_graph_node():

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from pyrua_ros.testing import spin_until
+from pyrua_ros.testing.processes import alive, cmdline, descendants
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LONG_PROGRAM = '''"""Moves back and forth for a long time: an episode to interrupt."""
@@ -32,46 +33,6 @@ def launch(*args: str, cwd=ROOT, env=None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "pyrua_ros.cli.main", "launch", "libero_sim", *args], cwd=cwd,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
-
-
-def descendants(pid: int) -> set[int]:
-    """PIDs of every live descendant of ``pid`` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in out:
-                out.add(child)
-                todo.append(child)
-    return out
-
-
-def alive(pids) -> set[int]:
-    out = set()
-    for pid in pids:
-        try:
-            stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        if stat.rsplit(")", 1)[1].split()[0] != "Z":
-            out.add(pid)
-    return out
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def finish(proc: subprocess.Popen, timeout: float = 240.0) -> tuple[int, str]:

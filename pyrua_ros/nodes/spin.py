@@ -3,10 +3,13 @@
 Written for every supported distro: ``rclpy_session`` rather than ``with rclpy.init(...)``, which Jazzy's rclpy
 (7.1.6) does not support. Ctrl-C and an external shutdown are a normal exit (status 0), even when
 they interrupt a callback; the node is closed (``close()`` frees its model) and destroyed before the context shuts down.
+Further interrupts are ignored during that teardown: a terminal's Ctrl-C reaches a node twice under ``ros2 launch``
+(once from the terminal, once forwarded by launch), and the second must not break the teardown with a traceback.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable
 
@@ -35,6 +38,7 @@ def spin_node(make_node: Callable[[], object], args: list[str] | None = None) ->
             # Ctrl-C shut the context down while a callback was publishing (a realtime driver is almost always
             # inside its control step): the callback's error is that shutdown, a normal exit.
         finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             if executor is not None:
                 executor.shutdown()
             if node is not None:

@@ -1,0 +1,47 @@
+"""Process trees from /proc, for tests that check a launch leaves no process behind."""
+
+from __future__ import annotations
+
+import pathlib
+
+
+def descendants(pid: int) -> set[int]:
+    """PIDs of every live descendant of ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def alive(pids) -> set[int]:
+    """The PIDs of ``pids`` that still run (zombies count as ended)."""
+    out = set()
+    for pid in pids:
+        try:
+            stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[0] != "Z":
+            out.add(pid)
+    return out
+
+
+def cmdline(pid: int) -> str:
+    """The command line of ``pid``, arguments separated by spaces ('' once it ended)."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,209 @@
+"""``ros2 launch pyrua_ros libero_sim.launch.py`` itself, the real upstream launch and ros2cli (``.venv-launch/``,
+built by scripts/setup.sh where ../shared/ros2-launch exists; skipped only where it does not).
+
+The package is the checkout's (the editable install's ament index entries). Episodes run on the fake arm; where a
+test must look at a running graph (``ros2 param``), the agent's model is a local chat server whose first reply waits
+until the test has looked, so nothing depends on how fast the episode is. Every launch runs in a process group of
+its own, is stopped by PID, and the tests check by process tree that nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+import yaml
+
+from pyrua_ros.bringup import graph
+from pyrua_ros.testing import NodeProcess, spin_until
+from pyrua_ros.testing.chat_server import ChatServer, Reply
+from pyrua_ros.testing.processes import alive, cmdline, descendants
+from pyrua_ros.testing.ros2_tools import require_tools
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LAUNCH = ("ros2", "launch", "pyrua_ros", "libero_sim.launch.py")
+EXAMPLE = (ROOT / "pyrua_ros" / "examples" / "fake_table_cube_on_plate.py").read_text()
+QUIET = ("record:=false", "video:=false")
+DIRECT = ("--no-daemon", "--spin-time", "2")    # no ROS 2 daemon left behind; time to discover the graph
+LONG_PROGRAM = '''"""Moves back and forth for a long time: an episode to interrupt."""
+
+
+def run(robo):
+    for _ in range(400):
+        robo.move_to([-0.20, 0.10, 1.10])
+        robo.move_to([-0.20, -0.10, 1.10])
+'''
+
+
+@pytest.fixture(scope="module")
+def tools():
+    """The environment with ``ros2`` on PATH (this test process's loopback DDS settings included)."""
+    return require_tools()
+
+
+def ros2_launch(env: dict, *args: str, cwd=None, log=None) -> NodeProcess:
+    """``ros2 launch pyrua_ros libero_sim.launch.py args...`` in a process group of its own."""
+    return NodeProcess([*LAUNCH, *args], env=env, cwd=cwd, log_path=log)
+
+
+def finish(launch: NodeProcess, timeout: float = 180.0) -> tuple[int, str]:
+    """Wait for the launch to end by itself; the exit code and its output."""
+    try:
+        code = launch.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        launch.stop(5.0)
+        raise AssertionError(f"the launch did not end within {timeout} s:\n{launch.output()[-4000:]}") from None
+    return code, launch.output()
+
+
+def solving_turns(obj: str, gate: threading.Event) -> list[Reply]:
+    """A model that solves a fake_table task (``obj`` onto the plate) once ``gate`` is set, then finishes."""
+    cell = EXAMPLE.replace("the red cube", obj) + "\nrun(robo)\n"
+    return [Reply(tool_calls=(("python", {"code": cell}),), after=gate),
+            Reply(tool_calls=(("finish", {"status": "success", "summary": "on the plate"}),))]
+
+
+def ros2(env: dict, *args: str, timeout: float = 60.0) -> str:
+    """Run one ros2 verb to its end; its output (a failure shows it). A verb that did not discover its node within
+    its spin time (``--no-daemon``: a fresh DDS participant) asks again, until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = subprocess.run(["ros2", *args], env=env, capture_output=True, text=True, timeout=timeout)
+        if done.returncode == 0 or "Node not found" not in done.stderr or time.monotonic() > deadline:
+            break
+    assert done.returncode == 0, f"ros2 {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_print_and_show_arguments_list_every_node_and_argument(tools):
+    """``ros2 launch -p`` prints one node action per graph node; ``-s`` every argument with its default."""
+    printed = ros2(tools, "launch", "-p", *LAUNCH[2:])
+    for spec in graph.NODES:
+        assert f"ExecInPkg(pkg='{spec.package}', exec='{spec.executable}')" in printed, spec
+    shown = ros2(tools, "launch", "-s", *LAUNCH[2:])
+    for arg in graph.ARGUMENTS:
+        assert f"'{arg.name}':" in shown, arg.name
+    assert "(default: 'false')" in shown      # rviz
+
+
+@pytest.mark.parametrize("argument, says", [
+    ("robot:=gazebo", 'Argument "robot" provided value "gazebo" is not valid. Valid options are: '),
+    ("task:=three", "task:='three' is not valid; expected an integer"),
+    ("budget:=10", "unknown launch argument 'budget'; valid: "),
+    ("rviz:=true", "rviz2 (rviz2) is not installed: it comes with a ROS 2 install; without one, launch with "
+                   "rviz:=false"),
+], ids=["bad-value", "bad-type", "unknown", "rviz-without-rviz2"])
+def test_bad_arguments_and_rviz_without_rviz2_fail_before_anything_starts(tools, tmp_path, argument, says):
+    launch = ros2_launch(tools, "robot:=fake", f"out:={tmp_path / 'run'}", argument)
+    started: set[int] = set()
+    assert spin_until(lambda: started.update(descendants(launch.pid)) or not launch.alive(), 60.0)
+    code, out = finish(launch)
+    assert code != 0 and says in out, out[-3000:]
+    assert next(line for line in out.splitlines() if says in line).startswith("[ERROR] [launch")
+    assert not started and not (tmp_path / "run").exists(), {p: cmdline(p) for p in started}
+
+
+def param_get(env: dict, wanted: list[tuple[str, str]]) -> dict:
+    """``ros2 param get <node> <name>`` for each (node, name) pair, run side by side: {(node, name): value}, the
+    value read back from the line it prints (``Integer value is: 1``)."""
+    with concurrent.futures.ThreadPoolExecutor(len(wanted)) as pool:
+        lines = pool.map(lambda pair: ros2(env, "param", "get", *pair, *DIRECT).strip(), wanted)
+    return {pair: yaml.safe_load(line.split(" value is: ", 1)[1]) for pair, line in zip(wanted, lines, strict=True)}
+
+
+def test_two_namespaced_robots_take_their_arguments_and_parameter_files_and_finish(tools, tmp_path):
+    """Two fake arms in one ROS domain, ``/robot1`` and ``/robot2``, each with its agent: ``ros2 param`` reads the
+    launched values (``suite:=``/``task:=`` on both nodes of robot1; robot2's own agent parameter file and the
+    episode of the driver's file), then each agent solves its own robot's task."""
+    own = tmp_path / "agent.yaml"
+    own.write_text("/**/agent:\n  ros__parameters:\n    budget_s: 300.0\n    cell_timeout_s: 120.0\n")
+    gate = threading.Event()
+    with ChatServer(solving_turns("the blue can", gate)) as model1, \
+            ChatServer(solving_turns("the red cube", gate)) as model2:
+        common = ("robot:=fake", "runtime:=openai", "images:=none", "preflight:=false", *QUIET)
+        robot1 = ros2_launch(tools, *common, "namespace:=robot1", "suite:=fake_table", "task:=1",
+                             f"base_url:={model1.base_url}", f"out:={tmp_path / 'r1'}")
+        robot2 = ros2_launch(tools, *common, "namespace:=robot2", f"agent_params:={own}",
+                             f"base_url:={model2.base_url}", f"out:={tmp_path / 'r2'}")
+        tree: set[int] = set()
+        try:
+            # both agents have booted their episode and asked their model: the graph is up
+            def asked():
+                tree.update(descendants(robot1.pid) | descendants(robot2.pid))
+                return (model1.requests and model2.requests) or not (robot1.alive() and robot2.alive())
+            assert spin_until(asked, 180.0), robot1.output()[-2000:] + robot2.output()[-2000:]
+            assert robot1.alive() and robot2.alive(), robot1.output()[-3000:] + robot2.output()[-3000:]
+            got = param_get(tools, [("/robot1/agent", "suite"), ("/robot1/agent", "task"), ("/robot1/sim", "task"),
+                                    ("/robot1/agent", "runtime"), ("/robot1/agent", "budget_s"),
+                                    ("/robot2/agent", "budget_s"), ("/robot2/agent", "cell_timeout_s"),
+                                    ("/robot2/agent", "task"), ("/robot2/sim", "suite")])
+            assert got == {("/robot1/agent", "suite"): "fake_table", ("/robot1/agent", "task"): 1,
+                           ("/robot1/sim", "task"): 1, ("/robot1/agent", "runtime"): "openai",
+                           ("/robot1/agent", "budget_s"): 1200.0,         # config/agent.yaml
+                           ("/robot2/agent", "budget_s"): 300.0,          # robot2's own parameter file
+                           ("/robot2/agent", "cell_timeout_s"): 120.0,
+                           ("/robot2/agent", "task"): 0,                   # the episode of config/fake_arm.yaml
+                           ("/robot2/sim", "suite"): "fake_table"}
+            gate.set()
+            code1, out1 = finish(robot1)
+            code2, out2 = finish(robot2)
+        finally:
+            gate.set()
+            for launch in (robot1, robot2):
+                if launch.alive():
+                    launch.stop(10.0)
+    assert code1 == 0, out1[-4000:]
+    assert code2 == 0, out2[-4000:]
+    for run, task in (("r1", 1), ("r2", 0)):
+        result = json.loads((tmp_path / run / "result.json").read_text())
+        assert (result["suite"], result["task"], result["status"], result["environment_success"]) == \
+            ("fake_table", task, "completed", True), result
+    assert not alive(tree), {p: cmdline(p) for p in alive(tree)}
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_leaves_no_process_kernel_included(tools, tmp_path, presses):
+    """Ctrl-C once or twice, as a terminal sends it to every process group of the graph: every process ends, the
+    cell kernel included, and the episode still writes a result that says it was interrupted."""
+    program = tmp_path / "long.py"
+    program.write_text(LONG_PROGRAM)
+    launch = ros2_launch(tools, "robot:=fake", f"replay:={program}", "max_episode_steps:=100000",
+                         f"out:={tmp_path / 'run'}", *QUIET)
+    try:
+        kernel = None
+
+        def kernel_started():   # the kernel worker: the agent's isolated interpreter (started after boot)
+            nonlocal kernel
+            if not (tmp_path / "run" / "result.json").exists():   # before the run began, a bwrap is the sandbox's
+                return not launch.alive()                           # own probe, not the kernel
+            agent = next((p for p in descendants(launch.pid) if "pyrua_ros.nodes.agent_node" in cmdline(p)), None)
+            kernel = next((p for p in descendants(agent) if " -I -B -S " in cmdline(p) or "bwrap" in cmdline(p)),
+                          None) if agent else None
+            return kernel is not None or not launch.alive()
+
+        assert spin_until(kernel_started, 180.0) and kernel is not None, launch.output()[-3000:]
+        tree = descendants(launch.pid) | {launch.pid}
+        groups = {os.getpgid(p) for p in alive(tree) if p != kernel}
+        for _ in range(presses):
+            for group in groups:
+                try:
+                    os.killpg(group, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.3)
+        code, out = finish(launch, 120.0)
+    finally:
+        if launch.alive():
+            os.killpg(launch.pid, signal.SIGKILL)
+    assert spin_until(lambda: not alive(tree), 30.0), {p: cmdline(p) for p in alive(tree)}
+    assert code != 0, out[-3000:]
+    assert "Traceback" not in out, out[-4000:]       # the interrupt ends every node cleanly, the driver's teardown too
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["status"] == "error" and result["reason"] == "interrupted", result
