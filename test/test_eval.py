@@ -112,7 +112,7 @@ def test_job_config_round_trip(tmp_path):
     (["--instances", "/nonexistent/set.yaml"], "--instances /nonexistent/set.yaml: no such file"),
     (["--suite", "libero_goal", "--task", "8", "--runtime", "openai", "--base-url", "http://127.0.0.1:{port}/v1"],
      "--base-url http://127.0.0.1:{port}/v1: no model server answers at http://127.0.0.1:{port}/v1/models"),
-    (["--suite", "libero_goal", "--task", "0"], "no example program for libero_goal task 0; available: "),
+    (["--suite", "libero_goal", "--task", "2"], "no example program for libero_goal task 2; available: "),
     (["--suite", "fake_table", "--driver", "fake", "--backend", "ray", "--address", "127.0.0.1:{port}"],
      "--address 127.0.0.1:{port}: no Ray head answers"),
     (["--suite", "libero_goal", "--task", "8", "--workers", "0"], "--workers must be at least 1"),

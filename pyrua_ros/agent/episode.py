@@ -317,7 +317,9 @@ class Episode:
         self.phase("reset", f"{e.suite} task {e.task} seed {e.seed} (the first reset waits for the driver to "
                             "build its scene)")
         if self.recorder is not None:
-            self.recorder.begin()   # what a shared driver still published of an earlier episode stays out
+            # what a shared driver still published of an earlier episode stays out: frames up to its last sim time
+            latest = getattr(self.host.backend, "latest_status", lambda: None)()
+            self.recorder.begin(after_sim_time=None if latest is None else float(latest.sim_time))
         status = self.host.reset(e)
         self.task_language = status.task_language
         self.robot = self.host.robot(e)
@@ -510,14 +512,21 @@ class Episode:
             self.records.write_jsonl("calls.jsonl", (r.to_json() for r in self.calls_written))
 
     def _let_streams_finish(self) -> None:
-        """The driver renders stream frames off its control path, so when the policy ends the last ones may still
-        be on their way: before the video and the recording are closed, wait until no new frame arrived for
-        STREAM_QUIET_S (at most STREAM_FLUSH_MAX_S)."""
+        """The driver renders stream frames off its control path (niced, so under load far behind), so when the
+        policy ends the last ones may still be on their way: before the video and the recording are closed, wait
+        until every stream has delivered its frame of the episode's last stream period, or, for a stream whose
+        period is not known yet, until no new frame arrived for STREAM_QUIET_S; at most STREAM_FLUSH_MAX_S."""
         if self.video is None:
             return
+        latest = getattr(self.host.backend, "latest_status", lambda: None)()
+        final_t = None if latest is None else float(latest.sim_time)
         deadline = time.monotonic() + STREAM_FLUSH_MAX_S
         seen, quiet_since = self.video.frame_count, time.monotonic()
-        while time.monotonic() < deadline and time.monotonic() - quiet_since < STREAM_QUIET_S:
+        while time.monotonic() < deadline:
+            reached = None if final_t is None else self.video.streams_reach(final_t)
+            quiet_s = time.monotonic() - quiet_since
+            if reached or (reached is None and quiet_s >= STREAM_QUIET_S):
+                break
             time.sleep(0.05)
             if self.video.frame_count != seen:
                 seen, quiet_since = self.video.frame_count, time.monotonic()

@@ -341,15 +341,21 @@ class EpisodeRecorder:
             time.sleep(0.02)
         return pending
 
-    def begin(self) -> None:
-        """Write every topic from now on (see ``held``); call it just before the episode's reset is requested."""
+    def begin(self, after_sim_time: float | None = None) -> None:
+        """Write every topic from now on (see ``held``); call it just before the episode's reset is requested.
+
+        ``after_sim_time`` [s]: the driver's latest sim time the caller knows (its last episode status): frames
+        stamped up to it belong to the earlier episode even when this recorder never received that episode's last
+        clock (it subscribed after it, or the clock was late under load)."""
         # A driver without a clock publisher (a real arm on wall time) stamps its frames otherwise: no guard then.
         clocked = self._clock_topic in self._subscriptions and \
             self._subscriptions[self._clock_topic].get_publisher_count() > 0
+        known = None if after_sim_time is None else round(after_sim_time * 1e9)
         with self._lock:
             self._held = False
             self._clock_ns = 0
-            self._begin_clock_ns = self._last_clock_ns
+            seen = [t for t in (self._last_clock_ns, known) if t is not None]
+            self._begin_clock_ns = max(seen) if seen else None
             self._guard = clocked
 
     def _earlier_episode(self, stamp_ns: int) -> bool:

@@ -54,6 +54,7 @@ class EpisodeVideo:
         self.turns: list[tuple[float, int]] = []               # (sim_time when the turn began, turn)
         self._lock = threading.Lock()
         self._last_stream: dict[str, float] = {}   # camera -> stamp of its latest stream frame
+        self._stream_stamps: dict[str, list[float]] = {}   # camera -> stamps of its stream frames, as they came
         self._node = node
         self._subs = []
         if node is not None:
@@ -77,6 +78,7 @@ class EpisodeVideo:
                 if self._last_stream.get(camera) == stamp:   # a lockstep driver re-publishes the same frame while
                     return                                  # the model thinks
                 self._last_stream[camera] = stamp
+                self._stream_stamps.setdefault(camera, []).append(stamp)
             self.add_frame(camera, stamp, image_to_numpy(msg)[..., :3])
         return callback
 
@@ -97,6 +99,16 @@ class EpisodeVideo:
         """Frames collected so far, every camera together."""
         with self._lock:
             return sum(map(len, self.frames.values()))
+
+    def streams_reach(self, sim_time: float) -> bool | None:
+        """Whether every camera's stream has delivered its last frame up to ``sim_time`` [s]: its latest frame is
+        less than one stream period (the smallest spacing of its frames so far) before it. None while a stream has
+        too few frames to tell its period."""
+        with self._lock:
+            stamps = {c: sorted(set(s)) for c, s in self._stream_stamps.items()}
+        if not stamps or any(len(s) < 2 for s in stamps.values()):
+            return None
+        return all(sim_time - s[-1] < min(b - a for a, b in itertools.pairwise(s)) + 1e-6 for s in stamps.values())
 
     def add_frame(self, camera: str, stamp: float, rgb: np.ndarray) -> None:
         """One frame of ``camera`` at sim time ``stamp`` [s] (streams, the card view, the final capture)."""

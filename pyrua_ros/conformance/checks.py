@@ -367,6 +367,9 @@ def _wait_estop_state(probe: Probe, stop: bool, timeout: float = 5.0) -> None:
         time.sleep(0.5)
 
 
+IMAGE_WAIT_S = 20.0   # [s] longest wait for a stream camera's first frame once it has a subscriber
+
+
 def check_rates(probe: Probe, skip_sim: bool) -> list[Row]:
     """How often state and images arrive, idle and under a twist stream (measured; images must arrive)."""
     from sensor_msgs.msg import Image
@@ -390,7 +393,11 @@ def check_rates(probe: Probe, skip_sim: bool) -> list[Row]:
     probe.stream_twist((0.0, 0.0, 0.0), 1.0)
     rows.append(report.info("rates", "under a 20 Hz twist stream",
                             f"ee_pose {(probe.poses.count() - c0) / (time.monotonic() - t0):.1f} Hz"))
-    time.sleep(1.0)
+    # a driver renders its stream off the control path: under load the first frame may take a while, so wait for
+    # it (up to IMAGE_WAIT_S) instead of a fixed second
+    deadline = time.monotonic() + IMAGE_WAIT_S
+    while time.monotonic() < deadline and not all(stream.count() for stream in cams.values()):
+        time.sleep(0.05)
     for cam, stream in cams.items():
         got = stream.count()
         rows.append(report.verdict(got > 0, d.color(cam), "images arrive",

@@ -402,6 +402,10 @@ class RosBackend:
     def status(self):
         return self._require(self._status, self.names.sim.episode_status)
 
+    def latest_status(self):
+        """The latest episode status received from the driver, or None (no wait)."""
+        return self._status.value
+
     def ee_pose(self) -> EePose:
         return self._require(self._pose, self.names.driver.ee_pose)
 

@@ -208,9 +208,10 @@ def robo_session(report: Report, backend, prompt: str) -> None:
         return res.reached, {"final_dist_m": res.final_dist_m, "steps": res.steps_used}
 
     def gripper():
-        res = robo.set_gripper(1.0)
+        start = robo.state().gripper_opening
+        res = robo.set_gripper(1.0, steps=12)   # exactly 12 steps of the arm holding, the fingers closing
         closed = robo.state().gripper_opening
-        return closed < 0.03, {"steps": res.steps, "opening_m": closed}
+        return res.steps == 12 and closed < min(0.03, start - 0.03), {"steps": res.steps, "opening_m": closed}
 
     for name, fn in (("robo_state", state), ("robo_image_high", image), ("robo_segment", segment),
                      ("robo_move_to", move), ("robo_gripper", gripper)):
