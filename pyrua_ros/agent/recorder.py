@@ -309,6 +309,7 @@ class EpisodeRecorder:
         self._last_clock_ns: int | None = None    # its latest time ever (held or not) [ns]
         self._begin_clock_ns: int | None = None   # that time when begin() was called
         self._guard = False      # stamped topics checked against it (from begin(), when a clock is published)
+        self._known_end_ns: int | None = None   # the earlier episode's last sim time the caller knew at begin()
         self._started_ns: int | None = None
         self._last_ns = 0
         latched = set(latched)
@@ -354,8 +355,8 @@ class EpisodeRecorder:
         with self._lock:
             self._held = False
             self._clock_ns = 0
-            seen = [t for t in (self._last_clock_ns, known) if t is not None]
-            self._begin_clock_ns = max(seen) if seen else None
+            self._begin_clock_ns = self._last_clock_ns
+            self._known_end_ns = known
             self._guard = clocked
 
     def _earlier_episode(self, stamp_ns: int) -> bool:
@@ -364,6 +365,10 @@ class EpisodeRecorder:
         Ahead of the clock seen since begin(): a driver whose clock restarts at a reset. Not after the clock
         at begin() while the clock carries on from there: a driver whose time never runs backwards across resets
         (pyrua_ros's drivers: the new episode starts one control period after the last one's end)."""
+        if self._known_end_ns is not None and stamp_ns <= self._known_end_ns:
+            return True      # at or before the earlier episode's last status: whatever this recorder's clock saw
+        if not self._guard:
+            return False
         if stamp_ns > self._clock_ns:
             return True
         begun = self._begin_clock_ns
@@ -413,7 +418,7 @@ class EpisodeRecorder:
                     return
                 if clock_ns is not None:
                     self._clock_ns = max(self._clock_ns, clock_ns)
-                elif self._guard and topic in self._stamped and self._earlier_episode(_cdr_time_ns(data)):
+                elif topic in self._stamped and self._earlier_episode(_cdr_time_ns(data)):
                     return   # a late frame of an earlier episode
                 channel = self._channel(topic)
                 sequence[0] += 1
