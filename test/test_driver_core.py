@@ -223,7 +223,8 @@ def test_a_gripper_target_is_carried_by_the_status_and_moves_the_fingers_while_t
     assert core.status().gripper_target == 0.0                     # clipped to the closed gap
 
 
-@pytest.mark.parametrize("values", [[float("nan")], [float("inf")], [0.01, 0.02], []], ids=["nan", "inf", "two", "none"])
+@pytest.mark.parametrize("values", [[float("nan")], [float("inf")], [0.01, 0.02], []],
+                         ids=["nan", "inf", "two", "none"])
 def test_a_gripper_target_that_is_not_one_finite_gap_is_refused(values):
     core, out = make_core()
     core.on_gripper_target(values)
