@@ -48,7 +48,7 @@ def refused(*args, out=None):
     (["--suite", "libero_goal", "--task", "0", "--driver", "fake"],
      "unknown suite 'libero_goal' for --driver fake (libero_goal is served by --driver sim); valid suites: "
      "fake_table"),
-    (["--task", "0"], "no example program for libero_goal task 0; available:"),
+    (["--task", "2"], "no example program for libero_goal task 2; available:"),
     (["--task", "8", "--replay", "/nonexistent/run"], "--replay /nonexistent/run: no such file"),
     (["--task", "8", "--guides-dir", "/nonexistent"], "--guides-dir /nonexistent: no such folder"),
     (["--task", "8", "--max-programs", "2"], "--max-programs applies to --arm program only"),
