@@ -16,9 +16,9 @@ adds the ``rosbag2`` metadata record (``serialized_metadata``, bag metadata vers
 
 An episode bag is a dataset (:func:`episode_topics`): robot state and the step-0 state (the episode host starts
 the recorder before the reset, :meth:`EpisodeRecorder.wait_for_publishers`), camera streams and the captures the
-model saw with their camera_info, and the commands: servo twists, e-stop, and both actions' goals, results and
-cancels (their service-event topics, published where introspection is on: robo's gripper client does it on
-Kilted), feedback and status.
+model saw with their camera_info, and the commands: servo twists, gripper targets, e-stop, and both actions' goals,
+results and cancels (their service-event topics, published where introspection is on: robo's gripper client does it
+on Kilted), feedback and status.
 
 Threading: callbacks may run on any executor thread; one lock guards the writer. :meth:`close` destroys the
 subscriptions first, then finishes the file, so no callback writes after the footer.
@@ -204,8 +204,8 @@ def action_topics(action: str, action_type: str) -> dict[str, str]:
 
 def episode_topics(names: interfaces.Interfaces | None = None, *, cameras: bool = True) -> dict[str, str]:
     """``{topic: type}`` of one episode, a dataset: robot state, clock, sim status, agent topics; the captures the
-    model saw (color + camera_info of each camera and resolution); the commands (servo twists, e-stop, both
-    actions); and, with ``cameras``, the camera streams with their camera_info.
+    model saw (color + camera_info of each camera and resolution); the commands (servo twists, gripper targets,
+    e-stop, both actions); and, with ``cameras``, the camera streams with their camera_info.
 
     Camera streams render only while someone subscribes, at the sim's ``camera_rate_hz``; ``cameras=False``
     leaves them out (and so costs no rendering). Captures render only on request, whoever listens.
@@ -221,6 +221,7 @@ def episode_topics(names: interfaces.Interfaces | None = None, *, cameras: bool 
         d.clock: "rosgraph_msgs/msg/Clock",
         d.safety_events: STRING,
         d.servo_twist: "geometry_msgs/msg/TwistStamped",
+        d.gripper_target: "std_msgs/msg/Float64MultiArray",
         d.estop: "std_msgs/msg/Bool",
         s.episode_status: STRING,
         names.agent.status: STRING,
