@@ -440,3 +440,32 @@ def test_a_held_recording_keeps_late_frames_out_when_sim_time_carries_on(ros_cli
     rec.close()
     written = decoded(tmp_path / "carry.mcap")[interface_name(color)]
     assert [round(m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, 3) for _mc, m in written] == [7.05, 7.55]
+
+
+def test_start_at_keeps_an_earlier_episodes_frames_out_even_without_the_clock(ros_client, tmp_path):
+    """Under load the recorder may not have matched the driver's clock by begin(): the reset's own sim time
+    (start_at) still keeps a late frame of the earlier episode out, and the new episode's frames in."""
+    from builtin_interfaces.msg import Time
+    from sensor_msgs.msg import Image
+
+    color = "/rec_start/color"
+    rec = recorder.EpisodeRecorder(ros_client.node, tmp_path / "start.mcap", {color: recorder.IMAGE}, held=True,
+                                   stamped=[color], clock="/rec_start/clock")
+    images = ros_client.node.create_publisher(Image, color, qos.EVENTS)
+    assert spin_until(lambda: images.get_subscription_count(), 10.0)
+
+    def frame(t: float) -> Image:
+        msg = Image(height=1, width=1, encoding="rgb8", step=3, data=b"\x01\x02\x03")
+        msg.header.stamp = Time(sec=int(t), nanosec=round(t % 1 * 1e9))
+        return msg
+
+    rec.begin()
+    images.publish(frame(7.0))                     # a late frame of the last episode, after begin()
+    assert spin_until(lambda: rec._pending, 5.0)   # held back: the reset has not answered yet
+    rec.start_at(7.05)                             # the reset's status: the new episode starts here
+    for t in (7.05, 7.55):
+        images.publish(frame(t))
+    assert spin_until(lambda: rec.counts[color] == 2, 5.0)
+    rec.close()
+    written = decoded(tmp_path / "start.mcap")[interface_name(color)]
+    assert [round(m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, 3) for _mc, m in written] == [7.05, 7.55]

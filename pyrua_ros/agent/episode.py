@@ -317,10 +317,10 @@ class Episode:
         self.phase("reset", f"{e.suite} task {e.task} seed {e.seed} (the first reset waits for the driver to "
                             "build its scene)")
         if self.recorder is not None:
-            # what a shared driver still published of an earlier episode stays out: frames up to its last sim time
-            latest = getattr(self.host.backend, "latest_status", lambda: None)()
-            self.recorder.begin(after_sim_time=None if latest is None else float(latest.sim_time))
+            self.recorder.begin()   # what a shared driver still published of an earlier episode stays out
         status = self.host.reset(e)
+        if self.recorder is not None:
+            self.recorder.start_at(status.sim_time)   # stream frames stamped before the reset are an earlier one's
         self.task_language = status.task_language
         self.robot = self.host.robot(e)
         from pyrua_ros.agent.publisher import AgentPublisher

@@ -282,7 +282,9 @@ class EpisodeRecorder:
     ``std_msgs/Header``) are written only when their stamp is not ahead of the ``clock`` topic's latest time
     seen since :meth:`begin` (0 before the first), and, where the clock carries on across resets, only when it is
     after the clock's time at :meth:`begin` (:meth:`_earlier_episode`; only when the clock topic has a publisher
-    at :meth:`begin`; a real arm on wall time has none).
+    at :meth:`begin`; a real arm on wall time has none). Both need this recorder to have seen the clock in time,
+    which under load it may not have; so from :meth:`begin` the stamped messages are held back until
+    :meth:`start_at` names the episode's reset time, and only those stamped from then on are written.
     """
 
     def __init__(self, node: Any, path: str | os.PathLike, topics: Mapping[str, str], *,
@@ -310,7 +312,9 @@ class EpisodeRecorder:
         self._last_clock_ns: int | None = None    # its latest time ever (held or not) [ns]
         self._begin_clock_ns: int | None = None   # that time when begin() was called
         self._guard = False      # stamped topics checked against it (from begin(), when a clock is published)
-        self._known_end_ns: int | None = None   # the earlier episode's last sim time the caller knew at begin()
+        self._start_ns: int | None = None   # the episode's reset sim time [ns] (start_at): earlier frames stay out
+        self._pending: list[tuple] | None = None   # stamped messages between begin() and start_at(), held back
+        self._sequence: dict[str, int] = {}   # per topic, the last sequence number written
         self._started_ns: int | None = None
         self._last_ns = 0
         latched = set(latched)
@@ -343,22 +347,29 @@ class EpisodeRecorder:
             time.sleep(0.02)
         return pending
 
-    def begin(self, after_sim_time: float | None = None) -> None:
+    def begin(self) -> None:
         """Write every topic from now on (see ``held``); call it just before the episode's reset is requested.
-
-        ``after_sim_time`` [s]: the driver's latest sim time the caller knows (its last episode status): frames
-        stamped up to it belong to the earlier episode even when this recorder never received that episode's last
-        clock (it subscribed after it, or the clock was late under load)."""
+        Messages of the ``stamped`` topics are held back until :meth:`start_at` says when the episode began."""
         # A driver without a clock publisher (a real arm on wall time) stamps its frames otherwise: no guard then.
         clocked = self._clock_topic in self._subscriptions and \
             self._subscriptions[self._clock_topic].get_publisher_count() > 0
-        known = None if after_sim_time is None else round(after_sim_time * 1e9)
         with self._lock:
             self._held = False
             self._clock_ns = 0
             self._begin_clock_ns = self._last_clock_ns
-            self._known_end_ns = known
             self._guard = clocked
+            self._pending = []
+
+    def start_at(self, sim_time: float | None) -> None:
+        """The episode began at ``sim_time`` [s] (its reset's status; None: unknown): a stamped message from before
+        it belongs to an earlier episode (a shared driver's late stream frame, however late this recorder matched
+        the driver's clock). Writes what :meth:`begin` held back from then on."""
+        with self._lock:
+            self._start_ns = None if sim_time is None else round(sim_time * 1e9)
+            pending, self._pending = self._pending or [], None
+            for topic, data, received, source in pending:
+                if not self._earlier_episode(_cdr_time_ns(data)):
+                    self._write(topic, data, received, source)
 
     def _earlier_episode(self, stamp_ns: int) -> bool:
         """Whether a stream frame stamped ``stamp_ns`` belongs to an episode before :meth:`begin` (lock held).
@@ -366,8 +377,8 @@ class EpisodeRecorder:
         Ahead of the clock seen since begin(): a driver whose clock restarts at a reset. Not after the clock
         at begin() while the clock carries on from there: a driver whose time never runs backwards across resets
         (pyrua_ros's drivers: the new episode starts one control period after the last one's end)."""
-        if self._known_end_ns is not None and stamp_ns <= self._known_end_ns:
-            return True      # at or before the earlier episode's last status: whatever this recorder's clock saw
+        if self._start_ns is not None:
+            return stamp_ns < self._start_ns   # the episode's own start says it (sim time never runs backwards)
         if not self._guard:
             return False
         if stamp_ns > self._clock_ns:
@@ -404,9 +415,17 @@ class EpisodeRecorder:
                                                               schema_id=self._schemas[full_name], metadata=metadata)
         return self._channels[topic]
 
-    def _callback(self, topic: str):
-        sequence = [0]
+    def _write(self, topic: str, data: bytes, received: int, source: int) -> None:
+        """Write one message (lock held)."""
+        channel = self._channel(topic)
+        self._sequence[topic] = self._sequence.get(topic, 0) + 1
+        self._writer.add_message(channel_id=channel, log_time=received, data=data, publish_time=source,
+                                 sequence=self._sequence[topic])
+        self.counts[topic] += 1
+        self._started_ns = received if self._started_ns is None else min(self._started_ns, received)
+        self._last_ns = max(self._last_ns, received)
 
+    def _callback(self, topic: str):
         def on_message(data: bytes, info) -> None:
             now = time.time_ns()
             received = info.get("received_timestamp") or now
@@ -421,13 +440,10 @@ class EpisodeRecorder:
                     self._clock_ns = max(self._clock_ns, clock_ns)
                 elif topic in self._stamped and self._earlier_episode(_cdr_time_ns(data)):
                     return   # a late frame of an earlier episode
-                channel = self._channel(topic)
-                sequence[0] += 1
-                self._writer.add_message(channel_id=channel, log_time=received, data=data, publish_time=source,
-                                         sequence=sequence[0])
-                self.counts[topic] += 1
-                self._started_ns = received if self._started_ns is None else min(self._started_ns, received)
-                self._last_ns = max(self._last_ns, received)
+                elif topic in self._stamped and self._pending is not None:
+                    self._pending.append((topic, data, received, source))   # until start_at() tells the start
+                    return
+                self._write(topic, data, received, source)
 
         return on_message
 
@@ -458,11 +474,15 @@ class EpisodeRecorder:
         return yaml.safe_dump({"rosbag2_bagfile_information": info}, sort_keys=False)
 
     def close(self) -> dict[str, int]:
-        """Stop recording and finish the file (idempotent); return the per-topic message counts."""
+        """Stop recording and finish the file (idempotent); return the per-topic message counts. Messages held
+        back for a :meth:`start_at` that never came (a reset that failed) are written as they are."""
         with self._lock:
             if self._closed:
                 return dict(self.counts)
             self._closed = True
+            for message in self._pending or ():
+                self._write(*message)
+            self._pending = None
         for sub in self._subscriptions.values():
             self._node.destroy_subscription(sub)
         self._subscriptions.clear()
