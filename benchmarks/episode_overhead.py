@@ -148,7 +148,7 @@ def profile_episode(suite: str, task: int, out: pathlib.Path, top: int = 10) -> 
     RosBackend, the kernel host, recording). Returns the top ``top`` functions by cumulative time of each."""
     import cProfile
 
-    from pyrua_ros.agent.single_shot import SingleShotAgent
+    from pyrua_ros.agent.run.single_shot import SingleShotAgent
     from pyrua_ros.testing import NodeProcess
 
     sim_prof = out / "sim_node.prof"

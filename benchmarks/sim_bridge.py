@@ -227,8 +227,8 @@ class ThroughRobo:
         self.runs = 0
 
     def _record(self, k: int):
-        from pyrua_ros.agent.recorder import record_episode
-        from pyrua_ros.agent.video import EpisodeVideo
+        from pyrua_ros.agent.records.recorder import record_episode
+        from pyrua_ros.agent.records.video import EpisodeVideo
 
         recorder = record_episode(self.backend.node, self.out_dir / f"robo_{k}.mcap")
         video = EpisodeVideo(self.backend.node)

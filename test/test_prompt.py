@@ -10,8 +10,8 @@ from typing import ClassVar
 
 import pytest
 
-from pyrua_ros.agent import prompt as P
-from pyrua_ros.agent.records import CardRecord
+from pyrua_ros.agent.prompting import prompt as P
+from pyrua_ros.agent.records.records import CardRecord
 from pyrua_ros.robo.results import RESULT_TYPES
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from test_robo_api import HOME, KinematicBackend
 
-from pyrua_ros.agent.config import AgentSettings
 from pyrua_ros.agent.kernel import Kernel, KernelLimits
 from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES
-from pyrua_ros.agent.records import CardRecord, TurnRecord
-from pyrua_ros.agent.toolkit import ArmToolkit
+from pyrua_ros.agent.loop.toolkit import ArmToolkit
+from pyrua_ros.agent.records.records import CardRecord, TurnRecord
+from pyrua_ros.agent.settings.config import AgentSettings
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
 from pyrua_ros.robo.host import RobotHost
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent import compare as C
-from pyrua_ros.agent import report as R
-from pyrua_ros.agent import summarize as S
+from pyrua_ros.agent.reports import compare as C
+from pyrua_ros.agent.reports import report as R
+from pyrua_ros.agent.reports import summarize as S
 
 GOLDEN = Path(__file__).parent / "data" / "result_v2.json"
 

@@ -74,8 +74,8 @@ def _in_process_digests(runs: int) -> list[dict]:
 def _worker_digests(tmp_path) -> list[dict]:
     """The same program replayed by ``pyrualean play --runtime replay`` through one eval worker, twice: a fresh sim
     node, then the same node reset (the second beside busy loops)."""
-    from pyrua_ros.agent.config import PlayConfig
-    from pyrua_ros.agent.schema import build
+    from pyrua_ros.agent.settings.config import PlayConfig
+    from pyrua_ros.agent.settings.schema import build
     from pyrua_ros.evaluation.jobs import config_to_json
     from pyrua_ros.evaluation.worker import EpisodeWorker
 

@@ -14,9 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent import compare as compare_mod
-from pyrua_ros.agent import summarize as summarize_mod
-from pyrua_ros.agent.prompt import (
+from pyrua_ros.agent.prompting.prompt import (
     ARMS,
     FEEDBACK_MODES,
     IMAGE_POLICIES,
@@ -27,8 +25,10 @@ from pyrua_ros.agent.prompt import (
     reference_root_from_env,
     render_reference,
 )
-from pyrua_ros.agent.records import CardRecord
-from pyrua_ros.agent.reference_source import ReferenceDocs, ReferenceSource
+from pyrua_ros.agent.prompting.reference_source import ReferenceDocs, ReferenceSource
+from pyrua_ros.agent.records.records import CardRecord
+from pyrua_ros.agent.reports import compare as compare_mod
+from pyrua_ros.agent.reports import summarize as summarize_mod
 
 
 def robot_class(robot: str = "libero", primitives: str = "full") -> type:
@@ -59,8 +59,8 @@ def _add_reference_root(parser: argparse.ArgumentParser) -> None:
 
 def _refused_reference_root(command: str, root: str | None) -> int | None:
     """Exit code 2 with one line when ``--reference-root`` (or its variable) holds no PyRUA-Lean sources."""
-    from pyrua_ros.agent.schema import SettingError
-    from pyrua_ros.agent.validate import check_reference_root
+    from pyrua_ros.agent.run.validate import check_reference_root
+    from pyrua_ros.agent.settings.schema import SettingError
 
     try:
         check_reference_root(root)

@@ -5,7 +5,8 @@ Subcommands: ``play`` (one episode: starts the driver node, runs the agent loop,
 ``policy.py`` through the openai runtime), ``api`` / ``prompt`` (print the generated reference / prompt without a
 simulator), ``summarize`` / ``compare`` (run records), ``launch`` (the pip-only launch runner), ``mcp`` (serve one
 episode's tools to any MCP client). The flags of ``play``, ``mcp``, ``run`` and ``generate`` are generated from
-the settings schema (``pyrua_ros.agent.config``). Every bad input is refused before anything boots, with one line
+the settings schema (``pyrua_ros.agent.settings.config``). Every bad input is refused before anything boots, with
+one line
 and exit code 2. Every process this CLI starts stays on one machine, so DDS discovery defaults to LOCALHOST when
 ``ROS_AUTOMATIC_DISCOVERY_RANGE`` is unset, and an episode picks a free ROS domain of its own when
 ``ROS_DOMAIN_ID`` is unset.
@@ -50,10 +51,10 @@ def episode_summary(result, out, code: int) -> dict:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from pyrua_ros.agent.config import PlayConfig
-    from pyrua_ros.agent.progress import make_progress
-    from pyrua_ros.agent.schema import SettingError
-    from pyrua_ros.agent.validate import prepare_play
+    from pyrua_ros.agent.run.progress import make_progress
+    from pyrua_ros.agent.run.validate import prepare_play
+    from pyrua_ros.agent.settings.config import PlayConfig
+    from pyrua_ros.agent.settings.schema import SettingError
 
     try:
         cfg = settings_from_args(PlayConfig, args)
@@ -82,8 +83,8 @@ def cmd_play(args: argparse.Namespace) -> int:
                                                                                       "out": str(cfg.out)}))
         return code
     prepare_ros_environment()
-    from pyrua_ros.agent.arms import LoopAgent
-    from pyrua_ros.agent.episode import Episode
+    from pyrua_ros.agent.loop.arms import LoopAgent
+    from pyrua_ros.agent.run.episode import Episode
 
     episode = Episode(cfg.episode, LoopAgent(cfg), out=cfg.out, output=cfg.output, compat=cfg.compat,
                       progress=progress)
@@ -122,7 +123,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pyrua_ros.agent.config import PlayConfig
+    from pyrua_ros.agent.settings.config import PlayConfig
     from pyrua_ros.cli.commands_info import add_info_parsers
     from pyrua_ros.cli.commands_mcp import add_mcp_parser
     from pyrua_ros.cli.commands_single import add_single_parsers
@@ -156,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pyrua_ros.agent.schema import SettingError
+    from pyrua_ros.agent.settings.schema import SettingError
 
     try:
         parser = build_parser()

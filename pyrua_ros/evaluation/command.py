@@ -1,7 +1,8 @@
 """``pyrualean eval``: many episodes, in parallel on this machine or on a Ray cluster, resumable, with a report.
 
 The agent options are exactly ``play``'s: the same settings schema generates them (``cli.args.add_settings`` of
-:class:`~pyrua_ros.agent.config.PlayConfig`), except the per-episode ones that eval replaces (``manifest.PER_EPISODE``):
+:class:`~pyrua_ros.agent.settings.config.PlayConfig`), except the per-episode ones that eval replaces
+(``manifest.PER_EPISODE``):
 ``--suite``, ``--task``, ``--seed`` take lists here, ``--out`` is the evaluation directory, and run directories are
 kept or moved aside by the evaluation (no ``--overwrite`` / ``--resume``)::
 
@@ -11,7 +12,7 @@ kept or moved aside by the evaluation (no ``--overwrite`` / ``--resume``)::
 
 Running the same command again skips finished episodes and runs the rest; other agent options are refused.
 Everything the input decides (episodes, files, the replay programs, the model server, the Ray head, the manifest) is
-checked by ``agent.validate`` before any worker or node starts. Exit status: 0 all episodes have a result that is
+checked by ``agent.run.validate`` before any worker or node starts. Exit status: 0 all episodes have a result that is
 not an infrastructure failure, 1 some ended in one (after retries), 2 bad input, 130 interrupted (finished
 episodes are kept).
 """
@@ -27,9 +28,9 @@ import signal
 import sys
 from typing import Any
 
-from pyrua_ros.agent import schema
-from pyrua_ros.agent.config import PlayConfig
-from pyrua_ros.agent.validate import check_play, check_play_model, check_ray_address
+from pyrua_ros.agent.run.validate import check_play, check_play_model, check_ray_address
+from pyrua_ros.agent.settings import schema
+from pyrua_ros.agent.settings.config import PlayConfig
 from pyrua_ros.cli import exit_codes
 from pyrua_ros.cli.args import add_settings, settings_from_args
 from pyrua_ros.evaluation.instances import NAMED_SETS, Instance, build_instances, load_instance_file
@@ -235,9 +236,9 @@ def _engine(args: argparse.Namespace, workers: int | None, out: pathlib.Path, ma
 
 
 def _report(args: argparse.Namespace, out: pathlib.Path, instances: list[Instance], outcome) -> int:
-    from pyrua_ros.agent.records import read_result
-    from pyrua_ros.agent.report import format_report, is_infra_failure
-    from pyrua_ros.agent.summarize import metrics_from_result, summary_json
+    from pyrua_ros.agent.records.records import read_result
+    from pyrua_ros.agent.reports.report import format_report, is_infra_failure
+    from pyrua_ros.agent.reports.summarize import metrics_from_result, summary_json
 
     metrics, missing = [], []
     for instance in instances:

@@ -1,7 +1,8 @@
 """The coordinator: which episodes still need running, handing them to an engine's workers, retries, records.
 
 An instance is **finished** when its run directory holds a readable ``result.json`` for that instance whose status
-is not an infrastructure failure (see ``agent.report.INFRA_STATUSES``); finished instances are skipped, everything
+is not an infrastructure failure (see ``agent.reports.report.INFRA_STATUSES``); finished instances are skipped,
+everything
 else (never run, crashed, interrupted, or an infrastructure failure) runs. An infrastructure failure is retried up
 to ``retries`` times in the same invocation; the failed attempt's directory is kept under
 ``OUT/.eval/attempts/<suite>/<task>/<seed>/<attempt>/``. Whatever happens to a worker, every episode it started ends
@@ -17,9 +18,9 @@ import pathlib
 import shutil
 from typing import Any
 
-from pyrua_ros.agent.config import PlayConfig
-from pyrua_ros.agent.records import SCHEMA, SYSTEM, now_iso, read_result, write_json
-from pyrua_ros.agent.report import INFRA_STATUSES
+from pyrua_ros.agent.records.records import SCHEMA, SYSTEM, now_iso, read_result, write_json
+from pyrua_ros.agent.reports.report import INFRA_STATUSES
+from pyrua_ros.agent.settings.config import PlayConfig
 from pyrua_ros.evaluation.instances import Instance
 from pyrua_ros.evaluation.jobs import episode_summary, make_job
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from pyrua_ros.agent.kernel import cgroup, policy, protocol, sandbox
 from pyrua_ros.agent.kernel import workspace as wsfiles
-from pyrua_ros.agent.text import safe_text
+from pyrua_ros.agent.records.text import safe_text
 
 RESTART_NOTICE = "the kernel was restarted; the namespace (variables, functions, imports) was lost"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

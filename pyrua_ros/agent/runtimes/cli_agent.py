@@ -44,10 +44,9 @@ import time
 import urllib.parse
 from collections.abc import Callable
 
-from pyrua_ros.agent.records import JsonlRecord
+from pyrua_ros.agent.records.records import JsonlRecord
+from pyrua_ros.agent.settings.model import key_from_env
 from pyrua_ros.bringup.process import stop_process_groups
-
-from .settings import key_from_env
 
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ", "XDG_CACHE_HOME")
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -313,9 +312,9 @@ class CliRuntime:
     def run_episode(self, prompt: str, images: list[pathlib.Path], mcp_url: str, deadline: float, *,
                     finished: Callable[[], bool], mcp_token: str | None = None):
         """Run the CLI until it exits, the deadline passes, or ``finished()`` held for ``finish_grace_s``;
-        returns a :class:`~pyrua_ros.agent.loop.LoopOutcome`. ``mcp_token``: the bearer token of the MCP server
+        returns a :class:`~pyrua_ros.agent.loop.loop.LoopOutcome`. ``mcp_token``: the bearer token of the MCP server
         at ``mcp_url`` (:attr:`ArmMcpServer.token`)."""
-        from pyrua_ros.agent.loop import LoopOutcome
+        from pyrua_ros.agent.loop.loop import LoopOutcome
 
         out = LoopOutcome()
         dead = DeadPort() if self.settings.network == "loopback" and self.settings.proxy is None else None

@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from pyrua_ros.agent.modes import TOOL_CHOICES
-from pyrua_ros.agent.schema import SettingError, setting
+from pyrua_ros.agent.settings.modes import TOOL_CHOICES
+from pyrua_ros.agent.settings.schema import SettingError, setting
 
 DEFAULT_MODEL = "DAGroup-PKU/PyRUA-Lean-Coder-v0.1-4B"   # the seed's model (PyRUA-Lean Coder v0.1-4B)
 NO_KEY_PLACEHOLDER = "not-needed"   # sent when no --api-key-env is given (local servers ignore the key)
@@ -24,7 +24,7 @@ NO_KEY_PLACEHOLDER = "not-needed"   # sent when no --api-key-env is given (local
 class ModelSettings:
     """What the ``openai`` runtime sends, how it retries and how the model server is checked before a run.
 
-    The user-facing fields are settings of the schema (:mod:`pyrua_ros.agent.schema`): their help text below is
+    The user-facing fields are settings of the schema (:mod:`pyrua_ros.agent.settings.schema`): their help text below is
     what ``--help``, the launch arguments and ``config/agent.yaml`` show. ``None`` = not sent (the server's
     default applies). Internal fields (no front end offers them): ``backoff_initial_s`` / ``backoff_max_s``
     (exponential backoff 1x, 2x, 4x ... capped [s]; a server's ``Retry-After`` is honoured up to the cap),

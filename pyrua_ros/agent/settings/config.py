@@ -7,7 +7,7 @@ and its valid values):
   seed, step budget, primitive set, VLA / segmentation services) plus the driver and its clock;
 - :class:`AgentSettings` — the agent loop of ``play`` (arm, runtime, replay source, images, feedback, guides,
   budgets);
-- :class:`~pyrua_ros.agent.runtimes.settings.ModelSettings` — the model server and sampling (nested as is: the
+- :class:`~pyrua_ros.agent.settings.model.ModelSettings` — the model server and sampling (nested as is: the
   runtime reads the very object the CLI built);
 - :class:`CliRuntimeSettings` — the coding-agent CLIs of ``--runtime codex|claude`` (executables, CODEX_HOME,
   network rule);
@@ -19,9 +19,9 @@ and its valid values):
 
 Trees: :class:`PlayConfig` (``play``, the agent node, the launch), :class:`McpConfig` (``pyrua-ros mcp``),
 :class:`RunConfig` (single-shot ``run``) and :class:`GenerateConfig` (single-shot ``generate``).
-``pyrua_ros.agent.schema`` generates the CLI flags, launch arguments, node parameters and ``config/agent.yaml``
+``pyrua_ros.agent.settings.schema`` generates the CLI flags, launch arguments, node parameters and ``config/agent.yaml``
 from them, so **adding a setting is one ``setting(...)`` field here** (plus the code that uses it). Checks that
-need the file system, the suite table or the network live in :mod:`pyrua_ros.agent.validate`; nothing here touches
+need the file system, the suite table or the network live in :mod:`pyrua_ros.agent.run.validate`; nothing here touches
 either.
 """
 
@@ -32,7 +32,9 @@ import os
 import pathlib
 from typing import Any
 
-from pyrua_ros.agent.modes import (
+from pyrua_ros.agent.prompting.prompt import REFERENCE_ROOT_ENV
+from pyrua_ros.agent.settings.model import ModelSettings
+from pyrua_ros.agent.settings.modes import (
     ARMS,
     CLI_RUNTIMES,
     CLOCK_MODES,
@@ -45,9 +47,7 @@ from pyrua_ros.agent.modes import (
     ROBOTS,
     RUNTIMES,
 )
-from pyrua_ros.agent.prompt import REFERENCE_ROOT_ENV
-from pyrua_ros.agent.runtimes.settings import ModelSettings
-from pyrua_ros.agent.schema import SettingError, setting
+from pyrua_ros.agent.settings.schema import SettingError, setting
 
 ConfigError = SettingError   # the name the rest of the code (and eval) catches
 
@@ -284,7 +284,8 @@ class PlayConfig:
 
     def __post_init__(self) -> None:
         """Flag combinations that would silently do nothing are refused, naming what they need (the checks that
-        need the file system, e.g. that a CLI executable exists, are :func:`pyrua_ros.agent.validate.check_play`'s)."""
+        need the file system, e.g. that a CLI executable exists, are
+        :func:`pyrua_ros.agent.run.validate.check_play`'s)."""
         agent, model = self.agent, self.model
         if agent.runtime == "openai" and not model.base_url:
             raise SettingError("--runtime openai needs --base-url (an OpenAI-compatible chat-completions endpoint, "

@@ -1,10 +1,10 @@
 """``pyrua-ros mcp``: one episode whose agent is any MCP client (an IDE agent, a desktop assistant, a script).
 
-The episode is ``play``'s (:class:`~pyrua_ros.agent.episode.Episode` over an
-:class:`~pyrua_ros.agent.episode.EpisodeHost`: driver node, robo, budgets, ledger, recorder, run directory, the
-benchmark's verdict) and so is the agent strategy (:class:`~pyrua_ros.agent.arms.LoopAgent`: prompt, kernel,
+The episode is ``play``'s (:class:`~pyrua_ros.agent.run.episode.Episode` over an
+:class:`~pyrua_ros.agent.run.episode.EpisodeHost`: driver node, robo, budgets, ledger, recorder, run directory, the
+benchmark's verdict) and so is the agent strategy (:class:`~pyrua_ros.agent.loop.arms.LoopAgent`: prompt, kernel,
 toolkit, progress, records); only the runtime differs: instead of a model, the arm's tools are served by
-:class:`~pyrua_ros.agent.mcp_server.ArmMcpServer` until the episode ends. The server's MCP ``instructions`` are the
+:class:`~pyrua_ros.agent.loop.mcp_server.ArmMcpServer` until the episode ends. The server's MCP ``instructions`` are the
 episode's prompt (contract, API reference, knowledge, task card), so a client that shows server instructions to its
 model gives it what ``play`` would.
 
@@ -23,14 +23,15 @@ import json
 import sys
 import time
 
-from pyrua_ros.agent.arms import LoopAgent
-from pyrua_ros.agent.loop import LoopOutcome
+from pyrua_ros.agent.loop.arms import LoopAgent
+from pyrua_ros.agent.loop.loop import LoopOutcome
 
 FINISH_DELIVERY_S = 0.5   # time the finish reply gets to reach the client before the server ends
 
 
 class McpAgent(LoopAgent):
-    """The loop strategy of an :class:`~pyrua_ros.agent.config.McpConfig`, an outside MCP client in the runtime's
+    """The loop strategy of an :class:`~pyrua_ros.agent.settings.config.McpConfig`, an outside MCP client in the
+    runtime's
     place. ``wire``: the ``(stdin_fd, stdout_fd)`` of the stdio transport (:func:`serve` sets it up)."""
 
     def __init__(self, cfg, *, wire: tuple[int, int] | None = None):
@@ -38,7 +39,7 @@ class McpAgent(LoopAgent):
         self.wire = wire
 
     def start_runtime(self, ep) -> None:
-        from pyrua_ros.agent.mcp_server import ArmMcpServer
+        from pyrua_ros.agent.loop.mcp_server import ArmMcpServer
 
         ep.notes.append(f"agent: an MCP client over {self.cfg.serve.transport}; pyrua_ros did not run a model")
         self.mcp = ArmMcpServer(self.toolkit, instructions=ep.prompt.text)
@@ -108,13 +109,13 @@ class McpAgent(LoopAgent):
 
 
 def serve(cfg, *, progress=None, host=None):
-    """Run one MCP-served episode of an :class:`~pyrua_ros.agent.config.McpConfig` (``cfg.out`` set) and return
+    """Run one MCP-served episode of an :class:`~pyrua_ros.agent.settings.config.McpConfig` (``cfg.out`` set) and return
     its result (also written to ``<cfg.out>/result.json``). ``host``: a lent, open EpisodeHost (kept open).
 
     Over stdio the whole episode runs with fd 0 on /dev/null and fd 1 on stderr (the real ones are the MCP wire),
     so nothing the episode, its kernel or a library prints can corrupt the protocol."""
-    from pyrua_ros.agent.episode import Episode
-    from pyrua_ros.agent.mcp_server import wire_on_private_fds
+    from pyrua_ros.agent.loop.mcp_server import wire_on_private_fds
+    from pyrua_ros.agent.run.episode import Episode
 
     stdio = cfg.serve.transport == "stdio"
     with wire_on_private_fds() if stdio else contextlib.nullcontext() as wire:

@@ -1,6 +1,6 @@
 """Checks before anything boots: the episode, the files a run reads, the run directory and the model server.
 
-Every check raises :class:`~pyrua_ros.agent.schema.SettingError` with one line that names the flag and what is
+Every check raises :class:`~pyrua_ros.agent.settings.schema.SettingError` with one line that names the flag and what is
 valid, and each is meant to finish well under a second (the endpoint check is one short GET). ``play``, ``run``,
 ``generate``, the agent node and ``eval`` call the same functions:
 
@@ -30,8 +30,8 @@ import time
 import urllib.error
 import urllib.request
 
-from pyrua_ros.agent.modes import CLI_RUNTIMES, CODE_ARMS
-from pyrua_ros.agent.schema import SettingError
+from pyrua_ros.agent.settings.modes import CLI_RUNTIMES, CODE_ARMS
+from pyrua_ros.agent.settings.schema import SettingError
 from pyrua_ros.sim_interfaces import episodes
 
 PREFLIGHT_TIMEOUT_S = 2.0     # one GET of the models endpoint; a healthy local server answers in milliseconds
@@ -86,8 +86,8 @@ def check_vla_server_cmd(command: str | None) -> None:
 def check_reference_root(root) -> None:
     """``root`` (else ``$PYRUALEAN_REFERENCE_ROOT``), when set, holds PyRUA-Lean's sources (a checkout or the
     installed ``pyrualean`` package folder)."""
-    from pyrua_ros.agent.prompt import reference_root_from_env
-    from pyrua_ros.agent.reference_source import ReferenceSource
+    from pyrua_ros.agent.prompting.prompt import reference_root_from_env
+    from pyrua_ros.agent.prompting.reference_source import ReferenceSource
 
     root = reference_root_from_env(str(root) if root else None)
     if root is None:
@@ -112,7 +112,8 @@ def replay_source(agent, episode) -> pathlib.Path:
 
 
 def check_sandbox(sandbox) -> None:
-    """The cell kernel's bubblewrap boundary can be set up here (a :class:`~pyrua_ros.agent.config.SandboxSettings`;
+    """The cell kernel's bubblewrap boundary can be set up here (a
+    :class:`~pyrua_ros.agent.settings.config.SandboxSettings`;
     nothing to check with ``--unsafe-sandbox``): a run that would fail at its first cell is refused before boot."""
     if sandbox.unsafe_sandbox:
         return
@@ -124,7 +125,7 @@ def check_sandbox(sandbox) -> None:
 
 
 def check_play(cfg) -> None:
-    """Every local check of a :class:`~pyrua_ros.agent.config.PlayConfig` (no network, no run directory)."""
+    """Every local check of a :class:`~pyrua_ros.agent.settings.config.PlayConfig` (no network, no run directory)."""
     e, agent = cfg.episode, cfg.agent
     check_episode(e.suite, e.task, e.seed, e.driver)
     if agent.arm in CODE_ARMS:   # the tools arm starts no kernel
@@ -152,7 +153,7 @@ def check_cli_runtime(runtime: str, cli, model) -> str:
     one setup installed, else PATH), ``--codex-home`` is a folder if it exists, and ``--api-key-env`` is set.
     Returns the executable's path."""
     from pyrua_ros.agent.runtimes.cli_agent import find_cli
-    from pyrua_ros.agent.runtimes.settings import key_from_env
+    from pyrua_ros.agent.settings.model import key_from_env
 
     flag, explicit = ("--codex-bin", cli.codex_bin) if runtime == "codex" else ("--claude-cli", cli.claude_cli)
     try:
@@ -334,7 +335,7 @@ def prepare_play(cfg, *, warn=None, progress=None):
     """
     import dataclasses as dc
 
-    from pyrua_ros.agent.episode import default_out
+    from pyrua_ros.agent.run.episode import default_out
 
     check_play(cfg)
     out = pathlib.Path(cfg.out or default_out(cfg.episode))

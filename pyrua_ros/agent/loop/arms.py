@@ -1,14 +1,14 @@
 """The loop arms (``cells``, ``program``, ``tools``) as an agent strategy of an
-:class:`~pyrua_ros.agent.episode.Episode`.
+:class:`~pyrua_ros.agent.run.episode.Episode`.
 
 :class:`LoopAgent` builds the prompt from the live ``robo``, starts the kernel (code arms) and the runtime of
 ``cfg.agent.runtime``, runs the agent under the wall-clock budget while reporting progress (a line per turn, a live
 line while a call runs), and writes the loop's records (tool_turns.json, transcript.json, last_message.md,
-``<runtime>_events.jsonl``) and the play ``result.json`` (:class:`~pyrua_ros.agent.records.EpisodeResult`).
+``<runtime>_events.jsonl``) and the play ``result.json`` (:class:`~pyrua_ros.agent.records.records.EpisodeResult`).
 
-The ``openai`` and ``replay`` runtimes answer :func:`pyrua_ros.agent.loop.run_loop`'s requests; the ``codex`` and
+The ``openai`` and ``replay`` runtimes answer :func:`pyrua_ros.agent.loop.loop.run_loop`'s requests; the ``codex`` and
 ``claude`` runtimes run their CLI's own loop against the same toolkit served by an MCP server on loopback
-(:meth:`LoopAgent._run_cli`). ``pyrua-ros mcp`` (:class:`pyrua_ros.agent.mcp_episode.McpAgent`) is this strategy
+(:meth:`LoopAgent._run_cli`). ``pyrua-ros mcp`` (:class:`pyrua_ros.agent.run.mcp_episode.McpAgent`) is this strategy
 with an outside MCP client in the runtime's place.
 """
 
@@ -19,8 +19,8 @@ import sys
 import threading
 import time
 
-from pyrua_ros.agent.modes import CLI_RUNTIMES, CODE_ARMS, MCP_RUNTIME
-from pyrua_ros.agent.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso
+from pyrua_ros.agent.records.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso
+from pyrua_ros.agent.settings.modes import CLI_RUNTIMES, CODE_ARMS, MCP_RUNTIME
 
 TICK_S = 1.0   # how often the live status is refreshed while the loop runs [s]
 
@@ -48,8 +48,8 @@ class LoopAgent:
 
     # ------------------------------------------------------------------ AgentStrategy
     def start(self, ep) -> None:
-        from pyrua_ros.agent import prompt as prompt_mod
-        from pyrua_ros.agent.toolkit import ArmToolkit
+        from pyrua_ros.agent.loop.toolkit import ArmToolkit
+        from pyrua_ros.agent.prompting import prompt as prompt_mod
 
         self._ep = ep
         agent = self.cfg.agent
@@ -130,8 +130,8 @@ class LoopAgent:
 
     def drive(self, ep):
         """Run the agent until it finishes, the budget ends or the runtime fails; a
-        :class:`~pyrua_ros.agent.loop.LoopOutcome`."""
-        from pyrua_ros.agent.loop import run_loop
+        :class:`~pyrua_ros.agent.loop.loop.LoopOutcome`."""
+        from pyrua_ros.agent.loop.loop import run_loop
 
         if self.cfg.agent.runtime in CLI_RUNTIMES:
             return self._run_cli(ep)
@@ -142,7 +142,7 @@ class LoopAgent:
     def _run_cli(self, ep):
         """The codex / claude runtimes: serve the toolkit over MCP (streamable HTTP on loopback) and let the CLI run
         until it exits, the budget ends, or finish / the call budget ended the episode."""
-        from pyrua_ros.agent.mcp_server import ArmMcpServer
+        from pyrua_ros.agent.loop.mcp_server import ArmMcpServer
 
         self.mcp = ArmMcpServer(self.toolkit)
         url = self.mcp.start_http()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 
-from pyrua_ros.agent.text import safe_text
+from pyrua_ros.agent.records.text import safe_text
 from pyrua_ros.driver.interfaces import Interfaces, load
 
 OUTPUT_LIMIT = 2000

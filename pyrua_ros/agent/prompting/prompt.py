@@ -16,7 +16,8 @@ in the kernel, the cameras, the import allow-list, the rich-feedback limit, the 
 limit, the episode-end reasons, the guide names); ``test_prompt_facts`` fails when they drift apart. With
 ``reference_root`` (``--reference-root`` / ``$PYRUALEAN_REFERENCE_ROOT``) the docstrings, the exceptions block,
 the contract templates and the knowledge file come from the user's PyRUA-Lean sources instead (parsed, never
-imported: :mod:`pyrua_ros.agent.reference_source`), laid out the same way, so the model sees its training prompt.
+imported: :mod:`pyrua_ros.agent.prompting.reference_source`), laid out the same way, so the model sees its training
+prompt.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent.modes import FEEDBACK_MODES, FINISH_STATUSES, IMAGE_POLICIES, PRIMITIVE_SETS
-from pyrua_ros.agent.modes import PROMPT_ARMS as ARMS
-from pyrua_ros.agent.records import CardRecord
+from pyrua_ros.agent.records.records import CardRecord
+from pyrua_ros.agent.settings.modes import FEEDBACK_MODES, FINISH_STATUSES, IMAGE_POLICIES, PRIMITIVE_SETS
+from pyrua_ros.agent.settings.modes import PROMPT_ARMS as ARMS
 
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parents[2]
 KNOWLEDGE_DIR = PACKAGE_DIR / "knowledge"
 GUIDES_DIR = PACKAGE_DIR / "guides"
 GUIDE_NAMES = ("strict_hybrid_guide.md", "pro_hybrid_guide.md", "env_calibration.md")
@@ -316,7 +317,8 @@ def render_reference(target: Any, result_types: Sequence[type] | None = None, *,
     ``result_types`` defaults to the class's ``RESULT_TYPES`` or its module's. ``primitives`` defaults to what
     the class offers (``effective_primitives``); under ``no-vla`` the class's ``VLA_PRIMITIVES`` are hidden and
     only the result types some rendered member returns (directly or through a field) are kept. ``docs`` supplies
-    the text (default: the live docstrings; a :class:`~pyrua_ros.agent.reference_source.ReferenceDocs` gives the
+    the text (default: the live docstrings; a :class:`~pyrua_ros.agent.prompting.reference_source.ReferenceDocs`
+    gives the
     reference's own).
     """
     cls = target if isinstance(target, type) else type(target)
@@ -458,7 +460,7 @@ def sandbox_sentence(arm: str) -> str:
 
 
 def _feedback_note(options: PromptOptions) -> str:
-    from pyrua_ros.agent.toolkit import RICH_CALL_LIMIT
+    from pyrua_ros.agent.loop.toolkit import RICH_CALL_LIMIT
 
     if options.arm == "tools":
         produced = ("the call number, the tool name, `value` (the method's result object as JSON, e.g. "
@@ -648,7 +650,7 @@ def knowledge_text(robot: str = "libero", primitives: str = "full", *, reference
     _check_choice("primitives", primitives, PRIMITIVE_SETS)
     name = f"{robot}.md" if primitives == "full" else f"{robot}-novla.md"
     if reference_root:
-        from pyrua_ros.agent.reference_source import ReferenceSource
+        from pyrua_ros.agent.prompting.reference_source import ReferenceSource
 
         text = ReferenceSource.locate(reference_root).knowledge(name)
         if text is not None:
@@ -744,7 +746,7 @@ def build_prompt(robot: Any, card: CardRecord | None, options: PromptOptions, *,
     docs: LiveDocs = LiveDocs()
     contract = None
     if options.reference_root:
-        from pyrua_ros.agent.reference_source import ReferenceDocs, ReferenceSource
+        from pyrua_ros.agent.prompting.reference_source import ReferenceDocs, ReferenceSource
 
         source = ReferenceSource.locate(options.reference_root)
         docs = ReferenceDocs(source)

@@ -5,7 +5,7 @@ When a user has the reference (``--reference-root DIR`` or ``$PYRUALEAN_REFERENC
 trained on: the docstrings of ``LiberoRobot``, its ``RobotBase`` and the result dataclasses, the ``Exceptions:``
 block, the arm contract templates and the knowledge file. Our code still decides what exists (members,
 signatures, result types, primitive set); only the words come from the reference, laid out by
-:func:`pyrua_ros.agent.prompt.render_reference`. Text the reference does not have falls back to ours.
+:func:`pyrua_ros.agent.prompting.prompt.render_reference`. Text the reference does not have falls back to ours.
 
 Files and names read (facts of the reference's layout): ``libero.py`` (class ``LiberoRobot``, the result
 dataclasses, ``VLA_REFERENCE_EDITS``, the ``ADAPTER`` wording), ``_robot.py`` (class ``RobotBase``),
@@ -22,7 +22,7 @@ import string
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent import prompt as prompt_mod
+from pyrua_ros.agent.prompting import prompt as prompt_mod
 
 PACKAGE = "pyrualean"
 ROBOT_CLASS = "LiberoRobot"
@@ -190,7 +190,7 @@ class ReferenceSource:
 
 
 class ReferenceDocs(prompt_mod.LiveDocs):
-    """The text of the reference's sources for :func:`~pyrua_ros.agent.prompt.render_reference`; whatever the
+    """The text of the reference's sources for :func:`~pyrua_ros.agent.prompting.prompt.render_reference`; whatever the
     reference does not document keeps our docstring."""
 
     def __init__(self, source: ReferenceSource) -> None:

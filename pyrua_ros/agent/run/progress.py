@@ -12,7 +12,7 @@ What is shown (every time is seconds since the episode started, ``[ 12.3s]``):
 prefixed output); inside a long cell it adds a line every :data:`LIVE_EVERY_S`. :class:`RichProgress` (a terminal)
 prints the same lines above a live status line that ``rich`` refreshes. :func:`make_progress` picks one
 (``auto``: rich on a terminal). Status mappings are the agent status published on ``/agent/status``
-(:meth:`pyrua_ros.agent.arms.LoopAgent.status`). No ROS import.
+(:meth:`pyrua_ros.agent.loop.arms.LoopAgent.status`). No ROS import.
 """
 
 from __future__ import annotations

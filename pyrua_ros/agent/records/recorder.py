@@ -296,7 +296,7 @@ class EpisodeRecorder:
         self.topics = dict(topics)
         self._node = node
         self._lock = threading.Lock()
-        from pyrua_ros.agent.records import open_record
+        from pyrua_ros.agent.records.records import open_record
 
         self._file = open_record(self.path)
         self._writer = Writer(self._file)

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent.modes import BUDGET_MODES, FINISH_STATUSES, PLAY_STATUSES
-from pyrua_ros.agent.text import safe_data, safe_text
+from pyrua_ros.agent.records.text import safe_data, safe_text
+from pyrua_ros.agent.settings.modes import BUDGET_MODES, FINISH_STATUSES, PLAY_STATUSES
 
 SCHEMA = "pyrualean-episode-v2"
 SYSTEM = "pyrualean"

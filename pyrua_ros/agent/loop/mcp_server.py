@@ -1,6 +1,6 @@
 """The arm's tools as an MCP server (official ``mcp`` Python SDK), over stdio or streamable HTTP on loopback.
 
-``ArmMcpServer(toolkit)`` publishes exactly what the arm's :class:`~pyrua_ros.agent.toolkit.ArmToolkit` serves
+``ArmMcpServer(toolkit)`` publishes exactly what the arm's :class:`~pyrua_ros.agent.loop.toolkit.ArmToolkit` serves
 (``python`` / ``run_program`` / one tool per ``robo`` primitive, and ``finish``), so the Codex and Claude Code
 runtimes, and any MCP client (an IDE agent, a desktop assistant), drive the robot through the same kernel,
 budgets, ledger and records as ``play``'s own loop. Facts followed (PYRUALEAN-CONTRACT.md 3.3, 4.4):
@@ -127,7 +127,7 @@ class ArmMcpServer:
         return types.CallToolResult(content=content, is_error=is_error)
 
     def _execute(self, name: str, arguments: dict) -> tuple[str, list[bytes], bool]:
-        from pyrua_ros.agent.toolkit import ToolReply
+        from pyrua_ros.agent.loop.toolkit import ToolReply
 
         with self._lock:
             if self.toolkit.finished:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent.records import TOKEN_KEYS, now_iso, read_result
+from pyrua_ros.agent.records.records import TOKEN_KEYS, now_iso, read_result
 
 # (header, width, kind) as the reference prints them: "s" left-aligned text cut to the width, "r" right-aligned
 # text, "f" right-aligned one decimal with 0.0 for a missing value; "-" stands for any other missing value.
@@ -252,7 +252,7 @@ def summary_json(metrics: Sequence[EpisodeMetrics], *, count_errors_as_failures:
     """What ``--json`` prints: the reference's aggregate keys, then ``count_errors_as_failures``,
     ``infra_statuses``, ``overall`` and ``suites`` (see ``agent.report``) and ``runs`` (every EpisodeMetrics,
     so the output is itself an input of ``compare`` and ``summarize``)."""
-    from pyrua_ros.agent.report import suite_report
+    from pyrua_ros.agent.reports.report import suite_report
 
     return {**aggregate(metrics), **suite_report(metrics, count_errors_as_failures=count_errors_as_failures),
             "runs": [m.to_json() for m in metrics]}
@@ -260,7 +260,7 @@ def summary_json(metrics: Sequence[EpisodeMetrics], *, count_errors_as_failures:
 
 def run(args: argparse.Namespace) -> int:
     """Execute parsed summarize arguments; 0 on success, 2 when an input cannot be read or an output written."""
-    from pyrua_ros.agent import report as report_mod
+    from pyrua_ros.agent.reports import report as report_mod
 
     if args.screenshot is not None and args.html is None:
         print("summarize: --screenshot needs --html FILE (the page to render)", file=sys.stderr)

@@ -7,8 +7,8 @@
   the driver only while it is alive. A batch runner opens one host and passes it to many :class:`Episode` objects
   (``host=``); an episode that made its own host closes it.
 - :class:`AgentStrategy` — what one arm does inside an episode (4 methods): the loop arms over a runtime
-  (:class:`pyrua_ros.agent.arms.LoopAgent`: ``cells``, ``program``) and the single shot
-  (:class:`pyrua_ros.agent.single_shot.SingleShotAgent`).
+  (:class:`pyrua_ros.agent.loop.arms.LoopAgent`: ``cells``, ``program``) and the single shot
+  (:class:`pyrua_ros.agent.run.single_shot.SingleShotAgent`).
 - :class:`Episode` — one run directory: boot (reset, robo, recorder, video, card), the strategy's start and run,
   the benchmark's verdict, shutdown, and ``result.json``.
 
@@ -35,7 +35,7 @@ import time
 import traceback
 from typing import Any, Protocol
 
-from pyrua_ros.agent.records import CardRecord, ErrorInfo, RunRecords
+from pyrua_ros.agent.records.records import CardRecord, ErrorInfo, RunRecords
 from pyrua_ros.driver.rosenv import PARENT_PID_VAR
 
 STREAM_QUIET_S = 1.0        # [s] no new camera frame for this long: the driver's stream backlog is done
@@ -70,7 +70,7 @@ class DriverProcess:
         env = dict(os.environ, **nodes[0].env)
         env[PARENT_PID_VAR] = str(os.getpid())   # the node exits if this process dies, even by SIGKILL
         env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
-        from pyrua_ros.agent.records import open_record
+        from pyrua_ros.agent.records.records import open_record
 
         self._log = open_record(self.log_path)   # a fresh file of this run, never a link planted there
         self.proc = subprocess.Popen(self.argv, env=env, stdout=self._log, stderr=subprocess.STDOUT,
@@ -134,7 +134,7 @@ class EpisodeHost:
 
         e = self.settings
         if e.primitive_set == "full" and e.vla_server_cmd:   # boots while the driver boots
-            from pyrua_ros.agent.vla_server import VlaServer
+            from pyrua_ros.agent.run.vla_server import VlaServer
 
             try:
                 self.vla_server = VlaServer(e.vla_server_cmd, log=log_path.parent / "vla_server.log",
@@ -245,7 +245,8 @@ def _raise_interrupt(signum, _frame):
 
 
 class Episode:
-    """One episode in ``out``: ``settings`` (an :class:`~pyrua_ros.agent.config.EpisodeSettings`), ``output`` and
+    """One episode in ``out``: ``settings`` (an :class:`~pyrua_ros.agent.settings.config.EpisodeSettings`),
+    ``output`` and
     ``compat`` settings, an :class:`AgentStrategy`, and optionally a lent :class:`EpisodeHost` (kept open).
 
     Fields the strategy and the result read: ``out``, ``workspace``, ``host`` (EpisodeHost), ``robot``
@@ -256,7 +257,7 @@ class Episode:
 
     def __init__(self, settings, strategy: AgentStrategy, *, out: pathlib.Path, output=None, compat=None,
                  host: EpisodeHost | None = None, progress=None, node=None):
-        from pyrua_ros.agent.config import CompatSettings, OutputSettings
+        from pyrua_ros.agent.settings.config import CompatSettings, OutputSettings
 
         self.settings = settings
         self.strategy = strategy
@@ -323,11 +324,11 @@ class Episode:
         status = self.host.reset(e)
         self.task_language = status.task_language
         self.robot = self.host.robot(e)
-        from pyrua_ros.agent.publisher import AgentPublisher
+        from pyrua_ros.agent.records.publisher import AgentPublisher
 
         self.publisher = AgentPublisher(node, self.robot.ledger, clock=self.host.backend.followed_clock)
         if self.output.video:
-            from pyrua_ros.agent.video import EpisodeVideo
+            from pyrua_ros.agent.records.video import EpisodeVideo
 
             self.video = EpisodeVideo(node, task=self.task_language or "")
         self.phase("card", f'"{self.task_language}": capturing the card images')
@@ -345,7 +346,7 @@ class Episode:
     def _start_recorder(self, backend) -> None:
         """Record before the reset, matched with the driver's state publishers, so the bag holds the step-0 state
         the reset publishes (a driver still booting gets the reset's deadline to appear)."""
-        from pyrua_ros.agent.recorder import record_episode, state_topics
+        from pyrua_ros.agent.records.recorder import record_episode, state_topics
 
         self.recorder = record_episode(backend.node, self.out / "episode.mcap", held=True)
         unmatched = self.recorder.wait_for_publishers(state_topics(), backend.names.timeouts.reset_s)
@@ -370,10 +371,10 @@ class Episode:
 
     def open_kernel(self, sandbox=None):
         """The sandboxed cell kernel for this episode's ``robo`` (the strategy closes it): the bubblewrap boundary
-        of ``sandbox`` (a :class:`~pyrua_ros.agent.config.SandboxSettings`; ``--unsafe-sandbox`` is noted in
+        of ``sandbox`` (a :class:`~pyrua_ros.agent.settings.config.SandboxSettings`; ``--unsafe-sandbox`` is noted in
         result.json), every robo call bounded by the running cell's deadline."""
-        from pyrua_ros.agent.config import SandboxSettings
         from pyrua_ros.agent.kernel import Kernel, KernelLimits
+        from pyrua_ros.agent.settings.config import SandboxSettings
 
         sandbox = sandbox or SandboxSettings()
         self.kernel = Kernel(self.robot.robo, self.workspace,
@@ -577,7 +578,7 @@ def play(cfg, *, progress=None, host: EpisodeHost | None = None, node=None):
     ``node``: without a lent host, the process's own ROS node for robo (the launched ``agent`` node: one node per
     process role); else robo makes one.
     """
-    from pyrua_ros.agent.arms import LoopAgent
+    from pyrua_ros.agent.loop.arms import LoopAgent
 
     out = cfg.out or default_out(cfg.episode)
     return Episode(cfg.episode, LoopAgent(cfg), out=out, output=cfg.output, compat=cfg.compat, host=host,

@@ -6,7 +6,7 @@
 ``prompt.txt``, ``response.md``, ``openai_events.jsonl``, ``generation.json`` (:class:`GenerationRecord`, written
 also when the server fails or the answer has no code block, then with ``error``) and ``policy.py``.
 
-``run_policy(RunConfig)`` boots the robot exactly as ``play`` does (an :class:`~pyrua_ros.agent.episode.Episode`
+``run_policy(RunConfig)`` boots the robot exactly as ``play`` does (an :class:`~pyrua_ros.agent.run.episode.Episode`
 whose agent strategy is :class:`SingleShotAgent`), runs ``run(robo)`` exactly once in the sandboxed kernel under a
 wall-clock watchdog (no model, no feedback), judges with the benchmark's success check and writes ``result.json``
 (:class:`RunResult`), ``policy.py`` (copy), ``policy_output.txt``, ``prompt.txt``, the card, ``calls.jsonl`` and
@@ -27,8 +27,7 @@ import threading
 import time
 from typing import Any
 
-from pyrua_ros.agent.config import GenerateConfig, RunConfig
-from pyrua_ros.agent.records import (
+from pyrua_ros.agent.records.records import (
     SCHEMA,
     SYSTEM,
     TOKEN_KEYS,
@@ -39,6 +38,7 @@ from pyrua_ros.agent.records import (
     now_iso,
     write_json,
 )
+from pyrua_ros.agent.settings.config import GenerateConfig, RunConfig
 
 RUN_STATUSES = ("completed", "finished", "error", "timeout", "boot_error")
 MODES = ("per_cell", "transfer")
@@ -53,7 +53,7 @@ def single_shot_prompt(robot: Any, card: CardRecord, *, card_dir: pathlib.Path |
                        transfer: bool = False, primitives: str = "full"):
     """The single-shot prompt text (system + card + the no-tools sentence) and its PromptBundle; ``robot`` is the
     ``robo`` class or a live instance, ``budget_s`` the run's wall-clock budget [s] told to the model."""
-    from pyrua_ros.agent.prompt import NO_TOOLS_NOTE, PromptOptions, build_prompt
+    from pyrua_ros.agent.prompting.prompt import NO_TOOLS_NOTE, PromptOptions, build_prompt
 
     options = PromptOptions(arm="single-shot", primitives=primitives, budget_s=budget_s, transfer=transfer)
     bundle = build_prompt(robot, card, options, card_dir=card_dir)
@@ -352,7 +352,7 @@ class SingleShotAgent:
 
 def run_policy(cfg: RunConfig, *, progress=None, host=None) -> RunResult:
     """Run one single-shot episode; the result is also written to ``<out>/result.json``."""
-    from pyrua_ros.agent.episode import Episode, default_out
+    from pyrua_ros.agent.run.episode import Episode, default_out
 
     out = cfg.out or default_out(cfg.episode, "single")
     episode = Episode(cfg.episode, SingleShotAgent(cfg), out=out, output=cfg.output, compat=cfg.compat, host=host,

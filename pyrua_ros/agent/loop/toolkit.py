@@ -4,10 +4,10 @@
 One turn = one tool call. The toolkit saves the source into the workspace, runs it in the cell kernel, builds
 the tool result under the ``--feedback`` mode (``pure``: only what the code produced; ``rich``: plus the
 primitive calls of the turn, whether the robot moved, env steps and a state summary), attaches images under the
-``--images`` policy, counts the decision budget, and appends a :class:`~pyrua_ros.agent.records.TurnRecord`.
+``--images`` policy, counts the decision budget, and appends a :class:`~pyrua_ros.agent.records.records.TurnRecord`.
 Facts: PYRUALEAN-CONTRACT.md 3.2-3.7. Unlike the reference, ``finish`` ends the loop (the loop checks
 :attr:`finished`), and the decision budget counts every ``python``/``run_program`` call. On the tools arm
-(``--arm tools``, :mod:`pyrua_ros.agent.primitive_tools`) every primitive call is one decision: it counts against
+(``--arm tools``, :mod:`pyrua_ros.agent.loop.primitive_tools`) every primitive call is one decision: it counts against
 the same budget and gets the same feedback and images as a cell that made that one call.
 
 The toolkit is also what every runtime serves: ``tool_specs()`` are the chat-completions function specs of the
@@ -22,12 +22,12 @@ import pathlib
 import time
 from typing import Any
 
-from pyrua_ros.agent import primitive_tools
-from pyrua_ros.agent.config import AgentSettings
-from pyrua_ros.agent.modes import FINISH_STATUSES
-from pyrua_ros.agent.records import FinishRecord, TurnRecord
+from pyrua_ros.agent.loop import primitive_tools
+from pyrua_ros.agent.records.records import FinishRecord, TurnRecord
+from pyrua_ros.agent.records.text import safe_text
 from pyrua_ros.agent.runtimes.tools import finish_spec, tool_specs
-from pyrua_ros.agent.text import safe_text
+from pyrua_ros.agent.settings.config import AgentSettings
+from pyrua_ros.agent.settings.modes import FINISH_STATUSES
 
 RESULT_TEXT_LIMIT = 20_000
 RICH_CALL_LIMIT = 40
