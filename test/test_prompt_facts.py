@@ -15,11 +15,10 @@ import pytest
 
 from pyrua_ros.agent.kernel import Kernel, KernelLimits
 from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES, PREDEFINED_NAMES
-from pyrua_ros.agent.loop.toolkit import RICH_CALL_LIMIT
 from pyrua_ros.agent.prompting import prompt as P
 from pyrua_ros.agent.records.records import CardRecord
 from pyrua_ros.agent.runtimes.tools import tool_specs
-from pyrua_ros.agent.settings.modes import FINISH_STATUSES
+from pyrua_ros.agent.settings.modes import FINISH_STATUSES, RICH_CALL_LIMIT
 from pyrua_ros.driver.interfaces import load
 from pyrua_ros.robo.arguments import MAX_PLANAR_MOVE_M
 from pyrua_ros.robo.errors import EPISODE_END_REASONS

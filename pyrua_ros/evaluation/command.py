@@ -237,8 +237,9 @@ def _engine(args: argparse.Namespace, workers: int | None, out: pathlib.Path, ma
 
 def _report(args: argparse.Namespace, out: pathlib.Path, instances: list[Instance], outcome) -> int:
     from pyrua_ros.agent.records.records import read_result
+    from pyrua_ros.agent.reports.metrics import metrics_from_result
     from pyrua_ros.agent.reports.report import format_report, is_infra_failure
-    from pyrua_ros.agent.reports.summarize import metrics_from_result, summary_json
+    from pyrua_ros.agent.reports.summarize import summary_json
 
     metrics, missing = [], []
     for instance in instances:

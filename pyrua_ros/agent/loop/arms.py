@@ -130,7 +130,7 @@ class LoopAgent:
 
     def drive(self, ep):
         """Run the agent until it finishes, the budget ends or the runtime fails; a
-        :class:`~pyrua_ros.agent.loop.loop.LoopOutcome`."""
+        :class:`~pyrua_ros.agent.runtimes.base.LoopOutcome`."""
         from pyrua_ros.agent.loop.loop import run_loop
 
         if self.cfg.agent.runtime in CLI_RUNTIMES:

@@ -13,27 +13,13 @@ response run in order; calls after a ``finish`` are answered with an error and n
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
-from pyrua_ros.agent.runtimes.base import RuntimeFailure
+from pyrua_ros.agent.runtimes.base import LoopOutcome, RuntimeFailure
 
 NO_TOOL_CALL_NUDGE = ("Your last reply contained no tool call. Continue by calling `{tool}` with code, or call "
                       "`finish` with a status and a one-sentence summary to end the episode.")
 MAX_SILENT_REPLIES = 3
-
-
-@dataclasses.dataclass
-class LoopOutcome:
-    """How the loop ended: ``status`` (completed|timeout|call_budget|planner_error), ``reason``, ``requests``
-    (model requests made), ``notes`` (things a reader of result.json should know), ``last_message``."""
-
-    status: str = "completed"
-    reason: str | None = None
-    requests: int = 0
-    notes: list[str] = dataclasses.field(default_factory=list)
-    last_message: str = ""
-    failure: RuntimeFailure | None = None
 
 
 def run_loop(runtime, toolkit, *, deadline: float, first_prompt: str, first_images: list[bytes],

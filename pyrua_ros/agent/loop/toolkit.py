@@ -27,10 +27,9 @@ from pyrua_ros.agent.records.records import FinishRecord, TurnRecord
 from pyrua_ros.agent.records.text import safe_text
 from pyrua_ros.agent.runtimes.tools import finish_spec, tool_specs
 from pyrua_ros.agent.settings.config import AgentSettings
-from pyrua_ros.agent.settings.modes import FINISH_STATUSES
+from pyrua_ros.agent.settings.modes import FINISH_STATUSES, RICH_CALL_LIMIT
 
 RESULT_TEXT_LIMIT = 20_000
-RICH_CALL_LIMIT = 40
 CALL_BUDGET_ERROR = "call budget exhausted: the episode is over, call finish"
 
 

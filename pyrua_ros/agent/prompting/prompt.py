@@ -33,7 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from pyrua_ros.agent.records.records import CardRecord
-from pyrua_ros.agent.settings.modes import FEEDBACK_MODES, FINISH_STATUSES, IMAGE_POLICIES, PRIMITIVE_SETS
+from pyrua_ros.agent.settings.config import REFERENCE_ROOT_ENV
+from pyrua_ros.agent.settings.modes import (
+    FEEDBACK_MODES,
+    FINISH_STATUSES,
+    IMAGE_POLICIES,
+    PRIMITIVE_SETS,
+    RICH_CALL_LIMIT,
+)
 from pyrua_ros.agent.settings.modes import PROMPT_ARMS as ARMS
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
@@ -46,7 +53,6 @@ GUIDE_TOPICS = {   # what each guide covers, for the guides note
     "env_calibration.md": "reachable workspace and reference heights",
 }
 RPENT_GUIDES_SUBDIR = ("robots", "libero", "guides")
-REFERENCE_ROOT_ENV = "PYRUALEAN_REFERENCE_ROOT"
 
 REFERENCE_HEADING = "# API reference (the `robo` object)"
 SINGLE_SHOT_REFERENCE_HEADING = "# API reference (generated from the library the host injects)"
@@ -460,8 +466,6 @@ def sandbox_sentence(arm: str) -> str:
 
 
 def _feedback_note(options: PromptOptions) -> str:
-    from pyrua_ros.agent.loop.toolkit import RICH_CALL_LIMIT
-
     if options.arm == "tools":
         produced = ("the call number, the tool name, `value` (the method's result object as JSON, e.g. "
                     "`{\"type\": \"Move\", \"reached\": true, ...}`) or the `exception` text or `episode_finished`, "

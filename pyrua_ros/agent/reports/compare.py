@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from pyrua_ros.agent.records.records import write_json
+from pyrua_ros.agent.reports.metrics import EpisodeMetrics, aggregate, load_metrics, natural_key
 from pyrua_ros.agent.reports.report import is_infra_failure
 from pyrua_ros.agent.reports.stats import mcnemar_exact_p, paired_difference_interval, wilson_interval
-from pyrua_ros.agent.reports.summarize import EpisodeMetrics, aggregate, load_metrics, natural_key
 
 PROTOCOL = "pyrualean-paired-v2"
 DELTA_FIELDS = ("calls", "stateful_calls", "env_steps", "turns", "wall_time_s", "input_tokens",

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pyrua_ros.agent.reports.metrics import EpisodeMetrics, format_table, natural_key
 from pyrua_ros.agent.reports.stats import wilson_interval
-from pyrua_ros.agent.reports.summarize import EpisodeMetrics, format_table, natural_key
 
 INFRA_STATUSES = ("boot_error", "planner_error", "error", "killed")
 MEANS = (("mean_input_tokens", "input_tokens"), ("mean_output_tokens", "output_tokens"),

@@ -24,7 +24,7 @@ import sys
 import time
 
 from pyrua_ros.agent.loop.arms import LoopAgent
-from pyrua_ros.agent.loop.loop import LoopOutcome
+from pyrua_ros.agent.runtimes.base import LoopOutcome
 
 FINISH_DELIVERY_S = 0.5   # time the finish reply gets to reach the client before the server ends
 

@@ -9,7 +9,6 @@ valid, and each is meant to finish well under a second (the endpoint check is on
 - :func:`check_input_path` — a file or folder a run reads (replay source, guides, policy, card, instance files);
 - :func:`check_vla_server_cmd` — the program of ``--vla-server-cmd`` exists (the server is waited for at boot);
 - :func:`check_reference_root` — ``--reference-root`` / ``$PYRUALEAN_REFERENCE_ROOT`` holds PyRUA-Lean sources;
-- :func:`replay_source` — the replay runtime's source (the packaged example program when none is given);
 - :func:`check_cli_runtime` — ``--runtime codex|claude``: the CLI executable, ``--codex-home``, the key variable;
 - :func:`claim_run_directory` — the run-directory rules: a non-empty ``--out`` is refused unless ``--overwrite``
   (moved aside to ``OUT.prev-<time>``) or ``--resume`` (a finished run is kept; an unfinished one moved aside);
@@ -30,6 +29,7 @@ import time
 import urllib.error
 import urllib.request
 
+from pyrua_ros.agent.runtimes.replay_runtime import replay_source
 from pyrua_ros.agent.settings.modes import CLI_RUNTIMES, CODE_ARMS
 from pyrua_ros.agent.settings.schema import SettingError
 from pyrua_ros.sim_interfaces import episodes
@@ -96,19 +96,6 @@ def check_reference_root(root) -> None:
         ReferenceSource.locate(root)
     except ValueError as exc:
         raise SettingError(str(exc)) from None
-
-
-def replay_source(agent, episode) -> pathlib.Path:
-    """The replay runtime's source: ``--replay``, else the packaged example program of (suite, task)."""
-    if agent.replay is not None:
-        return pathlib.Path(agent.replay)
-    from pyrua_ros.examples import program_for
-
-    try:
-        return program_for(episode.suite, episode.task)
-    except ValueError as exc:
-        raise SettingError(f"{exc}; pass --replay FILE (a run directory or a run(robo) program) or --runtime "
-                           "openai") from None
 
 
 def check_sandbox(sandbox) -> None:

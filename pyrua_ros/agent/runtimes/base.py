@@ -188,3 +188,16 @@ class JsonlEventSink:
 
     def close(self) -> None:
         self._record.close()
+
+
+@dataclasses.dataclass
+class LoopOutcome:
+    """How the loop ended: ``status`` (completed|timeout|call_budget|planner_error), ``reason``, ``requests``
+    (model requests made), ``notes`` (things a reader of result.json should know), ``last_message``."""
+
+    status: str = "completed"
+    reason: str | None = None
+    requests: int = 0
+    notes: list[str] = dataclasses.field(default_factory=list)
+    last_message: str = ""
+    failure: RuntimeFailure | None = None

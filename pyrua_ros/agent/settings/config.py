@@ -32,8 +32,7 @@ import os
 import pathlib
 from typing import Any
 
-from pyrua_ros.agent.prompting.prompt import REFERENCE_ROOT_ENV
-from pyrua_ros.agent.settings.model import ModelSettings
+from pyrua_ros.agent.settings.model import ModelSettings, is_loopback_url
 from pyrua_ros.agent.settings.modes import (
     ARMS,
     CLI_RUNTIMES,
@@ -48,6 +47,8 @@ from pyrua_ros.agent.settings.modes import (
     RUNTIMES,
 )
 from pyrua_ros.agent.settings.schema import SettingError, setting
+
+REFERENCE_ROOT_ENV = "PYRUALEAN_REFERENCE_ROOT"   # where --reference-root is read from when unset
 
 ConfigError = SettingError   # the name the rest of the code (and eval) catches
 
@@ -305,8 +306,6 @@ class PlayConfig:
             raise SettingError("--arm tools needs a model runtime (--runtime openai, codex or claude); replay replays "
                                "recorded cells or programs")
         if agent.runtime in CLI_RUNTIMES and self.cli.cli_network == "loopback":
-            from pyrua_ros.agent.runtimes.cli_agent import is_loopback_url
-
             if not model.base_url:
                 raise SettingError(f"--runtime {agent.runtime} needs --base-url on loopback (the CLI reaches only "
                                    "127.0.0.1 by default); pass --cli-network inherit to use the vendor's API")

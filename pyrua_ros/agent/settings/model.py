@@ -10,8 +10,11 @@ The api key is never stored here: ``api_key_env`` names the environment variable
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import ipaddress
 import os
+import urllib.parse
 
 from pyrua_ros.agent.settings.modes import TOOL_CHOICES
 from pyrua_ros.agent.settings.schema import SettingError, setting
@@ -129,3 +132,16 @@ def key_from_env(api_key_env: str | None) -> str | None:
     if not value:
         raise ValueError(f"--api-key-env names {api_key_env!r}, but that environment variable is not set")
     return value
+
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback_url(url: str) -> bool:
+    """True when ``url``'s host is a loopback name or address."""
+    host = urllib.parse.urlsplit(url if "://" in url else f"http://{url}").hostname or ""
+    if host in LOOPBACK_NAMES:
+        return True
+    with contextlib.suppress(ValueError):
+        return ipaddress.ip_address(host).is_loopback
+    return False

@@ -10,6 +10,7 @@ CODE_ARMS = ("cells", "program")                 # arms whose tool runs model-wr
 PROMPT_ARMS = (*ARMS, "single-shot")
 IMAGE_POLICIES = ("on-motion", "on-demand", "none")
 FEEDBACK_MODES = ("pure", "rich")
+RICH_CALL_LIMIT = 40                              # rich feedback lists at most this many robot calls
 RUNTIMES = ("openai", "replay", "codex", "claude")   # play's --runtime
 CLI_RUNTIMES = ("codex", "claude")               # runtimes that drive a coding-agent CLI over MCP
 MCP_RUNTIME = "mcp"                              # recorded by pyrua-ros mcp: an outside MCP client decides
