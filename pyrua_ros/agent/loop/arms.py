@@ -49,6 +49,8 @@ class LoopAgent:
     # ------------------------------------------------------------------ AgentStrategy
     def start(self, ep) -> None:
         from pyrua_ros.agent.loop.toolkit import ArmToolkit
+        from pyrua_ros.agent.prompting import contract as contract_mod
+        from pyrua_ros.agent.prompting import guides as guides_mod
         from pyrua_ros.agent.prompting import prompt as prompt_mod
 
         self._ep = ep
@@ -57,12 +59,12 @@ class LoopAgent:
             ep.notes.append("runtime replay: the cells come from a recording or program file, not a model")
         ep.phase("prompt", f"arm {agent.arm}, images {agent.images}, feedback {agent.feedback}")
         if agent.uses_guides:
-            self.guides = prompt_mod.copy_guides(ep.workspace, agent.guides_dir, rpent_root=ep.compat.rpent_root)
-            if self.guides["source"] != str(prompt_mod.GUIDES_DIR):
+            self.guides = guides_mod.copy_guides(ep.workspace, agent.guides_dir, rpent_root=ep.compat.rpent_root)
+            if self.guides["source"] != str(guides_mod.GUIDES_DIR):
                 ep.notes.append(f"guides copied from {self.guides['source']}")
         reference_root = prompt_mod.reference_root_from_env(str(agent.reference_root) if agent.reference_root
                                                             else None)
-        options = prompt_mod.PromptOptions(arm=agent.arm, robot=ep.settings.robot,
+        options = contract_mod.PromptOptions(arm=agent.arm, robot=ep.settings.robot,
                                            primitives=ep.settings.primitive_set, feedback=agent.feedback,
                                            images=agent.images, budget_s=agent.budget_s, max_turns=agent.max_turns,
                                            max_programs=agent.max_programs, guides=agent.uses_guides,

@@ -25,7 +25,7 @@ import types
 import typing
 from typing import Any
 
-from pyrua_ros.agent.prompting.prompt import public_members
+from pyrua_ros.agent.prompting.api_reference import public_members
 
 #: Members that return pixels or raw bytes: served through the ``--images`` policy instead of as tools.
 NOT_TOOLS = frozenset({"image", "world_map", "artifact"})

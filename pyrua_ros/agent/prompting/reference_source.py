@@ -5,7 +5,7 @@ When a user has the reference (``--reference-root DIR`` or ``$PYRUALEAN_REFERENC
 trained on: the docstrings of ``LiberoRobot``, its ``RobotBase`` and the result dataclasses, the ``Exceptions:``
 block, the arm contract templates and the knowledge file. Our code still decides what exists (members,
 signatures, result types, primitive set); only the words come from the reference, laid out by
-:func:`pyrua_ros.agent.prompting.prompt.render_reference`. Text the reference does not have falls back to ours.
+:func:`pyrua_ros.agent.prompting.api_reference.render_reference`. Text the reference does not have falls back to ours.
 
 Files and names read (facts of the reference's layout): ``libero.py`` (class ``LiberoRobot``, the result
 dataclasses, ``VLA_REFERENCE_EDITS``, the ``ADAPTER`` wording), ``_robot.py`` (class ``RobotBase``),
@@ -22,7 +22,9 @@ import string
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent.prompting import prompt as prompt_mod
+from pyrua_ros.agent.prompting import api_reference as api_ref
+from pyrua_ros.agent.prompting import contract as contract_mod
+from pyrua_ros.agent.prompting import guides as guides_mod
 
 PACKAGE = "pyrualean"
 ROBOT_CLASS = "LiberoRobot"
@@ -146,8 +148,8 @@ class ReferenceSource:
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
     # -- the contract -----------------------------------------------------------------------------------------
-    def contract(self, options: prompt_mod.PromptOptions, *, class_name: str, max_env_steps: int,
-                 wording: prompt_mod.RobotWording) -> str | None:
+    def contract(self, options: contract_mod.PromptOptions, *, class_name: str, max_env_steps: int,
+                 wording: contract_mod.RobotWording) -> str | None:
         """The arm contract from arms.py's templates, filled as the reference fills them; None when a template
         is missing or asks for a value this renderer does not know (and for the tools arm, which it lacks)."""
         if options.arm not in ("cells", "program"):
@@ -172,7 +174,7 @@ class ReferenceSource:
             f"`robo.show('{c}')`" for c in wording.cameras)))
         budget = int(options.budget_s) if float(options.budget_s).is_integer() else options.budget_s
         values = dict(words, budget_s=budget, max_env_steps=max_env_steps,
-                      program_budget=prompt_mod._program_budget(options))
+                      program_budget=contract_mod._program_budget(options))
         try:
             values["image_note"] = images[options.images].format(**values)
             values["feedback_note"] = feedback[options.arm][options.feedback]
@@ -185,12 +187,13 @@ class ReferenceSource:
             return None
         guides = self._assignment("arms.py", "GUIDES_NOTE")
         if options.guides:
-            text = text.rstrip() + "\n\n" + (guides if isinstance(guides, str) else prompt_mod.guides_note()) + "\n"
+            text = text.rstrip() + "\n\n" + (guides if isinstance(guides, str) else guides_mod.guides_note()) + "\n"
         return text
 
 
-class ReferenceDocs(prompt_mod.LiveDocs):
-    """The text of the reference's sources for :func:`~pyrua_ros.agent.prompting.prompt.render_reference`; whatever the
+class ReferenceDocs(api_ref.LiveDocs):
+    """The text of the reference's sources for
+    :func:`~pyrua_ros.agent.prompting.api_reference.render_reference`; whatever the
     reference does not document keeps our docstring."""
 
     def __init__(self, source: ReferenceSource) -> None:
@@ -200,7 +203,7 @@ class ReferenceDocs(prompt_mod.LiveDocs):
     def class_doc(self, cls: type) -> str | None:
         return self.source.class_doc(cls.__name__) or super().class_doc(cls)
 
-    def member_doc(self, cls: type, member: prompt_mod.Member) -> str | None:
+    def member_doc(self, cls: type, member: api_ref.Member) -> str | None:
         return self.source.method_doc(member.name) or super().member_doc(cls, member)
 
     def result_doc(self, cls: type) -> str | None:

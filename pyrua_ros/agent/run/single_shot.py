@@ -53,7 +53,8 @@ def single_shot_prompt(robot: Any, card: CardRecord, *, card_dir: pathlib.Path |
                        transfer: bool = False, primitives: str = "full"):
     """The single-shot prompt text (system + card + the no-tools sentence) and its PromptBundle; ``robot`` is the
     ``robo`` class or a live instance, ``budget_s`` the run's wall-clock budget [s] told to the model."""
-    from pyrua_ros.agent.prompting.prompt import NO_TOOLS_NOTE, PromptOptions, build_prompt
+    from pyrua_ros.agent.prompting.contract import NO_TOOLS_NOTE, PromptOptions
+    from pyrua_ros.agent.prompting.prompt import build_prompt
 
     options = PromptOptions(arm="single-shot", primitives=primitives, budget_s=budget_s, transfer=transfer)
     bundle = build_prompt(robot, card, options, card_dir=card_dir)
