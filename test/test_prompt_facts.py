@@ -106,9 +106,9 @@ def test_guides_note_names_the_guides_that_are_copied(tmp_path):
 def kernel(tmp_path_factory):
     from test_robo_api import KinematicBackend
 
-    from pyrua_ros.robo.host import RobotHost
+    from pyrua_ros.robo.libero import libero_host
 
-    host = RobotHost.for_libero(KinematicBackend(), primitives="no-vla")
+    host = libero_host(KinematicBackend(), primitives="no-vla")
     k = Kernel(host.robo, tmp_path_factory.mktemp("ws"), limits=KernelLimits())
     yield k
     k.close()

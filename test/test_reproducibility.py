@@ -50,7 +50,7 @@ def test_a_digest_chain_names_the_first_step_where_two_trajectories_part():
 def _in_process_digests(runs: int) -> list[dict]:
     """The packaged program replayed ``runs`` times on one in-process driver (the last run beside busy loops)."""
     from pyrua_ros.examples import EXAMPLES, run_program
-    from pyrua_ros.robo.host import RobotHost
+    from pyrua_ros.robo.libero import libero_host
     from pyrua_ros.testing.inprocess import InProcessDriver
 
     driver = InProcessDriver()
@@ -58,7 +58,7 @@ def _in_process_digests(runs: int) -> list[dict]:
     try:
         for k in range(runs):
             driver.reset(SUITE, TASK, SEED, 600)
-            host = RobotHost.for_libero(driver, primitives="no-vla")
+            host = libero_host(driver, primitives="no-vla")
             if k == runs - 1:
                 with busy_loops():
                     end = run_program(EXAMPLES[(SUITE, TASK)], host.robo)

@@ -196,7 +196,7 @@ class EpisodeHost:
 
     def robot(self, episode):
         """A fresh robot host for one episode (primitive set, segmenter and VLA client of ``episode``)."""
-        from pyrua_ros.robo.host import RobotHost
+        from pyrua_ros.robo.libero import libero_host
 
         segmenter = None
         if episode.sam3_endpoint:
@@ -209,7 +209,7 @@ class EpisodeHost:
             from pyrua_ros.robo.vla import connect
 
             vla = self.vla_client if self.vla_client is not None else connect(episode.vla_endpoint)
-        return RobotHost.for_libero(self.backend, primitives=episode.primitive_set, segmenter=segmenter, vla=vla)
+        return libero_host(self.backend, primitives=episode.primitive_set, segmenter=segmenter, vla=vla)
 
     def close(self) -> None:
         try:
@@ -246,8 +246,8 @@ def _raise_interrupt(signum, _frame):
 
 class Episode:
     """One episode in ``out``: ``settings`` (an :class:`~pyrua_ros.agent.settings.config.EpisodeSettings`),
-    ``output`` and
-    ``compat`` settings, an :class:`AgentStrategy`, and optionally a lent :class:`EpisodeHost` (kept open).
+    ``output`` and ``compat`` settings, an :class:`AgentStrategy`, and optionally a lent :class:`EpisodeHost`
+    (kept open).
 
     Fields the strategy and the result read: ``out``, ``workspace``, ``host`` (EpisodeHost), ``robot``
     (RobotHost), ``card``, ``prompt``, ``task_language``, ``status``, ``reason``, ``error``, ``notes``,
@@ -336,7 +336,7 @@ class Episode:
         self.host.while_driver_alive(lambda: self.robot.capture_boot_images("high"), "card capture")
         self.card = self._write_card(state)
         if self.video is not None:   # the first state of the video is the card view
-            from pyrua_ros.robo.host import decode_png
+            from pyrua_ros.robo.codecs import decode_png
 
             for camera in self.host.backend.cameras:
                 self.video.add_frame(camera, status.sim_time, decode_png(self.robot.artifact(f"{camera}_high.png",
