@@ -38,7 +38,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from pyrua_ros.agent.run.validate import prepare_play
     from pyrua_ros.agent.settings.config import McpConfig
     from pyrua_ros.agent.settings.schema import SettingError
-    from pyrua_ros.cli.main import episode_summary, prepare_ros_environment, refuse
+    from pyrua_ros.cli.common import episode_summary, prepare_ros_environment, refuse
 
     try:
         cfg = settings_from_args(McpConfig, args)

@@ -100,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                     "policy_wall_s")} | {"out": str(out)}))
         return exit_codes.for_result(data.get("status", "error"), data.get("reason"))
     cfg = dataclasses.replace(cfg, output=dataclasses.replace(o, out=out))
-    from pyrua_ros.cli.main import prepare_ros_environment
+    from pyrua_ros.cli.common import prepare_ros_environment
 
     prepare_ros_environment()
     from pyrua_ros.agent.run.single_shot import run_policy

@@ -2,9 +2,8 @@
 
 The agent options are exactly ``play``'s: the same settings schema generates them (``cli.args.add_settings`` of
 :class:`~pyrua_ros.agent.settings.config.PlayConfig`), except the per-episode ones that eval replaces
-(``manifest.PER_EPISODE``):
-``--suite``, ``--task``, ``--seed`` take lists here, ``--out`` is the evaluation directory, and run directories are
-kept or moved aside by the evaluation (no ``--overwrite`` / ``--resume``)::
+(``manifest.PER_EPISODE``): ``--suite``, ``--task``, ``--seed`` take lists here, ``--out`` is the evaluation
+directory, and run directories are kept or moved aside by the evaluation (no ``--overwrite`` / ``--resume``)::
 
     OUT/eval.json                      manifest: options, code version, instances, invocations
     OUT/<suite>/<task>/<seed>/         one play run directory per episode (result.json, prompt.txt, ...)
@@ -160,7 +159,7 @@ def _check_engine_flags(args: argparse.Namespace, driver: str) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Validate everything, then run the evaluation and print its report (see the module docstring)."""
-    from pyrua_ros.cli.main import refuse
+    from pyrua_ros.cli.common import refuse
     from pyrua_ros.evaluation.manifest import Manifest
 
     warnings: list[str] = []
@@ -186,7 +185,7 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
                    progress_mode: str = "auto") -> int:
     """Skip finished instances, run the rest on the chosen engine, record the invocation, print the report.
     ``progress_mode`` is play's ``--progress`` (auto: the live view on a terminal, plain lines otherwise)."""
-    from pyrua_ros.cli.main import prepare_ros_environment
+    from pyrua_ros.cli.common import prepare_ros_environment
     from pyrua_ros.evaluation.progress import EvalProgress
     from pyrua_ros.evaluation.runner import Coordinator, finished_summary
 

@@ -2,9 +2,8 @@
 
 An instance is **finished** when its run directory holds a readable ``result.json`` for that instance whose status
 is not an infrastructure failure (see ``agent.reports.report.INFRA_STATUSES``); finished instances are skipped,
-everything
-else (never run, crashed, interrupted, or an infrastructure failure) runs. An infrastructure failure is retried up
-to ``retries`` times in the same invocation; the failed attempt's directory is kept under
+everything else (never run, crashed, interrupted, or an infrastructure failure) runs. An infrastructure failure is
+retried up to ``retries`` times in the same invocation; the failed attempt's directory is kept under
 ``OUT/.eval/attempts/<suite>/<task>/<seed>/<attempt>/``. Whatever happens to a worker, every episode it started ends
 with a ``result.json`` that says what happened (the episode's own, or a ``killed`` record written here).
 """
