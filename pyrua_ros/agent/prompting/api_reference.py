@@ -13,20 +13,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pyrua_ros.agent.settings.modes import (
-    PRIMITIVE_SETS,
-)
+from pyrua_ros.agent.settings.modes import PRIMITIVE_SETS
 
 REFERENCE_HEADING = "# API reference (the `robo` object)"
-
 SINGLE_SHOT_REFERENCE_HEADING = "# API reference (generated from the library the host injects)"
-
 WRAP_WIDTH = 88
-
 ALWAYS_HIDDEN = frozenset({"ledger", "backend"})
-
 MEMBERS_HEADING = "Methods and attributes of `robo`:"
-
 RESULTS_HEADING = "Result types (frozen dataclasses; access fields as attributes):"
 
 

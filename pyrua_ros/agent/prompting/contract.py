@@ -20,11 +20,9 @@ from pyrua_ros.agent.settings.modes import (
 from pyrua_ros.agent.settings.modes import PROMPT_ARMS as ARMS
 
 NO_TOOLS_NOTE = "\n\nAnswer with the program directly. Do not run commands and do not create or read files."
-
 # Modules the sandbox sentence names: each must be importable in the kernel (or refused there, for the second
 # list); test_prompt_facts checks both against the kernel's allow-list.
 NAMED_MODULES = ("numpy", "math", "time", "json", "re", "PIL")
-
 NAMED_REFUSED_MODULES = ("os", "sys", "subprocess", "pathlib", "socket")
 
 

@@ -11,19 +11,14 @@ from pathlib import Path
 from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
-
 KNOWLEDGE_DIR = PACKAGE_DIR / "knowledge"
-
 GUIDES_DIR = PACKAGE_DIR / "guides"
-
 GUIDE_NAMES = ("strict_hybrid_guide.md", "pro_hybrid_guide.md", "env_calibration.md")
-
 GUIDE_TOPICS = {   # what each guide covers, for the guides note
     "strict_hybrid_guide.md": "rules, localisation, command vocabulary, common failure modes",
     "pro_hybrid_guide.md": "LIBERO-PRO scene frames and perturbation gotchas",
     "env_calibration.md": "reachable workspace and reference heights",
 }
-
 RPENT_GUIDES_SUBDIR = ("robots", "libero", "guides")
 
 

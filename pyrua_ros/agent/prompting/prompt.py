@@ -14,10 +14,9 @@ only they return are left out.
 Every fact the contract states is generated from the code that enforces it (the tool names, the names predefined
 in the kernel, the cameras, the import allow-list, the rich-feedback limit, the finish statuses, the planar move
 limit, the episode-end reasons, the guide names); ``test_prompt_facts`` fails when they drift apart. With
-``reference_root`` (``--reference-root`` / ``$PYRUALEAN_REFERENCE_ROOT``) the docstrings, the exceptions block,
-the contract templates and the knowledge file come from the user's PyRUA-Lean sources instead (parsed, never
-imported: :mod:`pyrua_ros.agent.prompting.reference_source`), laid out the same way, so the model sees its training
-prompt.
+``reference_root`` (``--reference-root`` / ``$PYRUALEAN_REFERENCE_ROOT``) the docstrings, the exceptions block, the
+contract templates and the knowledge file come from the user's PyRUA-Lean sources instead (parsed, never imported:
+:mod:`pyrua_ros.agent.prompting.reference_source`), laid out the same way, so the model sees its training prompt.
 
 The parts live in their own modules: :mod:`.contract` (the arm contract), :mod:`.api_reference` (the
 reference), :mod:`.guides` (knowledge and guide files), :mod:`.card` (the task card); this one joins them.
@@ -44,9 +43,7 @@ from pyrua_ros.agent.prompting.contract import ROBOT_WORDING, PromptOptions, con
 from pyrua_ros.agent.prompting.guides import KNOWLEDGE_DIR
 from pyrua_ros.agent.records.records import CardRecord
 from pyrua_ros.agent.settings.config import REFERENCE_ROOT_ENV
-from pyrua_ros.agent.settings.modes import (
-    PRIMITIVE_SETS,
-)
+from pyrua_ros.agent.settings.modes import PRIMITIVE_SETS
 
 
 def knowledge_text(robot: str = "libero", primitives: str = "full", *, reference_root: str | None = None) -> str:

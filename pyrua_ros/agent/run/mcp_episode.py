@@ -31,8 +31,7 @@ FINISH_DELIVERY_S = 0.5   # time the finish reply gets to reach the client befor
 
 class McpAgent(LoopAgent):
     """The loop strategy of an :class:`~pyrua_ros.agent.settings.config.McpConfig`, an outside MCP client in the
-    runtime's
-    place. ``wire``: the ``(stdin_fd, stdout_fd)`` of the stdio transport (:func:`serve` sets it up)."""
+    runtime's place. ``wire``: the ``(stdin_fd, stdout_fd)`` of the stdio transport (:func:`serve` sets it up)."""
 
     def __init__(self, cfg, *, wire: tuple[int, int] | None = None):
         super().__init__(cfg)

@@ -100,8 +100,8 @@ def check_reference_root(root) -> None:
 
 def check_sandbox(sandbox) -> None:
     """The cell kernel's bubblewrap boundary can be set up here (a
-    :class:`~pyrua_ros.agent.settings.config.SandboxSettings`;
-    nothing to check with ``--unsafe-sandbox``): a run that would fail at its first cell is refused before boot."""
+    :class:`~pyrua_ros.agent.settings.config.SandboxSettings`; nothing to check with ``--unsafe-sandbox``): a run
+    that would fail at its first cell is refused before boot."""
     if sandbox.unsafe_sandbox:
         return
     from pyrua_ros.agent.kernel import sandbox as boundary

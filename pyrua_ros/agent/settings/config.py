@@ -284,8 +284,8 @@ class PlayConfig:
     compat: CompatSettings = CompatSettings()
 
     def __post_init__(self) -> None:
-        """Flag combinations that would silently do nothing are refused, naming what they need (the checks that
-        need the file system, e.g. that a CLI executable exists, are
+        """Flag combinations that would silently do nothing are refused, naming what they need (the checks
+        that need the file system, e.g. that a CLI executable exists, are
         :func:`pyrua_ros.agent.run.validate.check_play`'s)."""
         agent, model = self.agent, self.model
         if agent.runtime == "openai" and not model.base_url:
