@@ -11,7 +11,7 @@ folder on the actor's node and returned as a gzipped tar that the coordinator un
 directory ("gather"). ``--ray-results shared|gather|auto`` forces one.
 
 Without ``--address`` a private Ray instance is started on this machine with every server on loopback and no
-dashboard; with one, the coordinator joins that cluster (``ray start --head`` there, see README).
+dashboard; with one, the coordinator joins that cluster (``ray start --head`` there, see docs/USAGE.md).
 """
 
 from __future__ import annotations
