@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up (idempotent, with the Jazzy venv of the cross-distro tests) and run the whole test suite.
-# Extra arguments go to pytest.
+# Extra arguments go to pytest (e.g. -m unit: the fast lane, under a minute).
 # The loopback DDS environment is set by test/conftest.py inside every test process; this script sets it too
 # so that nothing started here (outside pytest) could multicast.
 set -euo pipefail
@@ -10,4 +10,9 @@ bash "$ROOT/scripts/setup.sh" --jazzy
 export PYRUA_REQUIRE_JAZZY=1
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 cd "$ROOT"
-exec .venv/bin/python -m pytest "$@"
+# pytest-xdist: whole files per worker (module fixtures such as a sim node stay in one process); most tests wait on
+# processes and DDS, so three workers keep two cores busy. PYRUA_TEST_WORKERS=0 runs serially.
+WORKERS="${PYRUA_TEST_WORKERS:-3}"
+PARALLEL=()
+if [[ "$WORKERS" != "0" ]]; then PARALLEL=(-n "$WORKERS" --dist loadfile); fi
+exec .venv/bin/python -m pytest "${PARALLEL[@]}" "$@"

@@ -205,3 +205,44 @@ def test_realtime_holds_the_last_twist_then_drops_it():
     z1 = core.model.ee_pose()[0][2]
     core.realtime_tick(10.3)                            # past command_timeout_s: zero twist
     assert z1 > z0 + 0.015 and core.model.ee_pose()[0][2] == pytest.approx(z1, abs=1e-4)
+
+
+def test_a_gripper_target_is_carried_by_the_status_and_moves_the_fingers_while_twists_move_the_arm():
+    core, out = make_core()
+    goal = core.start_gripper(0.0)                      # closing: 8 cm at 1 cm per step
+    for _ in range(3):
+        core.tick()
+    step, statuses = core.model.last_step().step, out.statuses
+    core.on_gripper_target([0.08])
+    assert goal.outcome.status == goals.ABORTED and "preempted by a gripper target" in goal.outcome.message
+    assert core.model.last_step().step == step                     # a target costs no control step
+    assert out.statuses == statuses + 1 and core.status().gripper_target == 0.08
+    gap, z0 = core.model.gripper_opening(), core.model.ee_pose()[0][2]
+    for _ in range(3):
+        core.on_twist((0, 0, 0.2), (0, 0, 0), "", 0.0)
+    assert core.model.gripper_opening() > gap + 0.01 and core.model.ee_pose()[0][2] > z0 + 0.02
+    core.on_gripper_target([-1.0])
+    assert core.status().gripper_target == 0.0                     # clipped to the closed gap
+
+
+@pytest.mark.parametrize("values", [[float("nan")], [float("inf")], [0.01, 0.02], []],
+                         ids=["nan", "inf", "two", "none"])
+def test_a_gripper_target_that_is_not_one_finite_gap_is_refused(values):
+    core, out = make_core()
+    core.on_gripper_target(values)
+    assert out.events[-1].kind == "refused" and "one finite finger gap" in out.events[-1].reason
+    assert core.status().gripper_target == pytest.approx(0.08) and core.model.last_step().step == 0
+
+
+def test_a_gripper_target_is_refused_under_estop():
+    core, out = make_core()
+    core.on_estop(True)
+    core.on_gripper_target([0.0])
+    assert "gripper target refused" in out.events[-1].reason and "e-stop" in out.events[-1].reason
+    assert core.status().gripper_target == pytest.approx(core.model.gripper_opening())
+
+
+def test_object_names_are_listed_sorted_as_the_reference_lists_them():
+    core, _ = make_core()
+    assert core.episode.object_names == ("red_cube_1", "blue_can_1", "plate_1")       # the scene's order
+    assert core.status().object_names == ("blue_can_1", "plate_1", "red_cube_1")

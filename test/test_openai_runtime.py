@@ -463,6 +463,6 @@ def test_make_runtime_builds_from_an_episode_config(tmp_path):
         body = server.completion_bodies()[0]
     assert body["tools"][0]["function"]["name"] == "run_program" and body["top_k"] == 20
     assert body["max_tokens"] == 8192 and [e["event"] for e in events][:2] == ["start", "request"]
-    replay = build(PlayConfig, {"out": tmp_path, "suite": "libero_goal", "task": 3, "runtime": "replay"})
-    with pytest.raises(ValueError, match=r"no example program for libero_goal task 3.*pass --replay FILE"):
+    replay = build(PlayConfig, {"out": tmp_path, "suite": "libero_goal", "task": 2, "runtime": "replay"})
+    with pytest.raises(ValueError, match=r"no example program for libero_goal task 2.*pass --replay FILE"):
         runtimes.make_runtime(replay)

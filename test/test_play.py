@@ -138,6 +138,24 @@ def test_decision_budget_refuses_the_extra_call_and_stops_the_episode(tmp_path):
     assert "call budget exhausted" in tool_results[-1]["content"]
 
 
+def test_a_reply_without_a_tool_call_ends_the_episode_as_the_reference_does(tmp_path):
+    """The reference's runtimes exit when the model answers without calling a tool: status completed, no reason."""
+    script = [Reply(tool_calls=(("python", {"code": "print(robo.state().step)"}),)),
+              Reply(content="I believe the cube is on the plate."),
+              Reply(tool_calls=(("finish", {"status": "success", "summary": "never asked"}),))]
+    out = tmp_path / "run"
+    with ChatServer(script) as server:
+        proc = play(out, "--arm", "cells", "--suite", "fake_table", "--task", "0", "--driver", "fake",
+                    "--runtime", "openai", "--base-url", server.base_url)
+        bodies = server.completion_bodies()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = result_of(out)
+    assert result["status"] == "completed" and result["reason"] is None and result["finish"] is None
+    assert len(bodies) == 2 and result["tool_turns"] == 1                 # no nudge, no third request
+    assert "the model replied without a tool call; that final message ended the episode" in result["notes"]
+    assert (out / "last_message.md").read_text().strip() == "I believe the cube is on the plate."
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_run_still_leaves_a_result_that_says_so(tmp_path, sig):
     out = tmp_path / "run"

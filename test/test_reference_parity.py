@@ -17,7 +17,7 @@ import pytest
 from test_robo_api import HOME, KinematicBackend
 
 from pyrua_ros.agent.kernel import Kernel, KernelLimits
-from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES
+from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES, blocked_names, refusal_text
 from pyrua_ros.agent.loop.toolkit import ArmToolkit
 from pyrua_ros.agent.records.records import CardRecord, TurnRecord
 from pyrua_ros.agent.settings.config import AgentSettings
@@ -208,6 +208,21 @@ def test_the_reference_sandbox_modules_import(toolkit):
     every = "\n".join(f"import {m}" for m in ALLOWED_MODULES) + "\n'ok'"
     reply = toolkit.execute("python", {"code": every}).payload
     assert reply.get("value") == "'ok'", reply
+
+
+def test_blocked_names_are_refused_when_used_not_when_mentioned(toolkit):
+    """``sandbox.py`` matches blocked names as attribute, bare name or whole string constant: a string that only
+    mentions one runs. Ours also refuses a constant format string's field that reads one (``str.format`` looks it
+    up past the guarded ``getattr``)."""
+    mention = "print('do not touch __globals__ or f_back'); 'x.__code__ {}'.format(1)"
+    reply = toolkit.execute("python", {"code": mention}).payload
+    assert reply.get("stdout") == "do not touch __globals__ or f_back\n" and reply.get("value") == "'x.__code__ 1'"
+    assert blocked_names("getattr(len, '__self__')") == ["__self__"]
+    assert blocked_names("'{0.__globals__}'.format(f)") == ["__globals__"]
+    assert blocked_names("'{0:{1.gi_frame}}'.format(1, g)") == ["gi_frame"]
+    assert blocked_names("'{0.f_back} {'.format(f)") == ["f_back"]  # not a valid format string: scanned whole
+    refused = toolkit.execute("python", {"code": "getattr(len, '__self__')"}).payload
+    assert refused["exception"] == refusal_text(["__self__"])
 
 
 def test_card_facts_are_a_dict():

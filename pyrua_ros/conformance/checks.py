@@ -30,6 +30,8 @@ MIN_MOTION_M = 0.002     # what counts as the arm having moved [m] (LIBERO's OSC
 JOINT_STEP_RAD = 0.1
 GOAL_TIMEOUT_S = 30.0
 DISCOVERY_S = 10.0       # how long an interface may take to show up in the graph [s]
+MIN_FINGER_TRAVEL_M = 0.01   # what counts as the fingers having moved with the arm [m]
+TARGET_FALLBACK = "robo waits server_wait_s once, then changes the gripper by GripperCommand goals before motions"
 
 
 def _qos_text(info) -> tuple[str, str]:
@@ -81,6 +83,8 @@ def check_presence(probe: Probe, skip_sim: bool) -> list[Row]:
                        durability=TRANSIENT_LOCAL, optional="rviz only")
     rows += _topic_row(probe, d.servo_twist, d.servo_twist, "geometry_msgs/msg/TwistStamped", publishers=False)
     rows += _topic_row(probe, d.estop, d.estop, "std_msgs/msg/Bool", publishers=False)
+    rows += _topic_row(probe, d.gripper_target, d.gripper_target, "std_msgs/msg/Float64MultiArray", publishers=False,
+                       optional=TARGET_FALLBACK)
     rows += _topic_row(probe, d.safety_events, d.safety_events, "std_msgs/msg/String", optional="reporting only")
     rows += _topic_row(probe, d.clock, d.clock, "rosgraph_msgs/msg/Clock",
                        optional="only simulators publish a clock")
@@ -222,6 +226,51 @@ def check_gripper(probe: Probe, skip_sim: bool) -> list[Row]:
     rows.append(report.verdict(ok, name, "joint_states show the fingers",
                                f"finger gap {_finger_gap(probe)} m after opening"))
     return rows
+
+
+def check_gripper_target(probe: Probe, skip_sim: bool) -> list[Row]:
+    """A gripper target costs no step, is carried by the following steps' status, and moves the fingers while a
+    twist moves the arm (both ways: closing on the way up, opening on the way back)."""
+    d, n = probe.names.driver, probe.names
+    name = d.gripper_target
+    if not probe.wait_graph(lambda: bool(probe.subscribers(name)), 1.0):
+        return [report.info(name, "fingers move with the arm", f"no subscriber on {probe.resolve(name)} "
+                                                                f"({TARGET_FALLBACK})")]
+    rows = []
+    for label, gap, v in (("close", 0.0, MOVE_SPEED), ("open", n.robot.gripper_open_width_m, -MOVE_SPEED)):
+        _step_once(probe)
+        start, gap0, statuses = probe.ee_position(), _finger_gap(probe), probe.status.count()
+        probe.gripper_target(gap)
+        if statuses:      # a driver with an episode status acknowledges the target with one (lockstep: same step)
+            step0 = json.loads(probe.status.latest().data).get("step")
+            ok = probe.status.wait(lambda msgs, gap=gap: _carries(msgs[-1], gap), 5.0)
+            st = json.loads(probe.status.latest().data)
+            ok = ok and (st.get("clock_mode") != "lockstep" or st.get("step") == step0)
+            rows.append(report.verdict(ok, name, f"{label} target acknowledged",
+                                       f"status at step {st.get('step')} (was {step0}) carries gripper_target "
+                                       f"{st.get('gripper_target')} (sent {gap})"))
+        else:
+            time.sleep(0.5)
+        probe.stream_twist((0.0, 0.0, v), MOVE_TIME_S)
+        _step_once(probe)
+        moved, gap1 = float(probe.ee_position()[2] - start[2]), _finger_gap(probe)
+        travel = None if gap0 is None or gap1 is None else (gap1 - gap0) * (1 if gap else -1)
+        ok = travel is not None and travel >= MIN_FINGER_TRAVEL_M and abs(moved) >= MIN_MOTION_M
+        rows.append(report.verdict(ok, name, f"fingers {label} while a twist moves the arm",
+                                   f"finger gap {gap0} -> {gap1} m while the EE moved {moved * 1000:+.1f} mm in z"))
+        if statuses:
+            st = json.loads(probe.status.latest().data)
+            rows.append(report.verdict(_carries(probe.status.latest(), gap) and st.get("step") > step0, name,
+                                       f"{label} target carried by the steps",
+                                       f"status at step {st.get('step')} carries gripper_target "
+                                       f"{st.get('gripper_target')}"))
+    return rows
+
+
+def _carries(status_msg, gap: float) -> bool:
+    """Whether an episode status message carries the gripper target ``gap`` [m]."""
+    target = json.loads(status_msg.data).get("gripper_target")
+    return target is not None and abs(float(target) - gap) < 1e-6
 
 
 def _finger_gap(probe: Probe) -> float | None:
@@ -460,8 +509,8 @@ def check_sim_interfaces(probe: Probe, skip_sim: bool) -> list[Row]:
 
 
 CHECKS: tuple[Callable[[Probe, bool], list[Row]], ...] = (
-    check_presence, check_frames, check_state, check_twist, check_gripper, check_trajectory, check_estop,
-    check_rates, check_sim_interfaces)
+    check_presence, check_frames, check_state, check_twist, check_gripper, check_gripper_target, check_trajectory,
+    check_estop, check_rates, check_sim_interfaces)
 
 
 def run_one(check: Callable[[Probe, bool], list[Row]], probe: Probe, *, skip_sim: bool = False) -> list[Row]:

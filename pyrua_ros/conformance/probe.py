@@ -57,7 +57,7 @@ class Probe:
         from rclpy.action import ActionClient
         from rclpy.executors import MultiThreadedExecutor
         from sensor_msgs.msg import JointState
-        from std_msgs.msg import Bool, String
+        from std_msgs.msg import Bool, Float64MultiArray, String
         from tf2_msgs.msg import TFMessage
 
         from pyrua_ros.driver import qos
@@ -79,10 +79,11 @@ class Probe:
         sub(String, s.episode_status, self.status.put, qos.LATCHED)
         self.twist_pub = self.node.create_publisher(TwistStamped, d.servo_twist, qos.LOCKSTEP)
         self.estop_pub = self.node.create_publisher(Bool, d.estop, qos.EVENTS)
+        self.gripper_target_pub = self.node.create_publisher(Float64MultiArray, d.gripper_target, qos.LOCKSTEP)
         self.trajectory = ActionClient(self.node, FollowJointTrajectory, d.follow_joint_trajectory)
         self.gripper = ActionClient(self.node, GripperCommand, d.gripper_command)
         self._types = {"TwistStamped": TwistStamped, "Bool": Bool, "FollowJointTrajectory": FollowJointTrajectory,
-                       "GripperCommand": GripperCommand}
+                       "GripperCommand": GripperCommand, "Float64MultiArray": Float64MultiArray}
         self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, name="conformance-probe", daemon=True)
@@ -161,6 +162,10 @@ class Probe:
             self.poses.wait_count(before + 1, period)
         self.twist((0.0, 0.0, 0.0))
         return self.poses.count() - n0
+
+    def gripper_target(self, gap_m: float) -> None:
+        """Publish a gripper target: the finger gap [m] every following step carries."""
+        self.gripper_target_pub.publish(self._types["Float64MultiArray"](data=[float(gap_m)]))
 
     def estop(self, stop: bool) -> None:
         self.estop_pub.publish(self._types["Bool"](data=stop))

@@ -206,7 +206,7 @@ class DriverCore:
         return EpisodeStatus(episode_id=self.episode_id, suite=e.suite, task=e.task, seed=e.seed,
                              task_language=e.task_language, step=s.step, sim_time=round(self.sim_time, 9),
                              success=bool(s.success), terminated=bool(s.success), truncated=bool(s.truncated),
-                             max_episode_steps=e.max_episode_steps, object_names=tuple(e.object_names),
+                             max_episode_steps=e.max_episode_steps, object_names=tuple(sorted(e.object_names)),
                              clock_mode=self.config.clock_mode, estop=self.estop.active,
                              gripper_opening=round(float(self.model.gripper_opening()), 6),
                              gripper_target=float(self.gripper_target), state_digest=self.state_digest)

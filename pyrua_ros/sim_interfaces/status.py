@@ -21,7 +21,8 @@ class EpisodeStatus:
     episode_id: counts resets of this node (1 = first episode). suite/task/seed: the LIBERO-PRO episode.
     task_language: the instruction. step: control steps since reset. sim_time: seconds of sim time.
     success: the official check, latched. terminated: == success. truncated: step >= max_episode_steps.
-    object_names: movable objects of the scene. clock_mode: ``lockstep`` or ``realtime``.
+    object_names: movable objects of the scene, sorted (as the reference lists them).
+    clock_mode: ``lockstep`` or ``realtime``.
     estop: the e-stop latch. gripper_opening: finger gap [m]. gripper_target: the finger-gap target [m] every
     control step carries (set by a GripperCommand goal or the gripper target topic; open after a reset).
     state_digest: the chained digest of the physics state through this step

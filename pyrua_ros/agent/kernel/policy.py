@@ -26,6 +26,7 @@ import builtins
 import functools
 import os
 import re
+import string
 import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -70,7 +71,9 @@ TRACEBACK_CHARS = 4000  # a traceback likewise
 STREAM_HEAD = 4000      # stdout/stderr: first 4000 ...
 STREAM_TAIL = 4000      # ... and last 4000 chars
 
-_BLOCKED_RE = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, BLOCKED_NAMES)) + r")(?![A-Za-z0-9_])")
+# A blocked name read as an attribute by a replacement field of a constant format string (``"{0.__globals__}"``):
+# ``str.format`` looks attributes up in C, past the guarded ``getattr``.
+_FIELD_ATTR_RE = re.compile(r"\.\s*(" + "|".join(map(re.escape, BLOCKED_NAMES)) + r")(?![A-Za-z0-9_])")
 
 
 class SandboxError(Exception):
@@ -84,8 +87,10 @@ def refusal_text(names: Iterable[str], what: str = "cell") -> str:
 
 
 def blocked_names(source: str) -> list[str]:
-    """Blocked names the source uses as a bare name, an attribute, an import, or inside a string constant
-    (sorted, unique). Unparsable source returns [] (the SyntaxError is reported when the cell runs)."""
+    """Blocked names the source uses (sorted, unique): as a bare name, an attribute, an import, a keyword, a whole
+    string constant (the reference's rule: ``getattr(f, "__globals__")``), or an attribute a constant format string
+    reads (``"{0.__globals__}".format(f)``). A string that only mentions a name (``print("no __globals__ here")``)
+    is not a use and is not refused. Unparsable source returns [] (the SyntaxError is reported when the cell runs)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -101,8 +106,27 @@ def blocked_names(source: str) -> list[str]:
         elif isinstance(node, ast.keyword) and node.arg in BLOCKED_NAMES:
             found.add(node.arg)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            found.update(_BLOCKED_RE.findall(node.value))
+            if node.value in BLOCKED_NAMES:
+                found.add(node.value)
+            elif "{" in node.value:
+                found.update(_format_field_attributes(node.value))
     return sorted(found)
+
+
+def _format_field_attributes(text: str) -> set[str]:
+    """Blocked names the replacement fields of ``text``, used as a format string, would read as attributes
+    (nested fields in format specs included). Text that is not a valid format string is scanned whole."""
+    found: set[str] = set()
+    try:
+        fields = list(string.Formatter().parse(text))
+    except ValueError:
+        return set(_FIELD_ATTR_RE.findall(text))
+    for _literal, field, spec, _conversion in fields:
+        if field:
+            found.update(_FIELD_ATTR_RE.findall(field))
+        if spec and "{" in spec:
+            found.update(_format_field_attributes(spec))
+    return found
 
 
 def audit_source(source: str, workspace: Path | None = None) -> list[str]:

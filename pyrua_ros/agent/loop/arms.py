@@ -28,7 +28,6 @@ TICK_S = 1.0   # how often the live status is refreshed while the loop runs [s]
 TOOLS_SANDBOX = ("tools arm: no model-written code runs, so no cell kernel is started; each robot tool call runs "
                  "on the real robo in the agent process under the per-call deadline of a cell (--cell-timeout-s, "
                  "never past the budget): at the deadline motion stops and the call raises ToolError")
-TOOL_WORD = {"cells": "python", "program": "run_program", "tools": "a robot tool"}   # the loop's "call <tool>" hint
 
 
 class LoopAgent:
@@ -139,7 +138,7 @@ class LoopAgent:
             return self._run_cli(ep)
         images = [ep.robot.artifact(f"{c}_high.png", step=0) for c in ep.host.backend.cameras]
         return run_loop(self.runtime, self.toolkit, deadline=self.deadline, first_prompt=ep.prompt.text,
-                        first_images=images, tool_name=TOOL_WORD[self.cfg.agent.arm])
+                        first_images=images)
 
     def _run_cli(self, ep):
         """The codex / claude runtimes: serve the toolkit over MCP (streamable HTTP on loopback) and let the CLI run

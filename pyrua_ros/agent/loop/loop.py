@@ -1,8 +1,10 @@
 """The agent loop: ask the model, execute its tool calls, send the results back, until it finishes.
 
 Who must act on a failure decides what happens (STYLE-ANCHORS habit 4):
-- the model's mistakes (no tool call, unknown tool, arguments that are not JSON, a cell that raises) become a
-  tool or user message and the loop goes on;
+- the model's mistakes (unknown tool, arguments that are not JSON, a cell that raises) become a tool message and
+  the loop goes on;
+- a reply without a tool call is the model's final message and ends the loop (status ``completed``, no reason, a
+  note), as the reference's agent runtimes end the episode when the model stops calling tools;
 - infrastructure failures (the model server is unreachable after retries, the wall-clock budget is spent) end
   the loop with a status and a reason;
 - our own bugs propagate, and the episode host still writes result.json in its ``finally``.
@@ -17,20 +19,15 @@ import time
 
 from pyrua_ros.agent.runtimes.base import LoopOutcome, RuntimeFailure
 
-NO_TOOL_CALL_NUDGE = ("Your last reply contained no tool call. Continue by calling `{tool}` with code, or call "
-                      "`finish` with a status and a one-sentence summary to end the episode.")
-MAX_SILENT_REPLIES = 3
-
 
 def run_loop(runtime, toolkit, *, deadline: float, first_prompt: str, first_images: list[bytes],
-             tool_name: str, on_request=None) -> LoopOutcome:
+             on_request=None) -> LoopOutcome:
     """Drive ``runtime`` against ``toolkit`` until finish, budget end or an unrecoverable runtime failure.
 
     ``deadline`` is a ``time.monotonic()`` value: the wall-clock budget, model thinking included.
     """
     out = LoopOutcome()
     runtime.start(first_prompt, first_images)
-    silent = 0
     while True:
         if time.monotonic() >= deadline:
             out.status, out.reason = "timeout", "timeout"
@@ -50,14 +47,9 @@ def run_loop(runtime, toolkit, *, deadline: float, first_prompt: str, first_imag
         if response.content:
             out.last_message = response.content
         if not response.tool_calls:
-            silent += 1
-            if silent >= MAX_SILENT_REPLIES:
-                out.notes.append(f"the model answered {silent} times in a row without a tool call; loop ended")
-                out.reason = "model stopped calling tools"
-                break
-            runtime.add_user_message(NO_TOOL_CALL_NUDGE.format(tool=tool_name))
-            continue
-        silent = 0
+            why = f" (finish_reason {response.finish_reason})" if response.finish_reason not in (None, "stop") else ""
+            out.notes.append(f"the model replied without a tool call{why}; that final message ended the episode")
+            break
         if any(call.source != "tool_calls" for call in response.tool_calls):
             note = "tool calls were recognised in message text (server without a tool-call parser)"
             if note not in out.notes:

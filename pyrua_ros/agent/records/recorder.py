@@ -16,9 +16,9 @@ adds the ``rosbag2`` metadata record (``serialized_metadata``, bag metadata vers
 
 An episode bag is a dataset (:func:`episode_topics`): robot state and the step-0 state (the episode host starts
 the recorder before the reset, :meth:`EpisodeRecorder.wait_for_publishers`), camera streams and the captures the
-model saw with their camera_info, and the commands: servo twists, e-stop, and both actions' goals, results and
-cancels (their service-event topics, published where introspection is on: robo's gripper client does it on
-Kilted), feedback and status.
+model saw with their camera_info, and the commands: servo twists, gripper targets, e-stop, and both actions' goals,
+results and cancels (their service-event topics, published where introspection is on: robo's gripper client does it
+on Kilted), feedback and status.
 
 Threading: callbacks may run on any executor thread; one lock guards the writer. :meth:`close` destroys the
 subscriptions first, then finishes the file, so no callback writes after the footer.
@@ -204,8 +204,8 @@ def action_topics(action: str, action_type: str) -> dict[str, str]:
 
 def episode_topics(names: interfaces.Interfaces | None = None, *, cameras: bool = True) -> dict[str, str]:
     """``{topic: type}`` of one episode, a dataset: robot state, clock, sim status, agent topics; the captures the
-    model saw (color + camera_info of each camera and resolution); the commands (servo twists, e-stop, both
-    actions); and, with ``cameras``, the camera streams with their camera_info.
+    model saw (color + camera_info of each camera and resolution); the commands (servo twists, gripper targets,
+    e-stop, both actions); and, with ``cameras``, the camera streams with their camera_info.
 
     Camera streams render only while someone subscribes, at the sim's ``camera_rate_hz``; ``cameras=False``
     leaves them out (and so costs no rendering). Captures render only on request, whoever listens.
@@ -221,6 +221,7 @@ def episode_topics(names: interfaces.Interfaces | None = None, *, cameras: bool 
         d.clock: "rosgraph_msgs/msg/Clock",
         d.safety_events: STRING,
         d.servo_twist: "geometry_msgs/msg/TwistStamped",
+        d.gripper_target: "std_msgs/msg/Float64MultiArray",
         d.estop: "std_msgs/msg/Bool",
         s.episode_status: STRING,
         names.agent.status: STRING,
@@ -309,6 +310,7 @@ class EpisodeRecorder:
         self._last_clock_ns: int | None = None    # its latest time ever (held or not) [ns]
         self._begin_clock_ns: int | None = None   # that time when begin() was called
         self._guard = False      # stamped topics checked against it (from begin(), when a clock is published)
+        self._known_end_ns: int | None = None   # the earlier episode's last sim time the caller knew at begin()
         self._started_ns: int | None = None
         self._last_ns = 0
         latched = set(latched)
@@ -354,8 +356,8 @@ class EpisodeRecorder:
         with self._lock:
             self._held = False
             self._clock_ns = 0
-            seen = [t for t in (self._last_clock_ns, known) if t is not None]
-            self._begin_clock_ns = max(seen) if seen else None
+            self._begin_clock_ns = self._last_clock_ns
+            self._known_end_ns = known
             self._guard = clocked
 
     def _earlier_episode(self, stamp_ns: int) -> bool:
@@ -364,6 +366,10 @@ class EpisodeRecorder:
         Ahead of the clock seen since begin(): a driver whose clock restarts at a reset. Not after the clock
         at begin() while the clock carries on from there: a driver whose time never runs backwards across resets
         (pyrua_ros's drivers: the new episode starts one control period after the last one's end)."""
+        if self._known_end_ns is not None and stamp_ns <= self._known_end_ns:
+            return True      # at or before the earlier episode's last status: whatever this recorder's clock saw
+        if not self._guard:
+            return False
         if stamp_ns > self._clock_ns:
             return True
         begun = self._begin_clock_ns
@@ -413,7 +419,7 @@ class EpisodeRecorder:
                     return
                 if clock_ns is not None:
                     self._clock_ns = max(self._clock_ns, clock_ns)
-                elif self._guard and topic in self._stamped and self._earlier_episode(_cdr_time_ns(data)):
+                elif topic in self._stamped and self._earlier_episode(_cdr_time_ns(data)):
                     return   # a late frame of an earlier episode
                 channel = self._channel(topic)
                 sequence[0] += 1
