@@ -71,10 +71,10 @@ class InProcess:
         self.backend = InProcessDriver(lean_step=lean_step)
 
     def run(self, suite: str, task: int) -> dict:
-        from pyrua_ros.robo.host import RobotHost
+        from pyrua_ros.robo.libero import libero_host
 
         self.backend.reset(suite, task, 0, 10000)
-        host = RobotHost.for_libero(self.backend, primitives="no-vla")
+        host = libero_host(self.backend, primitives="no-vla")
         host.capture_boot_images("high")               # the card images, as an episode's boot takes them
         program = load_program(EXAMPLES[(suite, task)])
         t0 = time.perf_counter()
@@ -148,7 +148,7 @@ def profile_episode(suite: str, task: int, out: pathlib.Path, top: int = 10) -> 
     RosBackend, the kernel host, recording). Returns the top ``top`` functions by cumulative time of each."""
     import cProfile
 
-    from pyrua_ros.agent.single_shot import SingleShotAgent
+    from pyrua_ros.agent.run.single_shot import SingleShotAgent
     from pyrua_ros.testing import NodeProcess
 
     sim_prof = out / "sim_node.prof"

@@ -37,11 +37,12 @@ CHILD = """
 import json, sys
 from pyrua_ros.examples import EXAMPLES, run_program
 from pyrua_ros.robo.host import RobotHost
+from pyrua_ros.robo.libero import libero_host
 from pyrua_ros.testing.inprocess import InProcessDriver
 suite, task = sys.argv[1], int(sys.argv[2])
 driver = InProcessDriver()
 driver.reset(suite, task, 0, 600)
-host = RobotHost.for_libero(driver, primitives="no-vla")
+host = libero_host(driver, primitives="no-vla")
 end = run_program(EXAMPLES[(suite, task)], host.robo)
 status = driver.status()
 print(json.dumps({"end": end, "steps": status.step, "success": status.success,

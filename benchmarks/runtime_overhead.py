@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=6, help="python cells per episode (default 6)")
     parser.add_argument("--runtimes", default="openai,codex,claude", help="comma-separated runtimes to measure")
     args = parser.parse_args(argv)
-    from pyrua_ros.cli.main import prepare_ros_environment
+    from pyrua_ros.cli.common import prepare_ros_environment
 
     prepare_ros_environment()
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]

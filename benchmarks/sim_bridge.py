@@ -217,18 +217,18 @@ class ThroughRobo:
     the video subscribe only during this side's runs, so the other sides render nothing)."""
 
     def __init__(self, out_dir: pathlib.Path):
-        from pyrua_ros.robo.host import RobotHost
+        from pyrua_ros.robo.libero import libero_host
         from pyrua_ros.robo.ros_backend import RosBackend
 
         self.out_dir = out_dir
         self.backend = RosBackend()
-        self.host = RobotHost.for_libero(self.backend, primitives="no-vla")
+        self.host = libero_host(self.backend, primitives="no-vla")
         self.recorded = {"messages": 0, "color_frames": 0, "video_frames": 0}
         self.runs = 0
 
     def _record(self, k: int):
-        from pyrua_ros.agent.recorder import record_episode
-        from pyrua_ros.agent.video import EpisodeVideo
+        from pyrua_ros.agent.records.recorder import record_episode
+        from pyrua_ros.agent.records.video import EpisodeVideo
 
         recorder = record_episode(self.backend.node, self.out_dir / f"robo_{k}.mcap")
         video = EpisodeVideo(self.backend.node)

@@ -23,7 +23,7 @@ from pyrua_ros.robo.backend import BackendRefused
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
 from pyrua_ros.robo.geometry import wrap_angle
 from pyrua_ros.robo.host import RobotHost
-from pyrua_ros.robo.libero import MAX_PLANAR_MOVE_M, LiberoRobot
+from pyrua_ros.robo.libero import MAX_PLANAR_MOVE_M, LiberoRobot, libero_host
 
 OPEN_GAP_M = 0.06        # finger gap above this = open (fully open ~0.08)
 CLOSED_GAP_M = 0.012     # finger gap below this after closing on nothing = closed
@@ -50,7 +50,7 @@ class Rig:
     def reset(self, max_episode_steps: int | None = None) -> LiberoRobot:
         """Reset the episode (official init state, seed 0) and return a fresh robo on it."""
         self.backend.reset(self.suite, self.task, 0, max_episode_steps or self.max_episode_steps)
-        self.host = RobotHost.for_libero(self.backend, primitives="no-vla")
+        self.host = libero_host(self.backend, primitives="no-vla")
         return self.host.robo
 
     @property

@@ -165,7 +165,7 @@ def test_records_planted_at_every_name_hold_only_what_the_host_wrote(tmp_path):
 def test_the_tools_arm_bounds_each_call_by_the_cell_deadline_and_names_its_own_sandbox(tmp_path):
     """A robot tool call of the tools arm once had no deadline: ``set_gripper(1, steps=10**9)`` ran on until the
     budget. Now it stops at the per-call deadline of a cell (``--cell-timeout-s``) with the cell's error."""
-    from pyrua_ros.agent.arms import TOOLS_SANDBOX
+    from pyrua_ros.agent.loop.arms import TOOLS_SANDBOX
 
     out = tmp_path / "run"
     script = [Reply(tool_calls=(("set_gripper", {"gripper": 1, "steps": 10**9}),)),

@@ -4,10 +4,10 @@ row, each with its own run directory, robo ledger and result, and stays up until
 import json
 import pathlib
 
-from pyrua_ros.agent.config import PlayConfig, RunConfig
-from pyrua_ros.agent.episode import EpisodeHost, play
-from pyrua_ros.agent.schema import build
-from pyrua_ros.agent.single_shot import run_policy
+from pyrua_ros.agent.run.episode import EpisodeHost, play
+from pyrua_ros.agent.run.single_shot import run_policy
+from pyrua_ros.agent.settings.config import PlayConfig, RunConfig
+from pyrua_ros.agent.settings.schema import build
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PROGRAM = ROOT / "pyrua_ros" / "examples" / "fake_table_cube_on_plate.py"

@@ -22,7 +22,7 @@ import time
 import psutil
 import pytest
 
-from pyrua_ros.agent.schema import SettingError
+from pyrua_ros.agent.settings.schema import SettingError
 from pyrua_ros.evaluation import instances as I
 from pyrua_ros.evaluation.jobs import config_from_json, config_to_json
 from pyrua_ros.evaluation.manifest import Manifest, ManifestMismatch
@@ -90,7 +90,13 @@ def test_instance_files(tmp_path):
 
 def test_job_config_round_trip(tmp_path):
     """A job carries play's settings tree in the schema's JSON form and comes back equal (paths, dicts)."""
-    from pyrua_ros.agent.config import AgentSettings, EpisodeSettings, ModelSettings, OutputSettings, PlayConfig
+    from pyrua_ros.agent.settings.config import (
+        AgentSettings,
+        EpisodeSettings,
+        ModelSettings,
+        OutputSettings,
+        PlayConfig,
+    )
 
     cfg = PlayConfig(episode=EpisodeSettings(task=8, clock="realtime"), agent=AgentSettings(replay=tmp_path / "p.py"),
                      model=ModelSettings(extra_body={"top_k": 20}), output=OutputSettings(out=tmp_path / "o"))

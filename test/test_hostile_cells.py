@@ -332,7 +332,7 @@ def test_secret_files_of_this_machine_are_not_even_visible(bare_kernel, tmp_path
 
     venv_pkg = Path(rclpy_dir := importlib.util.find_spec("rclpy").submodule_search_locations[0])
     paths = [secret, "/etc/shadow", "/etc/passwd", Path.home() / ".bash_history", venv_pkg,
-             sandbox.PACKAGE_ROOT / "pyrua_ros/agent/episode.py", sandbox.PACKAGE_ROOT / ".git"]
+             sandbox.PACKAGE_ROOT / "pyrua_ros/agent/run/episode.py", sandbox.PACKAGE_ROOT / ".git"]
     code = "seen = {}\n"
     for path in map(str, paths):
         code += (f"try:\n    seen[{path!r}] = os.listdir({path!r}) if os.path.isdir({path!r}) "

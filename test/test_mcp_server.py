@@ -197,6 +197,6 @@ def test_http_server_survives_a_client_that_disconnects_mid_call(tmp_path):
 @pytest.mark.parametrize("name, expected", [("mcp__pyrualean__python", "python"), ("python", "python"),
                                             ("mcp__other__finish", "finish"), ("plain__name", "plain__name")])
 def test_prefixed_tool_names_reduce_to_the_tool(name, expected):
-    from pyrua_ros.agent.mcp_server import tool_name
+    from pyrua_ros.agent.loop.mcp_server import tool_name
 
     assert tool_name(name) == expected

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from pyrua_ros.agent import progress
+from pyrua_ros.agent.run import progress
 from pyrua_ros.testing.chat_server import ChatServer, Reply
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -10,8 +10,12 @@ from typing import ClassVar
 
 import pytest
 
-from pyrua_ros.agent import prompt as P
-from pyrua_ros.agent.records import CardRecord
+from pyrua_ros.agent.prompting import api_reference as api_ref
+from pyrua_ros.agent.prompting import card as card_mod
+from pyrua_ros.agent.prompting import contract as contract_mod
+from pyrua_ros.agent.prompting import guides as guides_mod
+from pyrua_ros.agent.prompting import prompt as P
+from pyrua_ros.agent.records.records import CardRecord
 from pyrua_ros.robo.results import RESULT_TYPES
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
@@ -93,7 +97,7 @@ def test_reference_renders_the_reference_layout():
     """Layout of PyRUA-Lean's ``prompt.py::api_reference``: class header and indented docstring, ``Constants:`` with
     indented ``robo.X = value`` lines, the members heading, ``(read-only attribute)``, one-line signatures up to 88
     characters (one parameter per line beyond), sections separated by one blank line."""
-    ref = P.render_reference(Toy)
+    ref = api_ref.render_reference(Toy)
     assert ref.startswith("class Toy\n    A toy robot.\n\n    Metres and radians.\n\nConstants:\n"
                           "    robo.OPEN = -1.0\n    robo.CLOSE = 1.0\n\nMethods and attributes of `robo`:\n\n")
     assert "NAME" not in ref and "VLA_PRIMITIVES" not in ref and "RESULT_TYPES" not in ref  # ClassVars hidden
@@ -112,7 +116,7 @@ def test_reference_renders_the_reference_layout():
 def test_reference_renders_result_types_and_the_exceptions_block():
     """``Result types (...)`` with ``class Name(field: type, ...)``, the docstring and ``    .prop -> type: doc``;
     the ``Exceptions:`` block as three indented lines naming every EpisodeFinished reason (from the code)."""
-    ref = P.render_reference(Toy)
+    ref = api_ref.render_reference(Toy)
     assert ("\n\nResult types (frozen dataclasses; access fields as attributes):\n\nclass Dot(xyz: tuple[float, float, "
             "float], ok: bool)\n    A measured point: ``xyz`` m, ``ok`` whether it was found.\n"
             "    .norm -> float: Distance from the origin in m.\n\nclass Hit(success: bool)") in ref
@@ -126,18 +130,19 @@ def test_reference_renders_result_types_and_the_exceptions_block():
 
 
 def test_no_vla_hides_vla_methods_and_their_only_result_types():
-    full, novla = P.render_reference(Toy), P.render_reference(Toy, primitives="no-vla")
+    full, novla = api_ref.render_reference(Toy), api_ref.render_reference(Toy, primitives="no-vla")
     assert "robo.grab" in full and "class Hit" in full
     assert "robo.grab" not in novla and "class Hit" not in novla
     assert "class Dot(" in novla  # still returned by look/move
     # a class that declares VLA_PRIMITIVES but has none of them renders as no-vla whatever was asked
-    base = P.render_reference(ToyBase, primitives="full")
-    assert "class Hit" not in base and "class Dot(" in base and P.effective_primitives(ToyBase, "full") == "no-vla"
-    assert P.render_reference(Toy()) == full  # an instance renders like its class
-    bundle = P.build_prompt(ToyBase, CARD, P.PromptOptions(primitives="full"))
+    base = api_ref.render_reference(ToyBase, primitives="full")
+    assert "class Hit" not in base and "class Dot(" in base
+    assert api_ref.effective_primitives(ToyBase, "full") == "no-vla"
+    assert api_ref.render_reference(Toy()) == full  # an instance renders like its class
+    bundle = P.build_prompt(ToyBase, CARD, contract_mod.PromptOptions(primitives="full"))
     assert bundle.primitives == "no-vla" and "pi0" not in bundle.text and "Pi0.5" not in bundle.text
     with pytest.raises(ValueError, match="primitives must be one of full, no-vla"):
-        P.render_reference(Toy, primitives="none")
+        api_ref.render_reference(Toy, primitives="none")
 
 
 def test_undocumented_members_are_reported():
@@ -145,9 +150,9 @@ def test_undocumented_members_are_reported():
         def go(self, x):
             pass
 
-    assert P.undocumented_members(Bare) == ["go: no docstring", "go: no return annotation",
+    assert api_ref.undocumented_members(Bare) == ["go: no docstring", "go: no return annotation",
                                             "go: parameter x has no annotation"]
-    assert P.undocumented_members(Toy) == []
+    assert api_ref.undocumented_members(Toy) == []
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -159,11 +164,11 @@ def test_undocumented_members_are_reported():
 ])
 def test_bad_options_list_valid_choices(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        P.PromptOptions(**kwargs)
+        contract_mod.PromptOptions(**kwargs)
 
 
 def _contract(**kwargs) -> str:
-    return P.contract_text(P.PromptOptions(**kwargs), class_name="Toy", max_env_steps=10000)
+    return contract_mod.contract_text(contract_mod.PromptOptions(**kwargs), class_name="Toy", max_env_steps=10000)
 
 
 def test_cells_contract_has_the_reference_headings_and_follows_options():
@@ -199,35 +204,35 @@ def test_program_and_single_shot_contracts():
 def test_build_prompt_joins_parts_in_the_reference_order(tmp_path):
     """PyRUA-Lean's ``build_prompt``: contract, ``# API reference (the `robo` object)`` + reference, knowledge, card,
     joined by blank lines."""
-    bundle = P.build_prompt(Toy, CARD, P.PromptOptions(), card_dir=tmp_path)
+    bundle = P.build_prompt(Toy, CARD, contract_mod.PromptOptions(), card_dir=tmp_path)
     text = bundle.text
     assert text.startswith("# How you control the robot")
-    ref_at = text.index("\n\n" + P.REFERENCE_HEADING + "\n\nclass Toy\n")
+    ref_at = text.index("\n\n" + api_ref.REFERENCE_HEADING + "\n\nclass Toy\n")
     assert text.index("\n\n# Operating knowledge for LIBERO") > ref_at
     assert text.index("\n\n# Task card") > text.index("## Placing and recovery")
-    assert bundle.user == P.render_card(CARD) and text == bundle.system + "\n\n" + bundle.user
+    assert bundle.user == card_mod.render_card(CARD) and text == bundle.system + "\n\n" + bundle.user
     assert bundle.images == (str(tmp_path / "card/agentview_high.png"), str(tmp_path / "card/wrist_high.png"))
     assert bundle.record() == {"chars": len(text), "sha256": hashlib.sha256(text.encode()).hexdigest(),
                                "images": list(bundle.images)}
     assert [m["role"] for m in bundle.messages()] == ["system", "user"] and bundle.sources == "live"
-    single = P.build_prompt(Toy, CARD, P.PromptOptions(arm="single-shot"))
-    assert P.SINGLE_SHOT_REFERENCE_HEADING in single.system and P.REFERENCE_HEADING not in single.system
-    assert P.build_prompt(Toy, None, P.PromptOptions()).user == ""
+    single = P.build_prompt(Toy, CARD, contract_mod.PromptOptions(arm="single-shot"))
+    assert api_ref.SINGLE_SHOT_REFERENCE_HEADING in single.system and api_ref.REFERENCE_HEADING not in single.system
+    assert P.build_prompt(Toy, None, contract_mod.PromptOptions()).user == ""
 
 
 def test_card_rendering_and_round_trip(tmp_path):
     """The reference's LIBERO card (``prompt.py::TaskCard.render``): its bullet labels, 3-decimal positions, facts as
     ``- key: value`` bullets from a dict."""
-    text = P.render_card(CARD)
+    text = card_mod.render_card(CARD)
     assert "- task instruction (authoritative): 'open the top drawer and put the bowl inside'" in text
     assert "- movable objects in the scene: akita_black_bowl_1, plate_1" in text
     assert "- initial gripper position [x, y, z]: [-0.210, 0.000, 1.171] m, opening 0.079 (open, pointing down)" in text
     assert "- simulator step budget: 10000\n" in text
     assert "- attached images: agentview (agentview_high.png), wrist (wrist_high.png). They are step 0" in text
     assert "robo.back_project(row, col, step=0)" in text and "hard-code" not in text
-    assert "Do not hard-code pixels or positions" in P.render_card(CARD, transfer=True)
+    assert "Do not hard-code pixels or positions" in card_mod.render_card(CARD, transfer=True)
     with_facts = dataclasses.replace(CARD, facts={"table top z": 0.9})
-    assert "- table top z: 0.9\n- simulator step budget" in P.render_card(with_facts)
+    assert "- table top z: 0.9\n- simulator step budget" in card_mod.render_card(with_facts)
     with_facts.write(tmp_path)
     assert CardRecord.read(tmp_path) == with_facts
 
@@ -248,15 +253,15 @@ def test_knowledge_numbers_and_no_vla_variant():
 
 
 def test_guides_exist_and_copy_with_hashes(tmp_path):
-    record = P.copy_guides(tmp_path)
-    assert sorted(record["files"]) == sorted(P.GUIDE_NAMES)
+    record = guides_mod.copy_guides(tmp_path)
+    assert sorted(record["files"]) == sorted(guides_mod.GUIDE_NAMES)
     for name, digest in record["files"].items():
         copied = (tmp_path / "guides" / name).read_bytes()
         assert hashlib.sha256(copied).hexdigest() == digest and len(copied) > 1500
     pro = (tmp_path / "guides" / "pro_hybrid_guide.md").read_text()
     assert "_swap" in pro and "_lan" in pro and "_task" in pro and "robo.task" in pro
     with pytest.raises(ValueError, match="holds no"):
-        P.copy_guides(tmp_path / "x", source_dir=tmp_path / "guides" / "none")
+        guides_mod.copy_guides(tmp_path / "x", source_dir=tmp_path / "guides" / "none")
 
 
 HAVE_LIBERO_ROBOT = importlib.util.find_spec("pyrua_ros.robo.libero") is not None
@@ -271,10 +276,10 @@ def libero_robot_class(primitives: str) -> type:
 class TestRealLiberoRobot:
     def test_full_reference_lists_every_public_member_and_result_type(self):
         full_cls = libero_robot_class("full")
-        ref = P.render_reference(full_cls)
+        ref = api_ref.render_reference(full_cls)
         assert "robo.OPEN = -1.0" in ref and "robo.CLOSE = 1.0" in ref
         assert ref.startswith("class LiberoRobot\n    A LIBERO tabletop Franka arm")
-        for member in P.public_members(full_cls):
+        for member in api_ref.public_members(full_cls):
             assert f"robo.{member.name}" in ref, member.name
         order = ["task", "done", "state", "image", "world_map", "show", "artifact", "camera_meta", "segment",
                  "back_project", "region_center", "move_to", "move_pose", "rotate_wrist", "rotate_pitch",
@@ -283,18 +288,18 @@ class TestRealLiberoRobot:
         assert positions == sorted(positions)  # the reference order of PYRUALEAN-CONTRACT.md 2.2
         for cls in RESULT_TYPES:
             assert f"class {cls.__name__}(" in ref
-        assert P.undocumented_members(full_cls) == []
+        assert api_ref.undocumented_members(full_cls) == []
 
     @pytest.mark.parametrize("primitives", ["full", "no-vla"])
     def test_no_vla_reference_has_no_vla_members(self, primitives):
-        ref = P.render_reference(libero_robot_class(primitives), primitives="no-vla")
+        ref = api_ref.render_reference(libero_robot_class(primitives), primitives="no-vla")
         assert "pi0_" not in ref and "Pick" not in ref and "Contact" not in ref
         assert "robo.move_to(" in ref and "class Move(" in ref and "class RegionCenter(" in ref
 
     @pytest.mark.parametrize("arm", ["cells", "program", "single-shot"])
     @pytest.mark.parametrize("primitives", ["full", "no-vla"])
     def test_full_prompt_is_under_40000_chars(self, arm, primitives):
-        options = P.PromptOptions(arm=arm, primitives=primitives, guides=True)
+        options = contract_mod.PromptOptions(arm=arm, primitives=primitives, guides=True)
         bundle = P.build_prompt(libero_robot_class(primitives), CARD, options)
         assert bundle.primitives == primitives
         assert bundle.chars < 40_000, bundle.chars

@@ -13,13 +13,17 @@ import textwrap
 
 import pytest
 
-from pyrua_ros.agent import prompt as P
 from pyrua_ros.agent.kernel import Kernel, KernelLimits
 from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES, PREDEFINED_NAMES
-from pyrua_ros.agent.modes import FINISH_STATUSES
-from pyrua_ros.agent.records import CardRecord
+from pyrua_ros.agent.prompting import api_reference as api_ref
+from pyrua_ros.agent.prompting import card as card_mod
+from pyrua_ros.agent.prompting import contract as contract_mod
+from pyrua_ros.agent.prompting import guides as guides_mod
+from pyrua_ros.agent.prompting import prompt as P
+from pyrua_ros.agent.records.records import CardRecord
 from pyrua_ros.agent.runtimes.tools import tool_specs
-from pyrua_ros.agent.toolkit import RICH_CALL_LIMIT
+from pyrua_ros.agent.settings.config import REFERENCE_ROOT_ENV
+from pyrua_ros.agent.settings.modes import FINISH_STATUSES, RICH_CALL_LIMIT
 from pyrua_ros.driver.interfaces import load
 from pyrua_ros.robo.arguments import MAX_PLANAR_MOVE_M
 from pyrua_ros.robo.errors import EPISODE_END_REASONS
@@ -39,7 +43,7 @@ SEED_FLAGS = {"arm": "cells", "images": "on-demand", "feedback": "pure", "guides
 
 
 def seed_prompt(primitives: str, **extra) -> P.PromptBundle:
-    options = P.PromptOptions(primitives=primitives, **{**SEED_FLAGS, **extra})
+    options = contract_mod.PromptOptions(primitives=primitives, **{**SEED_FLAGS, **extra})
     return P.build_prompt(robot_class(primitives), CARD, options)
 
 
@@ -51,7 +55,7 @@ def test_seed_prompt_is_no_larger_than_the_reference(primitives, reference_chars
     bundle = seed_prompt(primitives)
     assert bundle.chars <= reference_chars, bundle.chars
     text = bundle.text
-    contract = text.index(P.REFERENCE_HEADING)
+    contract = text.index(api_ref.REFERENCE_HEADING)
     reference = text.index("# Operating knowledge") - contract
     assert contract <= 3_200 and reference <= 16_766
 
@@ -62,7 +66,8 @@ def test_cameras_named_in_the_prompt_are_the_robots():
     text = seed_prompt("full").text
     shown = re.findall(r"`robo\.show\('(\w+)'\)`", text)
     assert tuple(dict.fromkeys(shown)) == LiberoRobot.CAMERAS
-    on_motion = P.contract_text(P.PromptOptions(images="on-motion"), class_name="LiberoRobot", max_env_steps=1)
+    on_motion = contract_mod.contract_text(contract_mod.PromptOptions(images="on-motion"), class_name="LiberoRobot",
+                                           max_env_steps=1)
     assert " and ".join(LiberoRobot.CAMERAS) + " images" in on_motion
     description = tool_specs("cells", "rich", "on-motion")[0]["function"]["description"]
     assert "(" + " and ".join(LiberoRobot.CAMERAS) + ")" in description
@@ -85,25 +90,25 @@ def test_planar_limit_and_episode_end_reasons_come_from_the_code():
 def test_finish_statuses_and_rich_limit_come_from_the_code():
     finish = tool_specs("cells", "pure", "on-demand")[1]["function"]
     assert finish["parameters"]["properties"]["status"]["enum"] == list(FINISH_STATUSES)
-    rich = P.contract_text(P.PromptOptions(), class_name="LiberoRobot", max_env_steps=1)
+    rich = contract_mod.contract_text(contract_mod.PromptOptions(), class_name="LiberoRobot", max_env_steps=1)
     assert f"the last {RICH_CALL_LIMIT}" in rich
     for status in FINISH_STATUSES:
         assert f"`{status}`" in rich or f'status="{status}"' in rich
 
 
 def test_guides_note_names_the_guides_that_are_copied(tmp_path):
-    note = P.guides_note()
-    assert re.findall(r"`(\w+\.md)`", note) == list(P.GUIDE_NAMES)
-    assert sorted(P.copy_guides(tmp_path)["files"]) == sorted(P.GUIDE_NAMES)
+    note = guides_mod.guides_note()
+    assert re.findall(r"`(\w+\.md)`", note) == list(guides_mod.GUIDE_NAMES)
+    assert sorted(guides_mod.copy_guides(tmp_path)["files"]) == sorted(guides_mod.GUIDE_NAMES)
 
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
     from test_robo_api import KinematicBackend
 
-    from pyrua_ros.robo.host import RobotHost
+    from pyrua_ros.robo.libero import libero_host
 
-    host = RobotHost.for_libero(KinematicBackend(), primitives="no-vla")
+    host = libero_host(KinematicBackend(), primitives="no-vla")
     k = Kernel(host.robo, tmp_path_factory.mktemp("ws"), limits=KernelLimits())
     yield k
     k.close()
@@ -113,7 +118,7 @@ def test_predefined_names_are_the_kernels(kernel):
     """The names the contract and the tool description promise are exactly those a first cell finds."""
     found = kernel.run_cell("sorted(k for k in globals() if not k.startswith('__'))", timeout_s=30).value
     assert found == repr(sorted(PREDEFINED_NAMES))
-    contract = P.contract_text(P.PromptOptions(), class_name="LiberoRobot", max_env_steps=1)
+    contract = contract_mod.contract_text(contract_mod.PromptOptions(), class_name="LiberoRobot", max_env_steps=1)
     for name in PREDEFINED_NAMES:
         if name != "numpy":
             assert f"`{name}`" in contract, name
@@ -123,7 +128,7 @@ def test_predefined_names_are_the_kernels(kernel):
 
 def test_modules_the_sandbox_sentence_names_import_or_are_refused_as_it_says(kernel):
     """Each module the contract allows imports in the kernel; each it refuses is refused (reference sandbox)."""
-    sentence = P.sandbox_sentence("cells")
+    sentence = contract_mod.sandbox_sentence("cells")
     allowed = re.findall(r"`(\w+)`", sentence.split("but not")[0])
     refused = re.findall(r"`(\w+)`", sentence.split("but not")[1].split(";")[0])
     assert allowed and refused and set(allowed) <= set(ALLOWED_MODULES) and not set(refused) & set(ALLOWED_MODULES)
@@ -232,7 +237,7 @@ def test_reference_sources_render_in_our_layout(reference_tree):
     assert text.startswith("# Zebra control heading\n\nZebra a zebra arm via `python` with `LiberoRobot`, "
                            "a zebra VLA and a zebra mask service. zebra pure\nzebra show `robo.show('agentview')`\n\n"
                            "# Zebra scoring heading\n- zebra calls `python`, 10000 steps\n\nZebra guides note.")
-    ref = text[text.index(P.REFERENCE_HEADING):]
+    ref = text[text.index(api_ref.REFERENCE_HEADING):]
     assert ("class LiberoRobot\n    Zebra class text, our own words.\n\n    Second paragraph of the zebra class "
             "text.") in ref
     assert "robo.task -> str  (read-only attribute)\n    Zebra task text.\n" in ref
@@ -240,7 +245,7 @@ def test_reference_sources_render_in_our_layout(reference_tree):
     assert "-> Move\n    Zebra move_to text.\n\n    Args:\n        xyz: zebra xyz line. A zebra skill sentence." in ref
     assert "robo.pi0_pick(" in ref and "Zebra pick text." in ref
     assert "    Zebra state text.\n    .eef_yaw -> float: Zebra yaw text." in ref
-    assert ref.rstrip().endswith("# Zebra knowledge\n- zebra fact with the skills\n\n" + P.render_card(CARD))
+    assert ref.rstrip().endswith("# Zebra knowledge\n- zebra fact with the skills\n\n" + card_mod.render_card(CARD))
     assert "Exceptions:\n    ZebraError: zebra line one.\n    ValueError: zebra line two." in ref
     # members the reference tree does not document keep our docstrings
     assert LiberoRobot.release.__doc__.strip().splitlines()[0] in ref
@@ -249,7 +254,7 @@ def test_reference_sources_render_in_our_layout(reference_tree):
 def test_reference_sources_under_no_vla_apply_its_edits(reference_tree, monkeypatch):
     """Under no-vla the reference's ``VLA_REFERENCE_EDITS`` apply and its ``services_novla`` and
     ``libero-novla.md`` are used; ``$PYRUALEAN_REFERENCE_ROOT`` works like the flag."""
-    monkeypatch.setenv(P.REFERENCE_ROOT_ENV, str(reference_tree))
+    monkeypatch.setenv(REFERENCE_ROOT_ENV, str(reference_tree))
     bundle = seed_prompt("no-vla", reference_root=P.reference_root_from_env(None))
     text = bundle.text
     assert "xyz: zebra xyz line. A zebra no-vla sentence." in text and "pi0_pick" not in text
@@ -275,13 +280,13 @@ def test_guides_come_from_rpent_root_when_it_has_them(tmp_path, monkeypatch):
     """The reference copies ``<RPENT_ROOT>/robots/libero/guides`` (``arms`` guides note, contract 3.8); without
     them ours are copied."""
     rpent = tmp_path / "RPent"
-    guides = rpent.joinpath(*P.RPENT_GUIDES_SUBDIR)
+    guides = rpent.joinpath(*guides_mod.RPENT_GUIDES_SUBDIR)
     guides.mkdir(parents=True)
-    for name in P.GUIDE_NAMES:
+    for name in guides_mod.GUIDE_NAMES:
         (guides / name).write_text(f"zebra guide {name}\n")
     monkeypatch.setenv("RPENT_ROOT", str(rpent))
-    record = P.copy_guides(tmp_path / "ws")
+    record = guides_mod.copy_guides(tmp_path / "ws")
     assert record["source"] == str(guides)
     assert (tmp_path / "ws" / "guides" / "env_calibration.md").read_text() == "zebra guide env_calibration.md\n"
     (guides / "env_calibration.md").unlink()   # incomplete: ours
-    assert P.copy_guides(tmp_path / "ws2")["source"] == str(P.GUIDES_DIR)
+    assert guides_mod.copy_guides(tmp_path / "ws2")["source"] == str(guides_mod.GUIDES_DIR)

@@ -15,7 +15,7 @@ from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
 
-from pyrua_ros.agent import recorder
+from pyrua_ros.agent.records import recorder
 from pyrua_ros.driver import interfaces, qos
 from pyrua_ros.driver.distro import installed_type_hash
 from pyrua_ros.testing import spin_until

@@ -16,20 +16,20 @@ import numpy as np
 import pytest
 from test_robo_api import HOME, KinematicBackend
 
-from pyrua_ros.agent.config import AgentSettings
 from pyrua_ros.agent.kernel import Kernel, KernelLimits
 from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES, blocked_names, refusal_text
-from pyrua_ros.agent.records import CardRecord, TurnRecord
-from pyrua_ros.agent.toolkit import ArmToolkit
+from pyrua_ros.agent.loop.toolkit import ArmToolkit
+from pyrua_ros.agent.records.records import CardRecord, TurnRecord
+from pyrua_ros.agent.settings.config import AgentSettings
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
-from pyrua_ros.robo.host import RobotHost
+from pyrua_ros.robo.libero import libero_host
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 
 
 @pytest.fixture
 def host():
-    return RobotHost.for_libero(KinematicBackend(), primitives="no-vla")
+    return libero_host(KinematicBackend(), primitives="no-vla")
 
 
 @pytest.fixture

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent import compare as C
-from pyrua_ros.agent import report as R
-from pyrua_ros.agent import summarize as S
+from pyrua_ros.agent.reports import compare as C
+from pyrua_ros.agent.reports import metrics as M
+from pyrua_ros.agent.reports import report as R
+from pyrua_ros.agent.reports import summarize as S
 
 GOLDEN = Path(__file__).parent / "data" / "result_v2.json"
 
@@ -53,7 +54,7 @@ def crafted(tmp_path):
 
 
 def test_suite_report_counts_rates_and_wilson_intervals(crafted):
-    report = R.suite_report(S.load_metrics([crafted]))
+    report = R.suite_report(M.load_metrics([crafted]))
     goal, spatial, overall = report["suites"]["libero_goal"], report["suites"]["libero_spatial"], report["overall"]
     assert list(report["suites"]) == ["libero_goal", "libero_spatial"]
     assert (goal["episodes"], goal["successes"], goal["failures"], goal["infra_failures"], goal["denominator"]) == \
@@ -70,7 +71,7 @@ def test_suite_report_counts_rates_and_wilson_intervals(crafted):
 
 
 def test_count_errors_as_failures_puts_infrastructure_failures_back(crafted):
-    report = R.suite_report(S.load_metrics([crafted]), count_errors_as_failures=True)
+    report = R.suite_report(M.load_metrics([crafted]), count_errors_as_failures=True)
     goal, spatial, overall = report["suites"]["libero_goal"], report["suites"]["libero_spatial"], report["overall"]
     assert (goal["successes"], goal["denominator"]) == (7, 10)
     assert goal["ci95"] == {"low": 0.396778, "high": 0.892209}
@@ -111,7 +112,7 @@ def paired_runs(root: Path) -> list:
     pyrualean side failed to boot."""
     outcomes = [(True, True)] * 8 + [(True, False)] * 2 + [(False, True)] * 6 + [(False, False)] * 4
     left = []
-    (golden,) = S.load_metrics([GOLDEN])
+    (golden,) = M.load_metrics([GOLDEN])
     for i, (a, b) in enumerate(outcomes):
         suite, task = ("libero_goal", i) if i < 10 else ("libero_object", i - 10)
         write_run(root, suite, task, 0, success=b, backend="libero")
@@ -125,7 +126,7 @@ def paired_runs(root: Path) -> list:
 
 def test_compare_reports_rates_difference_discordant_pairs_and_mcnemar(tmp_path, capsys):
     left = _write(tmp_path / "rpent.json", {"metrics": paired_runs(tmp_path / "runs")})
-    report = C.compare(S.load_metrics([left, tmp_path / "runs"]))
+    report = C.compare(M.load_metrics([left, tmp_path / "runs"]))
     assert report["pairing"]["valid"] and report["pairing"]["matched_episodes"] == 21
     stats = report["statistics"]
     assert (stats["pairs_used"], stats["pairs_excluded"]) == (20, 1)   # the boot_error pair is left out
@@ -141,7 +142,7 @@ def test_compare_reports_rates_difference_discordant_pairs_and_mcnemar(tmp_path,
     assert list(stats["suites"]) == ["libero_goal", "libero_object"]
     assert stats["suites"]["libero_object"]["discordant"] == {"only_rpent": 0, "only_pyrualean": 6}
     assert stats["suites"]["libero_object"]["mcnemar_exact_p"] == 0.03125   # 2 / 2**6
-    counted = C.compare(S.load_metrics([left, tmp_path / "runs"]), count_errors_as_failures=True)["statistics"]
+    counted = C.compare(M.load_metrics([left, tmp_path / "runs"]), count_errors_as_failures=True)["statistics"]
     assert counted["pairs_used"] == 21 and counted["discordant"] == {"only_rpent": 3, "only_pyrualean": 6}
     assert counted["mcnemar_exact_p"] == 0.507812   # 2 * (1 + 9 + 36 + 84) / 2**9
 

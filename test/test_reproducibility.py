@@ -52,13 +52,13 @@ def test_a_digest_chain_names_the_first_step_where_two_trajectories_part():
 def _in_process_digest() -> dict:
     """The packaged program replayed on an in-process driver."""
     from pyrua_ros.examples import EXAMPLES, run_program
-    from pyrua_ros.robo.host import RobotHost
+    from pyrua_ros.robo.libero import libero_host
     from pyrua_ros.testing.inprocess import InProcessDriver
 
     driver = InProcessDriver()
     try:
         driver.reset(SUITE, TASK, SEED, 600)
-        host = RobotHost.for_libero(driver, primitives="no-vla")
+        host = libero_host(driver, primitives="no-vla")
         end = run_program(EXAMPLES[(SUITE, TASK)], host.robo)
         assert end in ("returned", "terminated") and driver.status().success
         return driver.state_trace.summary()
@@ -69,8 +69,8 @@ def _in_process_digest() -> dict:
 def _worker_digests(tmp_path) -> list[dict]:
     """The same program replayed by ``pyrualean play --runtime replay`` through one eval worker, twice: a fresh sim
     node, then the same node reset (the second beside busy loops)."""
-    from pyrua_ros.agent.config import PlayConfig
-    from pyrua_ros.agent.schema import build
+    from pyrua_ros.agent.settings.config import PlayConfig
+    from pyrua_ros.agent.settings.schema import build
     from pyrua_ros.evaluation.jobs import config_to_json
     from pyrua_ros.evaluation.worker import EpisodeWorker
 

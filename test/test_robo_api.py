@@ -28,11 +28,11 @@ from pyrua_ros.robo.backend import (
     RobotBackend,
     SegmentationFrame,
 )
+from pyrua_ros.robo.codecs import decode_npz, decode_png
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
 from pyrua_ros.robo.geometry import matrix, pitch_of, rot_x, rot_z, rotation_vector, wrap_angle, yaw_of
-from pyrua_ros.robo.host import RobotHost, decode_npz, decode_png
 from pyrua_ros.robo.ledger import CallRecord, Ledger
-from pyrua_ros.robo.libero import MAX_PLANAR_MOVE_M, PI0_CHUNK_STEPS, LiberoRobot
+from pyrua_ros.robo.libero import MAX_PLANAR_MOVE_M, PI0_CHUNK_STEPS, LiberoRobot, libero_host
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 
@@ -232,7 +232,7 @@ def backend():
 
 @pytest.fixture
 def host(backend):
-    return RobotHost.for_libero(backend, primitives="no-vla")
+    return libero_host(backend, primitives="no-vla")
 
 
 @pytest.fixture
@@ -539,7 +539,7 @@ def test_estop_refusal_is_a_tool_error(robo, backend):
 # -- VLA ------------------------------------------------------------------------------------------------------
 def test_pi0_pick_runs_chunks_through_servo_and_reports_heuristic():
     backend, policy = KinematicBackend(), ScriptedPolicy()
-    host = RobotHost.for_libero(backend, primitives="full", vla=policy)
+    host = libero_host(backend, primitives="full", vla=policy)
     robo = host.robo
     assert "pi0_pick" in dir(type(robo)) and isinstance(robo, LiberoRobot)
     pick = robo.pi0_pick("pick up the black bowl", max_chunks=12, lift_thresh=0.05, descent_thresh=0.10)
@@ -586,7 +586,7 @@ def test_images_are_captured_lazily_per_step(robo, backend):
 
 
 def test_a_driver_without_a_record_of_the_past_says_so():
-    robo = RobotHost.for_libero(KinematicBackend(keeps_history=False), primitives="no-vla").robo
+    robo = libero_host(KinematicBackend(keeps_history=False), primitives="no-vla").robo
     robo.move_to([-0.2, 0.0, 1.15])
     with pytest.raises(ToolError, match="no image was captured at step 0 and this double keeps no history"):
         robo.image(step=0)
@@ -718,7 +718,7 @@ def test_motion_calls_that_step_nothing_are_charged_to_the_step_budget():
     """``move_to(current, max_steps=1)`` in a loop once recorded states forever at no simulator cost; each such
     state now costs one step of the episode's budget, and the episode ends as truncated at the budget."""
     backend = KinematicBackend(max_episode_steps=30)
-    host = RobotHost.for_libero(backend, primitives="no-vla")
+    host = libero_host(backend, primitives="no-vla")
     robo = host.robo
     here = list(robo.state().eef_pos)
     with pytest.raises(EpisodeFinished) as ended:

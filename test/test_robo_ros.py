@@ -241,10 +241,10 @@ def test_the_drawer_program_opens_the_middle_drawer_over_ros(rig):
     packaged program (segment the middle handle, pitch the hand toward the cabinet with move_pose, close on the
     bar, pull) opens it through robo over ROS, judged by the benchmark's own check. A program that meets the
     episode's end before its last call stops there (robo.done), as an episode may end earlier than it expects."""
-    from pyrua_ros.robo.host import RobotHost
+    from pyrua_ros.robo.libero import libero_host
 
     rig.backend.reset("libero_goal", 0, 0, 600)
-    host = RobotHost.for_libero(rig.backend, primitives="no-vla")
+    host = libero_host(rig.backend, primitives="no-vla")
     try:
         load_program(EXAMPLES[("libero_goal", 0)])(host.robo)
         status = rig.backend.status()

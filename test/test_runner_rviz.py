@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 
-from pyrua_ros.agent.recorder import message_class
+from pyrua_ros.agent.records.recorder import message_class
 from pyrua_ros.bringup.rviz_config import rviz_frames, rviz_topics
 from pyrua_ros.driver.interfaces import load
 from pyrua_ros.testing import spin_until

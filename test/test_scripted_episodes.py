@@ -1,7 +1,7 @@
 """The example programs solve their libero_goal tasks through the REAL stack, judged by the benchmark's own check.
 
 Each ``pyrua_ros/examples`` program for libero_goal runs as ``pyrualean play --runtime replay --driver sim``
-would run it: ``agent.episode.play`` starts the LIBERO-PRO sim node, boots robo over ROS, runs the program in
+would run it: ``agent.run.episode.play`` starts the LIBERO-PRO sim node, boots robo over ROS, runs the program in
 the cell kernel and judges with ``env.check_success()`` (``environment_success``), from the official init
 state 0. Besides success, each run reports its wall time and how many camera renders it cost:
 
@@ -140,9 +140,9 @@ def ros_client_module():
 @pytest.mark.slow
 @pytest.mark.parametrize("suite,task", [("libero_goal", t) for t in TASKS] + sorted(HELD_OUT))
 def test_example_program_solves_its_task(suite, task, tmp_path, sim_driver, renders, record_property, capsys):
-    from pyrua_ros.agent.config import PlayConfig
-    from pyrua_ros.agent.episode import play
-    from pyrua_ros.agent.schema import build
+    from pyrua_ros.agent.run.episode import play
+    from pyrua_ros.agent.settings.config import PlayConfig
+    from pyrua_ros.agent.settings.schema import build
 
     program = EXAMPLES[("libero_goal", HELD_OUT.get((suite, task), task))]
     renders.take()
@@ -179,7 +179,7 @@ def test_example_program_solves_its_task(suite, task, tmp_path, sim_driver, rend
     # the episode's end; the video has the agentview ones
     import imageio_ffmpeg
 
-    from pyrua_ros.agent.video import HOLD_S
+    from pyrua_ros.agent.records.video import HOLD_S
 
     t0 = reset_time(tmp_path / f"run_{task}" / "episode.mcap")
     final_t = t0 + saved["env_steps_total"] * NAMES.robot.control_period_s

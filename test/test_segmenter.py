@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pyrua_ros.robo.backend import SegmentationFrame
-from pyrua_ros.robo.host import decode_png, encode_png
+from pyrua_ros.robo.codecs import decode_png, encode_png
 from pyrua_ros.robo.segmenters import (
     GroundTruthSegmenter,
     HttpSegmenter,

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from pyrua_ros.agent import schema
-from pyrua_ros.agent.config import GenerateConfig, McpConfig, PlayConfig, RunConfig
+from pyrua_ros.agent.settings import schema
+from pyrua_ros.agent.settings.config import GenerateConfig, McpConfig, PlayConfig, RunConfig
 from pyrua_ros.bringup import graph
 from pyrua_ros.cli.main import build_parser
 from pyrua_ros.nodes import agent_node

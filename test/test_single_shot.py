@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent.records import CardRecord
-from pyrua_ros.agent.single_shot import extract_policy
+from pyrua_ros.agent.records.records import CardRecord
+from pyrua_ros.agent.run.single_shot import extract_policy
 from pyrua_ros.cli.main import main
 from pyrua_ros.testing.chat_server import ChatServer, HttpError, Reply
 

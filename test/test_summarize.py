@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent import compare as C
-from pyrua_ros.agent import summarize as S
+from pyrua_ros.agent.reports import compare as C
+from pyrua_ros.agent.reports import metrics as M
+from pyrua_ros.agent.reports import summarize as S
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 
@@ -33,7 +34,7 @@ def run_dir(root: Path, name: str, **changes) -> Path:
 
 
 def test_golden_play_result_is_read():
-    (m,) = S.load_metrics([GOLDEN])
+    (m,) = M.load_metrics([GOLDEN])
     assert m.system == "pyrualean:cells" and m.backend == "libero" and m.task == "libero_goal_swap:3"
     assert (m.seed, m.environment_success, m.status) == (0, False, "call_budget")
     assert (m.calls, m.stateful_calls, m.env_steps, m.turns) == (212, 57, 2311, 40)
@@ -49,7 +50,7 @@ def test_single_shot_run_record_is_read(tmp_path):
             "error": {"type": "ValueError", "message": "bad"}, "policy_wall_s": 3.0,
             "generation": {"turns": 1, "prompt_tokens": 900, "completion_tokens": 100}}
     (tmp_path / "result.json").write_text(json.dumps(data))
-    (m,) = S.load_metrics([tmp_path])
+    (m,) = M.load_metrics([tmp_path])
     assert m.system == "pyrualean" and m.environment_success is False  # a crash is a failure, not unknown
     assert (m.turns, m.input_tokens, m.output_tokens, m.total_tokens) == (1, 900, 100, 1000)
     assert m.notes[-1] == "ValueError: bad"
@@ -58,10 +59,10 @@ def test_single_shot_run_record_is_read(tmp_path):
 def test_table_has_the_references_columns():
     """Columns as the reference's ``cmd_summarize`` prints them (src/pyrualean/cli.py): text cut to its width,
     ``ok`` right-aligned in 3, a missing wall time as 0.0, any other missing value as "-"."""
-    metrics = S.load_metrics([GOLDEN])
+    metrics = M.load_metrics([GOLDEN])
     long = dataclasses.replace(metrics[0], system="pyrualean:cells-with-a-long-name", task="libero_goal_swap:3" * 2,
                                environment_success=None, calls=None, wall_time_s=None, seed=12345)
-    header, row, odd = S.format_table([*metrics, long]).splitlines()
+    header, row, odd = M.format_table([*metrics, long]).splitlines()
     assert header == ("system            task                   seed  ok status     turns calls  steps  wall_s"
                       "    in_tok    cached out_tok")
     assert row == ("pyrualean:cells   libero_goal_swap:3        0   N call_budge    40   212   2311  1874.3"
@@ -73,15 +74,15 @@ def test_table_has_the_references_columns():
 def test_aggregate_keys_and_means(tmp_path):
     a = run_dir(tmp_path, "a", environment_success=True, status="completed", calls=100)
     b = run_dir(tmp_path, "b", seed=1)
-    metrics = S.load_metrics([tmp_path])  # a folder of run directories
+    metrics = M.load_metrics([tmp_path])  # a folder of run directories
     assert [m.source for m in metrics] == [str(a / "result.json"), str(b / "result.json")]
-    agg = S.aggregate([*metrics, dataclasses.replace(metrics[0], environment_success=None, calls=None)])
+    agg = M.aggregate([*metrics, dataclasses.replace(metrics[0], environment_success=None, calls=None)])
     assert list(agg) == AGGREGATE_KEYS
     assert (agg["episodes"], agg["native_sr_denominator"], agg["unknown_outcome_episodes"]) == (3, 2, 1)
     assert agg["native_sr"] == 0.5
     assert agg["statuses"] == {"completed": 2, "call_budget": 1}
     assert agg["mean_calls"] == 156.0  # mean of 100 and 212; the None is skipped
-    assert S.aggregate([])["native_sr"] is None
+    assert M.aggregate([])["native_sr"] is None
 
 
 def test_summarize_cli(tmp_path, capsys):
@@ -104,12 +105,12 @@ def test_run_directories_are_found_at_any_depth_but_not_in_workspaces(tmp_path):
     (tmp_path / "libero_goal_swap" / "9" / "0" / "workspace").mkdir()
     (tmp_path / "libero_goal_swap" / "9" / "0" / "workspace" / "result.json").write_text("{}")
     run_dir(tmp_path / ".eval" / "attempts", "1")
-    metrics = S.load_metrics([tmp_path])
+    metrics = M.load_metrics([tmp_path])
     assert [m.task for m in metrics] == ["libero_goal_swap:9", "libero_goal_swap:10"]
 
 
 def rpent_metrics(tmp_path: Path, keys: list[tuple[str, int]], *, name: str = "rpent.json") -> Path:
-    (golden,) = S.load_metrics([GOLDEN])
+    (golden,) = M.load_metrics([GOLDEN])
     items = [dataclasses.replace(golden, system="rpent", task=task, seed=seed, calls=200, environment_success=True,
                                  source="rpent").to_json() for task, seed in keys]
     path = tmp_path / name
@@ -121,7 +122,7 @@ def test_compare_pairs_strictly_with_play_results_by_default(tmp_path):
     left = rpent_metrics(tmp_path, [("libero_goal_swap:3", 0), ("libero_goal_swap:3", 1)])
     run_dir(tmp_path / "runs", "s0")
     run_dir(tmp_path / "runs", "s1", seed=1, environment_success=True)
-    report = C.compare(S.load_metrics([left, tmp_path / "runs"]))  # default systems: rpent vs pyrualean(:cells)
+    report = C.compare(M.load_metrics([left, tmp_path / "runs"]))  # default systems: rpent vs pyrualean(:cells)
     assert report["protocol"] == "pyrualean-paired-v2"
     assert report["systems"] == ["rpent", "pyrualean"]   # the reference's schema: a list, summary keyed by name
     pairing = report["pairing"]
@@ -139,7 +140,7 @@ def test_compare_reports_duplicates_and_unmatched_and_exits_2(tmp_path, capsys):
     left = rpent_metrics(tmp_path, [("libero_goal_swap:3", 0), ("libero_goal_swap:3", 5)])
     run_dir(tmp_path / "runs", "cells")
     run_dir(tmp_path / "runs", "program", arm="program")  # same key, other arm: ambiguous, not silently chosen
-    report = C.compare(S.load_metrics([left, tmp_path / "runs"]))
+    report = C.compare(M.load_metrics([left, tmp_path / "runs"]))
     pairing = report["pairing"]
     assert not pairing["valid"]
     duplicate = pairing["duplicate_keys"][0]

@@ -10,7 +10,7 @@ import imageio_ffmpeg
 import numpy as np
 import pytest
 
-from pyrua_ros.agent.video import BAND_PX, HOLD_S, EpisodeVideo, frame_rate
+from pyrua_ros.agent.records.video import BAND_PX, HOLD_S, EpisodeVideo, frame_rate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DT = 0.05   # control period [s]

@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from pyrua_ros.agent.schema import convert_text
+from pyrua_ros.agent.settings.schema import convert_text
 from pyrua_ros.driver import interfaces
 
 PACKAGE = "pyrua_ros"
@@ -110,8 +110,8 @@ def settings_arguments() -> tuple[Argument, ...]:
     Defaults, descriptions and choices are the schema's; which nodes receive a setting follows its scope. A
     setting that reaches a node is unset unless given (the node's parameter file decides).
     """
-    from pyrua_ros.agent import schema
-    from pyrua_ros.agent.config import PlayConfig
+    from pyrua_ros.agent.settings import schema
+    from pyrua_ros.agent.settings.config import PlayConfig
 
     out = []
     for leaf in schema.leaves(PlayConfig):

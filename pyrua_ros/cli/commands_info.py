@@ -14,21 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent import compare as compare_mod
-from pyrua_ros.agent import summarize as summarize_mod
-from pyrua_ros.agent.prompt import (
-    ARMS,
-    FEEDBACK_MODES,
-    IMAGE_POLICIES,
-    NO_TOOLS_NOTE,
-    PRIMITIVE_SETS,
-    PromptOptions,
-    build_prompt,
-    reference_root_from_env,
-    render_reference,
-)
-from pyrua_ros.agent.records import CardRecord
-from pyrua_ros.agent.reference_source import ReferenceDocs, ReferenceSource
+from pyrua_ros.agent.prompting.api_reference import render_reference
+from pyrua_ros.agent.prompting.contract import NO_TOOLS_NOTE, PromptOptions
+from pyrua_ros.agent.prompting.prompt import build_prompt, reference_root_from_env
+from pyrua_ros.agent.prompting.reference_source import ReferenceDocs, ReferenceSource
+from pyrua_ros.agent.records.records import CardRecord
+from pyrua_ros.agent.reports import compare as compare_mod
+from pyrua_ros.agent.reports import summarize as summarize_mod
+from pyrua_ros.agent.settings.modes import FEEDBACK_MODES, IMAGE_POLICIES, PRIMITIVE_SETS
+from pyrua_ros.agent.settings.modes import PROMPT_ARMS as ARMS
 
 
 def robot_class(robot: str = "libero", primitives: str = "full") -> type:
@@ -59,8 +53,8 @@ def _add_reference_root(parser: argparse.ArgumentParser) -> None:
 
 def _refused_reference_root(command: str, root: str | None) -> int | None:
     """Exit code 2 with one line when ``--reference-root`` (or its variable) holds no PyRUA-Lean sources."""
-    from pyrua_ros.agent.schema import SettingError
-    from pyrua_ros.agent.validate import check_reference_root
+    from pyrua_ros.agent.run.validate import check_reference_root
+    from pyrua_ros.agent.settings.schema import SettingError
 
     try:
         check_reference_root(root)

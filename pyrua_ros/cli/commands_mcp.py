@@ -8,7 +8,7 @@ can launch it as a command; ``--transport http`` prints ``{"mcp_url": "http://12
 every HTTP request must carry ``Authorization: Bearer <token>`` (401 otherwise), a token drawn for this run only.
 Either way the episode also ends on
 ``finish`` or when ``--budget-s`` runs out, and result.json says how. The flags are generated from the settings
-schema (:class:`~pyrua_ros.agent.config.McpConfig`).
+schema (:class:`~pyrua_ros.agent.settings.config.McpConfig`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pyrua_ros.cli.args import add_settings, settings_from_args
 
 
 def add_mcp_parser(subparsers, formatter_class=None) -> None:
-    from pyrua_ros.agent.config import McpConfig
+    from pyrua_ros.agent.settings.config import McpConfig
 
     p = subparsers.add_parser("mcp", help="serve one episode's tools to an MCP client (stdio or HTTP)",
                               description="Boot one episode as play does and serve its tools (python, run_program "
@@ -34,11 +34,11 @@ def add_mcp_parser(subparsers, formatter_class=None) -> None:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from pyrua_ros.agent.config import McpConfig
-    from pyrua_ros.agent.progress import make_progress
-    from pyrua_ros.agent.schema import SettingError
-    from pyrua_ros.agent.validate import prepare_play
-    from pyrua_ros.cli.main import episode_summary, prepare_ros_environment, refuse
+    from pyrua_ros.agent.run.progress import make_progress
+    from pyrua_ros.agent.run.validate import prepare_play
+    from pyrua_ros.agent.settings.config import McpConfig
+    from pyrua_ros.agent.settings.schema import SettingError
+    from pyrua_ros.cli.common import episode_summary, prepare_ros_environment, refuse
 
     try:
         cfg = settings_from_args(McpConfig, args)
@@ -51,7 +51,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         data = rundir.result or {}
         return exit_codes.for_result(data.get("status", "error"), data.get("reason"))
     prepare_ros_environment()
-    from pyrua_ros.agent.mcp_episode import serve
+    from pyrua_ros.agent.run.mcp_episode import serve
 
     progress = make_progress(cfg.output.progress)
     result = serve(cfg, progress=progress)

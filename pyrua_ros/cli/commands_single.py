@@ -29,10 +29,15 @@ def _fail(command: str, message: str) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """``generate --card PATH --out DIR ...``: one completion, the largest python block -> ``DIR/policy.py``."""
-    from pyrua_ros.agent.config import GenerateConfig
-    from pyrua_ros.agent.schema import SettingError
-    from pyrua_ros.agent.single_shot import generate
-    from pyrua_ros.agent.validate import check_input_path, check_model_server, check_run_directory, claim_run_directory
+    from pyrua_ros.agent.run.single_shot import generate
+    from pyrua_ros.agent.run.validate import (
+        check_input_path,
+        check_model_server,
+        check_run_directory,
+        claim_run_directory,
+    )
+    from pyrua_ros.agent.settings.config import GenerateConfig
+    from pyrua_ros.agent.settings.schema import SettingError
 
     try:
         cfg = settings_from_args(GenerateConfig, args)
@@ -62,11 +67,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``run --policy PATH [--timeout-s] [--generation]`` + cell args."""
     import dataclasses
 
-    from pyrua_ros.agent.config import RunConfig
-    from pyrua_ros.agent.episode import default_out
-    from pyrua_ros.agent.progress import make_progress
-    from pyrua_ros.agent.schema import SettingError
-    from pyrua_ros.agent.validate import (
+    from pyrua_ros.agent.run.episode import default_out
+    from pyrua_ros.agent.run.progress import make_progress
+    from pyrua_ros.agent.run.validate import (
         check_episode,
         check_input_path,
         check_run_directory,
@@ -74,6 +77,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_vla_server_cmd,
         claim_run_directory,
     )
+    from pyrua_ros.agent.settings.config import RunConfig
+    from pyrua_ros.agent.settings.schema import SettingError
 
     try:
         cfg = settings_from_args(RunConfig, args)
@@ -95,10 +100,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                     "policy_wall_s")} | {"out": str(out)}))
         return exit_codes.for_result(data.get("status", "error"), data.get("reason"))
     cfg = dataclasses.replace(cfg, output=dataclasses.replace(o, out=out))
-    from pyrua_ros.cli.main import prepare_ros_environment
+    from pyrua_ros.cli.common import prepare_ros_environment
 
     prepare_ros_environment()
-    from pyrua_ros.agent.single_shot import run_policy
+    from pyrua_ros.agent.run.single_shot import run_policy
 
     progress = make_progress(o.progress)
     result = run_policy(cfg, progress=progress)
@@ -117,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def add_single_parsers(subparsers: Any) -> None:
     """Register ``generate`` and ``run`` on an ``add_subparsers()`` object (flags from the settings schema)."""
-    from pyrua_ros.agent.config import GenerateConfig, RunConfig
+    from pyrua_ros.agent.settings.config import GenerateConfig, RunConfig
 
     gen = subparsers.add_parser("generate", help="single shot: one chat completion writes policy.py (no tools)")
     add_settings(gen, GenerateConfig)

@@ -5,9 +5,9 @@ Subcommands: ``play`` (one episode: starts the driver node, runs the agent loop,
 ``policy.py`` through the openai runtime), ``api`` / ``prompt`` (print the generated reference / prompt without a
 simulator), ``summarize`` / ``compare`` (run records), ``launch`` (the pip-only launch runner), ``mcp`` (serve one
 episode's tools to any MCP client). The flags of ``play``, ``mcp``, ``run`` and ``generate`` are generated from
-the settings schema (``pyrua_ros.agent.config``). Every bad input is refused before anything boots, with one line
-and exit code 2. Every process this CLI starts stays on one machine, so DDS discovery defaults to LOCALHOST when
-``ROS_AUTOMATIC_DISCOVERY_RANGE`` is unset, and an episode picks a free ROS domain of its own when
+the settings schema (``pyrua_ros.agent.settings.config``). Every bad input is refused before anything boots,
+with one line and exit code 2. Every process this CLI starts stays on one machine, so DDS discovery defaults to
+LOCALHOST when ``ROS_AUTOMATIC_DISCOVERY_RANGE`` is unset, and an episode picks a free ROS domain of its own when
 ``ROS_DOMAIN_ID`` is unset.
 """
 
@@ -15,45 +15,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from pyrua_ros import __version__
 from pyrua_ros.cli import exit_codes
 from pyrua_ros.cli.args import add_settings, settings_from_args
+from pyrua_ros.cli.common import episode_summary, prepare_ros_environment, refuse
 
 DESCRIPTION = "Run PyRUA-Lean robot agents on ROS 2 (PyRUA-Lean-compatible command lines)."
 
 
-def refuse(command: str, message: str) -> int:
-    """One line on stderr, exit code 2 (bad input: nothing booted)."""
-    print(f"pyrualean {command}: error: {message}", file=sys.stderr)
-    return exit_codes.BAD_INPUT
-
-
-def prepare_ros_environment() -> None:
-    """Loopback discovery by default and a domain of this episode's own (before rclpy is imported)."""
-    from pyrua_ros.driver.rosenv import claim_domain_id, default_to_localhost
-
-    default_to_localhost()
-    if not os.environ.get("ROS_DOMAIN_ID"):
-        os.environ["ROS_DOMAIN_ID"] = str(claim_domain_id())
-
-
-def episode_summary(result, out, code: int) -> dict:
-    """The JSON line ``play`` prints on stdout (the reference's keys plus ours)."""
-    return {"arm": result.arm, "status": result.status, "reason": result.reason,
-            "environment_success": result.environment_success, "tool_turns": result.tool_turns,
-            "env_steps": result.env_steps, "total_tokens": result.generation.total_tokens,
-            "policy_wall_s": result.policy_wall_s, "startup_s": result.startup_s,
-            "total_wall_s": result.total_wall_s, "exit_code": code, "out": str(out)}
-
-
 def cmd_play(args: argparse.Namespace) -> int:
-    from pyrua_ros.agent.config import PlayConfig
-    from pyrua_ros.agent.progress import make_progress
-    from pyrua_ros.agent.schema import SettingError
-    from pyrua_ros.agent.validate import prepare_play
+    from pyrua_ros.agent.run.progress import make_progress
+    from pyrua_ros.agent.run.validate import prepare_play
+    from pyrua_ros.agent.settings.config import PlayConfig
+    from pyrua_ros.agent.settings.schema import SettingError
 
     try:
         cfg = settings_from_args(PlayConfig, args)
@@ -82,8 +58,8 @@ def cmd_play(args: argparse.Namespace) -> int:
                                                                                       "out": str(cfg.out)}))
         return code
     prepare_ros_environment()
-    from pyrua_ros.agent.arms import LoopAgent
-    from pyrua_ros.agent.episode import Episode
+    from pyrua_ros.agent.loop.arms import LoopAgent
+    from pyrua_ros.agent.run.episode import Episode
 
     episode = Episode(cfg.episode, LoopAgent(cfg), out=cfg.out, output=cfg.output, compat=cfg.compat,
                       progress=progress)
@@ -122,7 +98,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pyrua_ros.agent.config import PlayConfig
+    from pyrua_ros.agent.settings.config import PlayConfig
     from pyrua_ros.cli.commands_info import add_info_parsers
     from pyrua_ros.cli.commands_mcp import add_mcp_parser
     from pyrua_ros.cli.commands_single import add_single_parsers
@@ -156,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pyrua_ros.agent.schema import SettingError
+    from pyrua_ros.agent.settings.schema import SettingError
 
     try:
         parser = build_parser()

@@ -1,9 +1,9 @@
 """``pyrualean eval``: many episodes, in parallel on this machine or on a Ray cluster, resumable, with a report.
 
 The agent options are exactly ``play``'s: the same settings schema generates them (``cli.args.add_settings`` of
-:class:`~pyrua_ros.agent.config.PlayConfig`), except the per-episode ones that eval replaces (``manifest.PER_EPISODE``):
-``--suite``, ``--task``, ``--seed`` take lists here, ``--out`` is the evaluation directory, and run directories are
-kept or moved aside by the evaluation (no ``--overwrite`` / ``--resume``)::
+:class:`~pyrua_ros.agent.settings.config.PlayConfig`), except the per-episode ones that eval replaces
+(``manifest.PER_EPISODE``): ``--suite``, ``--task``, ``--seed`` take lists here, ``--out`` is the evaluation
+directory, and run directories are kept or moved aside by the evaluation (no ``--overwrite`` / ``--resume``)::
 
     OUT/eval.json                      manifest: options, code version, instances, invocations
     OUT/<suite>/<task>/<seed>/         one play run directory per episode (result.json, prompt.txt, ...)
@@ -11,7 +11,7 @@ kept or moved aside by the evaluation (no ``--overwrite`` / ``--resume``)::
 
 Running the same command again skips finished episodes and runs the rest; other agent options are refused.
 Everything the input decides (episodes, files, the replay programs, the model server, the Ray head, the manifest) is
-checked by ``agent.validate`` before any worker or node starts. Exit status: 0 all episodes have a result that is
+checked by ``agent.run.validate`` before any worker or node starts. Exit status: 0 all episodes have a result that is
 not an infrastructure failure, 1 some ended in one (after retries), 2 bad input, 130 interrupted (finished
 episodes are kept).
 """
@@ -27,9 +27,9 @@ import signal
 import sys
 from typing import Any
 
-from pyrua_ros.agent import schema
-from pyrua_ros.agent.config import PlayConfig
-from pyrua_ros.agent.validate import check_play, check_play_model, check_ray_address
+from pyrua_ros.agent.run.validate import check_play, check_play_model, check_ray_address
+from pyrua_ros.agent.settings import schema
+from pyrua_ros.agent.settings.config import PlayConfig
 from pyrua_ros.cli import exit_codes
 from pyrua_ros.cli.args import add_settings, settings_from_args
 from pyrua_ros.evaluation.instances import NAMED_SETS, Instance, build_instances, load_instance_file
@@ -159,7 +159,7 @@ def _check_engine_flags(args: argparse.Namespace, driver: str) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Validate everything, then run the evaluation and print its report (see the module docstring)."""
-    from pyrua_ros.cli.main import refuse
+    from pyrua_ros.cli.common import refuse
     from pyrua_ros.evaluation.manifest import Manifest
 
     warnings: list[str] = []
@@ -185,7 +185,7 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
                    progress_mode: str = "auto") -> int:
     """Skip finished instances, run the rest on the chosen engine, record the invocation, print the report.
     ``progress_mode`` is play's ``--progress`` (auto: the live view on a terminal, plain lines otherwise)."""
-    from pyrua_ros.cli.main import prepare_ros_environment
+    from pyrua_ros.cli.common import prepare_ros_environment
     from pyrua_ros.evaluation.progress import EvalProgress
     from pyrua_ros.evaluation.runner import Coordinator, finished_summary
 
@@ -235,9 +235,10 @@ def _engine(args: argparse.Namespace, workers: int | None, out: pathlib.Path, ma
 
 
 def _report(args: argparse.Namespace, out: pathlib.Path, instances: list[Instance], outcome) -> int:
-    from pyrua_ros.agent.records import read_result
-    from pyrua_ros.agent.report import format_report, is_infra_failure
-    from pyrua_ros.agent.summarize import metrics_from_result, summary_json
+    from pyrua_ros.agent.records.records import read_result
+    from pyrua_ros.agent.reports.metrics import metrics_from_result
+    from pyrua_ros.agent.reports.report import format_report, is_infra_failure
+    from pyrua_ros.agent.reports.summarize import summary_json
 
     metrics, missing = [], []
     for instance in instances:

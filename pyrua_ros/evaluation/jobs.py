@@ -15,8 +15,8 @@ import dataclasses
 import pathlib
 from typing import Any
 
-from pyrua_ros.agent import schema
-from pyrua_ros.agent.config import PlayConfig
+from pyrua_ros.agent.settings import schema
+from pyrua_ros.agent.settings.config import PlayConfig
 
 SUMMARY_KEYS = ("status", "reason", "environment_success", "tool_turns", "env_steps", "policy_wall_s",
                 "total_wall_s")

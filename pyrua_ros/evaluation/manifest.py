@@ -20,7 +20,7 @@ import subprocess
 from typing import Any
 
 from pyrua_ros import __version__
-from pyrua_ros.agent.records import now_iso, write_json
+from pyrua_ros.agent.records.records import now_iso, write_json
 
 SCHEMA = "pyrua-ros-eval-v1"
 FILENAME = "eval.json"

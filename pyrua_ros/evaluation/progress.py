@@ -13,8 +13,8 @@ import threading
 import time
 from typing import Any, TextIO
 
-from pyrua_ros.agent.progress import _tokens
-from pyrua_ros.agent.report import INFRA_STATUSES
+from pyrua_ros.agent.reports.report import INFRA_STATUSES
+from pyrua_ros.agent.run.progress import _tokens
 
 
 def _duration(seconds: float | None) -> str:

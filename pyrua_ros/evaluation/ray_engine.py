@@ -11,7 +11,7 @@ folder on the actor's node and returned as a gzipped tar that the coordinator un
 directory ("gather"). ``--ray-results shared|gather|auto`` forces one.
 
 Without ``--address`` a private Ray instance is started on this machine with every server on loopback and no
-dashboard; with one, the coordinator joins that cluster (``ray start --head`` there, see README).
+dashboard; with one, the coordinator joins that cluster (``ray start --head`` there, see docs/USAGE.md).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def unpack_into(archive: bytes, target: pathlib.Path, origin: dict[str, str] | N
     """Unpack a gathered run directory into ``target`` (replacing it; only regular files and folders below it).
     Paths in its result.json that pointed into the actor's scratch folder (``origin["path"]``) are made to point
     into ``target``, and a note says where the episode ran."""
-    from pyrua_ros.agent.records import read_result, write_json
+    from pyrua_ros.agent.records.records import read_result, write_json
 
     target = pathlib.Path(target)
     if target.exists():

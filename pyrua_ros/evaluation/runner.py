@@ -1,9 +1,9 @@
 """The coordinator: which episodes still need running, handing them to an engine's workers, retries, records.
 
 An instance is **finished** when its run directory holds a readable ``result.json`` for that instance whose status
-is not an infrastructure failure (see ``agent.report.INFRA_STATUSES``); finished instances are skipped, everything
-else (never run, crashed, interrupted, or an infrastructure failure) runs. An infrastructure failure is retried up
-to ``retries`` times in the same invocation; the failed attempt's directory is kept under
+is not an infrastructure failure (see ``agent.reports.report.INFRA_STATUSES``); finished instances are skipped,
+everything else (never run, crashed, interrupted, or an infrastructure failure) runs. An infrastructure failure is
+retried up to ``retries`` times in the same invocation; the failed attempt's directory is kept under
 ``OUT/.eval/attempts/<suite>/<task>/<seed>/<attempt>/``. Whatever happens to a worker, every episode it started ends
 with a ``result.json`` that says what happened (the episode's own, or a ``killed`` record written here).
 """
@@ -17,9 +17,9 @@ import pathlib
 import shutil
 from typing import Any
 
-from pyrua_ros.agent.config import PlayConfig
-from pyrua_ros.agent.records import SCHEMA, SYSTEM, now_iso, read_result, write_json
-from pyrua_ros.agent.report import INFRA_STATUSES
+from pyrua_ros.agent.records.records import SCHEMA, SYSTEM, now_iso, read_result, write_json
+from pyrua_ros.agent.reports.report import INFRA_STATUSES
+from pyrua_ros.agent.settings.config import PlayConfig
 from pyrua_ros.evaluation.instances import Instance
 from pyrua_ros.evaluation.jobs import episode_summary, make_job
 

@@ -3,7 +3,7 @@
 :class:`EpisodeWorker` is the part shared by both engines: a local worker process (``python -m
 pyrua_ros.evaluation.worker``, driven over two pipes by :mod:`pyrua_ros.evaluation.local`) and a Ray actor
 (:mod:`pyrua_ros.evaluation.ray_engine`). Each job is one ``play`` episode to which the worker lends its open
-:class:`~pyrua_ros.agent.episode.EpisodeHost` (``play(cfg, host=...)``): the episode resets the driver to its
+:class:`~pyrua_ros.agent.run.episode.EpisodeHost` (``play(cfg, host=...)``): the episode resets the driver to its
 (suite, task, seed) and gets a fresh robot host, cell kernel and runtime; the host stays open. It is opened again
 when its driver died, when an episode needs another driver or clock, and after an episode that could not boot.
 The slice of the driver's log written during an episode is appended to that episode's ``host.log``.
@@ -86,7 +86,7 @@ class EpisodeWorker:
     def _open_host(self, episode, cuda_device: str | None = None) -> None:
         """An open host for ``episode`` (EpisodeSettings): the current one, or a new one when the driver, its
         clock or the VLA server command differ or the driver died (``cuda_device``: the server's GPU)."""
-        from pyrua_ros.agent.episode import EpisodeHost
+        from pyrua_ros.agent.run.episode import EpisodeHost
 
         key = (episode.driver, episode.clock, episode.vla_server_cmd, cuda_device)
         driver = self.host.driver if self.host is not None else None
@@ -106,8 +106,8 @@ class EpisodeWorker:
     def run(self, job: dict[str, Any], on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Run one job's episode (``job["out"]``, if given, replaces its run directory); returns
         :func:`episode_summary` of the result.json it wrote."""
-        from pyrua_ros.agent.episode import play
-        from pyrua_ros.agent.records import read_result
+        from pyrua_ros.agent.records.records import read_result
+        from pyrua_ros.agent.run.episode import play
 
         cfg = config_from_json(job["config"], out=job.get("out"))
         progress = _StatusRelay(on_status) if on_status else None

@@ -2,7 +2,7 @@
 
 Run by the launch file / pip runner (``pyrua-ros launch libero_sim ...``) next to a driver node that serves the
 interfaces of config/interfaces.yaml. Its parameters are the launch settings of the settings schema
-(:class:`~pyrua_ros.agent.config.PlayConfig`, scopes ``episode`` and ``agent``), declared from it with their
+(:class:`~pyrua_ros.agent.settings.config.PlayConfig`, scopes ``episode`` and ``agent``), declared from it with their
 defaults and descriptions (config/agent.yaml is generated from the same schema); an optional setting left unset
 is a declared parameter without a value. The parameters become a PlayConfig (driver ``external``: the launch
 started the driver), the same checks as ``pyrualean play`` run before anything else, and the episode host does
@@ -29,19 +29,20 @@ NODE_SCOPES = ("episode", "agent")
 
 def node_leaves():
     """The schema settings this node declares as parameters."""
-    from pyrua_ros.agent import schema
-    from pyrua_ros.agent.config import PlayConfig
+    from pyrua_ros.agent.settings import schema
+    from pyrua_ros.agent.settings.config import PlayConfig
 
     return [leaf for leaf in schema.leaves(PlayConfig) if leaf.spec.launch and leaf.spec.scope in NODE_SCOPES]
 
 
 def parameters_yaml() -> str:
     """config/agent.yaml: this node's parameters with their schema defaults (scripts/generate_config.py writes it)."""
-    from pyrua_ros.agent import schema
-    from pyrua_ros.agent.config import PlayConfig
+    from pyrua_ros.agent.settings import schema
+    from pyrua_ros.agent.settings.config import PlayConfig
 
     header = ("Parameters of the agent node (node name `agent`, in any namespace), generated from the settings\n"
-              "schema (pyrua_ros/agent/config.py) by scripts/generate_config.py: edit the schema, not this file.\n"
+              "schema (pyrua_ros/agent/settings/config.py) by scripts/generate_config.py: "
+              "edit the schema, not this file.\n"
               "Launch arguments of the same names override them only when given; optional settings are commented\n"
               "out (unset). The episode fields apply with robot:=external: with a driver the launch hands the agent\n"
               "the episode of the driver's parameter file (config/sim.yaml, config/fake_arm.yaml) unless\n"
@@ -76,8 +77,8 @@ def declare_parameters(node) -> dict:
 
 def config_from_parameters(values: dict):
     """PlayConfig from agent parameter values (the launch started the driver, so ``driver="external"``)."""
-    from pyrua_ros.agent import schema
-    from pyrua_ros.agent.config import PlayConfig
+    from pyrua_ros.agent.settings import schema
+    from pyrua_ros.agent.settings.config import PlayConfig
 
     leaves = {leaf.name: leaf for leaf in schema.leaves(PlayConfig)}
     typed = {}
@@ -131,10 +132,10 @@ def main(args: list[str] | None = None) -> int:
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
-    from pyrua_ros.agent.episode import play
-    from pyrua_ros.agent.progress import PlainProgress
-    from pyrua_ros.agent.schema import SettingError
-    from pyrua_ros.agent.validate import prepare_play
+    from pyrua_ros.agent.run.episode import play
+    from pyrua_ros.agent.run.progress import PlainProgress
+    from pyrua_ros.agent.run.validate import prepare_play
+    from pyrua_ros.agent.settings.schema import SettingError
     from pyrua_ros.cli import exit_codes
 
     interrupts = _FirstInterruptOnly()

@@ -24,9 +24,10 @@ from typing import Any, ClassVar
 from pyrua_ros.robo import arguments as check
 from pyrua_ros.robo import observe, vla
 from pyrua_ros.robo.arguments import MAX_PLANAR_MOVE_M, RESOLUTIONS
+from pyrua_ros.robo.artifacts import ArtifactNames
 from pyrua_ros.robo.backend import RobotBackend
 from pyrua_ros.robo.calls import CallRunner, ledger_refusals
-from pyrua_ros.robo.host import ArtifactNames, RobotHost
+from pyrua_ros.robo.host import RobotHost
 from pyrua_ros.robo.ledger import Ledger
 from pyrua_ros.robo.results import (
     RESULT_TYPES,
@@ -476,3 +477,12 @@ def robot_class(primitives: str = "full") -> type[LiberoRobot]:
     if primitives not in PRIMITIVE_SETS:
         raise ValueError(f"primitives must be one of {', '.join(PRIMITIVE_SETS)}, got {primitives!r}")
     return _LiberoRobotWithVla if primitives == "full" else LiberoRobot
+
+
+def libero_host(backend: RobotBackend, *, primitives: str = "full", ledger: Ledger | None = None,
+                segmenter: Any = None, vla: Any = None) -> RobotHost:
+    """Build a LiberoRobot on ``backend`` and return its host handle (``host.robo`` is the robot)."""
+    host = RobotHost(backend, artifact_names(), ledger=ledger)
+    host.robo = LiberoRobot(backend, ledger=host.ledger, primitives=primitives, segmenter=segmenter, vla=vla,
+                            host=host)
+    return host

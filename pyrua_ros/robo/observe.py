@@ -16,8 +16,8 @@ import numpy as np
 
 from pyrua_ros.robo import arguments as check
 from pyrua_ros.robo import perception
+from pyrua_ros.robo.artifacts import ArtifactStore
 from pyrua_ros.robo.errors import ToolError
-from pyrua_ros.robo.host import ArtifactStore
 from pyrua_ros.robo.results import BackProjection, RegionCenter, Segment
 from pyrua_ros.robo.segmenters import Segmenter, SegmentRequest
 

@@ -263,7 +263,7 @@ class HttpSegmenter:
         self.timeout_s = timeout_s
 
     def segment(self, request: SegmentRequest) -> MaskResult:
-        from pyrua_ros.robo.host import decode_png, encode_png
+        from pyrua_ros.robo.codecs import decode_png, encode_png
 
         body = json.dumps({
             "image_png_b64": base64.b64encode(encode_png(request.color)).decode("ascii"),

@@ -181,9 +181,9 @@ def _until(pred, timeout: float = WAIT_S) -> bool:
 
 def robo_session(report: Report, backend, prompt: str) -> None:
     """The robo API an episode uses, on this driver: state, a high-resolution capture, segment, move, gripper."""
-    from pyrua_ros.robo.host import RobotHost
+    from pyrua_ros.robo.libero import libero_host
 
-    host = RobotHost.for_libero(backend, primitives="no-vla")
+    host = libero_host(backend, primitives="no-vla")
     robo = host.robo
     report.data["task"] = robo.task
 

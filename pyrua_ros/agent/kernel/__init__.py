@@ -19,7 +19,11 @@ __all__ = ["RESTART_NOTICE", "CellOutcome", "Kernel", "KernelLimits", "KernelSta
            "SandboxUnavailable"]
 
 
+_HOMES = {"RESTART_NOTICE": "host", "Kernel": "host", "CellOutcome": "outcomes", "KernelLimits": "outcomes",
+          "KernelStartError": "outcomes", "ProgramOutcome": "outcomes", "SandboxUnavailable": "outcomes"}
+
+
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        return getattr(importlib.import_module("pyrua_ros.agent.kernel.host"), name)
+        return getattr(importlib.import_module(f"pyrua_ros.agent.kernel.{_HOMES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

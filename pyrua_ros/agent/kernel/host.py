@@ -21,17 +21,17 @@ Threading: none; ``run_cell`` / ``run_program`` block the calling thread, and ev
 deadline (the job's wall-clock ``timeout_s``, then ``KernelLimits.interrupt_grace_s`` after SIGINT, then SIGKILL
 and a restart). A child that dies (segfault, kill, out of memory, CPU-time limit) gives an outcome that says so,
 and the next cell runs in a fresh child, with ``notice`` telling the model its namespace was lost.
+
+Its parts: :mod:`.outcomes` (limits, outcomes, start errors), :mod:`.manifest` (what the child learns of the
+robo), :mod:`.frames` (the schema of the child's frames), :mod:`.images` (``display()`` images), :mod:`.child`
+(starting, finding and describing the child process).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import inspect
-import json
 import os
 import secrets
-import select
 import signal
 import subprocess
 import tempfile
@@ -42,315 +42,23 @@ from typing import Any
 
 from pyrua_ros.agent.kernel import cgroup, policy, protocol, sandbox
 from pyrua_ros.agent.kernel import workspace as wsfiles
-from pyrua_ros.agent.text import safe_text
+from pyrua_ros.agent.kernel.child import BOOT, child_environment, describe_exit, only_child, read_bwrap_info
+from pyrua_ros.agent.kernel.frames import clean_done, frame_problem
+from pyrua_ros.agent.kernel.images import accept_image
+from pyrua_ros.agent.kernel.manifest import build_manifest, describe_error, encodable, host_results
+from pyrua_ros.agent.kernel.outcomes import (
+    CellOutcome,
+    KernelLimits,
+    KernelStartError,
+    ProgramOutcome,
+    SandboxUnavailable,
+)
+from pyrua_ros.agent.records.text import safe_text
 
 RESTART_NOTICE = "the kernel was restarted; the namespace (variables, functions, imports) was lost"
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# The child starts with -I (no env vars, no cwd on sys.path: a workspace file cannot shadow a module) and -S (no
-# site processing: the venv's .pth hooks re-exec with LD_LIBRARY_PATH and set AMENT_PREFIX_PATH, which the child
-# must not have); the bootstrap puts the kernel's sources first and the allowed packages after them.
-_BOOT = ("import sys; sys.path[:0] = {paths!r}; import runpy; "
-         "runpy.run_module('pyrua_ros.agent.kernel.worker', run_name='__main__', alter_sys=True)")
 MAX_EVENTS = 100
 FULL_BELOW_BYTES = 64 * 1024   # a workspace with less free space than this is reported full to the model
 PROGRAM_BYTES = 4 * 2**20   # largest program file run_program(path=...) reads
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelLimits:
-    """Limits of one kernel child. ``memory_bytes``: RLIMIT_AS (address space, bytes). ``cpu_s``: RLIMIT_CPU,
-    CPU seconds over the life of one child (exceeding it kills the child; the next cell gets a fresh one).
-    ``file_size_bytes``: RLIMIT_FSIZE (largest file a write may make). ``open_files``: RLIMIT_NOFILE.
-    ``processes``: RLIMIT_NPROC (0 = no fork and no threads; None = not set, the PID namespace alone contains
-    what the kernel starts). ``workspace_bytes``: size of the workspace tmpfs (the kernel's whole writable
-    space besides a 16 MiB /tmp). ``interrupt_grace_s``: after a cell's timeout the child gets SIGINT, and is
-    killed if the cell has not stopped this many seconds later. ``start_timeout_s``: deadline for a child to
-    start. ``max_images`` / ``max_image_bytes``: ``display()`` images kept per cell, and the largest PNG accepted.
-    ``max_frame_bytes``: largest frame accepted from the child. ``landlock``: confine the child's filesystem
-    access with Landlock where the Linux kernel offers it (defence in depth under bubblewrap).
-    ``cpus``: CPUs the kernel may use at once, and ``memory_bytes`` its memory, where a cgroup v2 can be made
-    (``cgroup.py``; rlimits only otherwise, said in ``description``). ``record_reserve_bytes``: free space the
-    copy of the workspace always leaves on the run directory's file system, for the host's own records (files
-    that would take it are not copied, and the model is told)."""
-
-    memory_bytes: int = 4 * 2**30
-    cpu_s: int = 1800
-    file_size_bytes: int = 256 * 2**20
-    open_files: int = 256
-    processes: int | None = 0
-    workspace_bytes: int = 256 * 2**20
-    interrupt_grace_s: float = 2.0
-    start_timeout_s: float = 60.0
-    max_images: int = 32
-    max_image_bytes: int = 16 * 2**20
-    max_frame_bytes: int = 64 * 2**20
-    landlock: bool = True
-    record_reserve_bytes: int = 32 * 2**20
-    cpus: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in ("memory_bytes", "cpu_s", "file_size_bytes", "open_files", "workspace_bytes", "max_images",
-                     "max_image_bytes", "max_frame_bytes"):
-            if int(getattr(self, name)) <= 0:
-                raise ValueError(f"KernelLimits.{name} must be positive, got {getattr(self, name)!r}")
-        if self.processes is not None and self.processes < 0:
-            raise ValueError(f"KernelLimits.processes must be >= 0 or None, got {self.processes!r}")
-        if self.interrupt_grace_s <= 0 or self.start_timeout_s <= 0:
-            raise ValueError("KernelLimits.interrupt_grace_s and start_timeout_s must be positive")
-
-
-@dataclasses.dataclass(frozen=True)
-class CellOutcome:
-    """What one cell did. ``cell``: 1-based index (source saved as ``workspace/cell_NNN.py``). ``stdout`` /
-    ``stderr``: captured text, trimmed to first 4000 + last 4000 chars. ``value``: repr of a non-None trailing
-    expression (first + last 2000 chars) or None. ``exception``: traceback text (first + last 2000 chars),
-    ``"SystemExit: ..."``, the sandbox refusal, or a timeout / kernel-death message; None if the cell ran through.
-    ``episode_finished``: the ``EpisodeFinished`` reason (only when the host raised it during this cell), or None.
-    ``elapsed_s``: wall clock, 0.01 s. ``images``: PNG bytes from ``display()``, in order (``display_0``,
-    ``display_1`` ...). ``sandbox_flags``: static audit flags. ``refused``: the cell named a blocked name and was
-    not run. ``restarted``: the kernel child was replaced after this cell (its namespace is gone). ``notice``: text for
-    the model when ``restarted``. All text is safe to write (no lone surrogates)."""
-
-    cell: int
-    stdout: str = ""
-    stderr: str = ""
-    value: str | None = None
-    exception: str | None = None
-    episode_finished: str | None = None
-    elapsed_s: float = 0.0
-    images: list[bytes] = dataclasses.field(default_factory=list)
-    sandbox_flags: list[str] = dataclasses.field(default_factory=list)
-    refused: bool = False
-    restarted: bool = False
-    notice: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class ProgramOutcome:
-    """What one ``run_program`` did (contract 3.4, program arm). ``program``: 1-based index. ``file``: workspace
-    file that was run (``program_NN.py`` for code). ``code``: the source that was run (read once, from the same
-    fd that was checked). ``status``: ``completed`` (run returned), ``finished`` (``EpisodeFinished``; ``reason``
-    set), ``error`` (``exception`` set), ``timeout`` (ran past ``timeout_s``). Other fields as in
-    ``CellOutcome``."""
-
-    program: int
-    file: str
-    status: str
-    reason: str | None = None
-    exception: str | None = None
-    stdout: str = ""
-    stderr: str = ""
-    elapsed_s: float = 0.0
-    images: list[bytes] = dataclasses.field(default_factory=list)
-    sandbox_flags: list[str] = dataclasses.field(default_factory=list)
-    refused: bool = False
-    restarted: bool = False
-    notice: str | None = None
-    code: str = ""
-
-
-# ---------------------------------------------------------------------------------------------- manifest
-
-
-def _encodable(value: Any) -> bool:
-    try:
-        protocol.encode_frame({"v": value})
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def build_manifest(target: Any, dynamic_methods: tuple[str, ...] = ()) -> dict:
-    """Public members of ``target``: methods (signature parameters + docstring), properties (read live) and
-    uppercase constants (copied). Anything starting with ``_`` is left out.
-
-    ``dynamic_methods``: names the target answers only through ``__getattr__`` (robo's no-VLA shadows, which
-    raise a RuntimeError saying the skill is not available and are ledgered); they are listed as methods taking
-    ``(*args, **kwargs)`` so a call reaches the target and gets its own answer, not an AttributeError."""
-    members = []
-    listed = set(dir(target))
-    for name in dynamic_methods:
-        if name not in listed and not name.startswith("_"):
-            members.append({"name": name, "kind": "method", "doc": None, "params": [
-                {"name": "args", "kind": "VAR_POSITIONAL"}, {"name": "kwargs", "kind": "VAR_KEYWORD"}]})
-    for name in sorted(dir(target)):
-        if name.startswith("_"):
-            continue
-        static = inspect.getattr_static(target, name)
-        if isinstance(static, property):
-            members.append({"name": name, "kind": "property", "doc": inspect.getdoc(static)})
-            continue
-        value = getattr(target, name)
-        if callable(value) and not isinstance(value, type):
-            params = []
-            try:
-                signature = inspect.signature(value)
-            except (TypeError, ValueError):
-                signature = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
-                                               inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)])
-            for p in signature.parameters.values():
-                entry: dict[str, Any] = {"name": p.name, "kind": p.kind.name}
-                if p.annotation is not inspect.Parameter.empty:
-                    entry["annotation"] = p.annotation if isinstance(p.annotation, str) else inspect.formatannotation(
-                        p.annotation)
-                if p.default is not inspect.Parameter.empty:
-                    if _encodable(p.default):
-                        entry["default"] = p.default
-                    else:
-                        entry["default_repr"] = repr(p.default)
-                params.append(entry)
-            entry = {"name": name, "kind": "method", "doc": inspect.getdoc(value), "params": params}
-            if signature.return_annotation is not inspect.Signature.empty:
-                ret = signature.return_annotation
-                entry["returns"] = ret if isinstance(ret, str) else inspect.formatannotation(ret)
-            members.append(entry)
-        elif name.isupper():
-            if _encodable(value):
-                members.append({"name": name, "kind": "constant", "value": value})
-        elif not isinstance(value, type):
-            members.append({"name": name, "kind": "property", "doc": None})
-    return {"class": type(target).__name__, "doc": inspect.getdoc(type(target)), "members": members}
-
-
-def describe_error(exc: BaseException) -> dict:
-    """The wire form of an exception raised by the real robo (rebuilt by ``proxy.rebuild_error``)."""
-    names = [c.__name__ for c in type(exc).__mro__]
-    kind = next((n for n in ("EpisodeFinished", "ToolError") if n in names), type(exc).__name__)
-    error: dict[str, Any] = {"type": kind, "text": str(exc)}
-    if kind == "ToolError":
-        payload = getattr(exc, "payload", None)
-        error.update(tool=str(getattr(exc, "tool", "")), message=str(getattr(exc, "message", "")),
-                     payload=payload if _encodable(payload) else repr(payload))
-    elif kind == "EpisodeFinished":
-        error["reason"] = str(getattr(exc, "reason", "unknown"))
-    elif _encodable(list(exc.args)):
-        error["args"] = list(exc.args)
-    return error
-
-
-def _host_results(name: str, fields: dict) -> Any:
-    """Result dataclasses the child sends back (e.g. as an argument) become the real class when known."""
-    try:
-        from pyrua_ros.robo.results import RESULT_TYPES
-    except ImportError:
-        return fields
-    cls = next((c for c in RESULT_TYPES if c.__name__ == name), None)
-    return cls(**fields) if cls is not None else fields
-
-
-def child_environment(workspace: Path) -> dict[str, str]:
-    """The child's whole environment: no ROS_*, AMENT_*, API keys or PYTHONPATH; one BLAS/OpenMP thread."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(workspace), "TMPDIR": str(workspace), "LANG": "C.UTF-8",
-           "LC_ALL": "C.UTF-8"}
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-                "VECLIB_MAXIMUM_THREADS"):
-        env[var] = "1"
-    return env
-
-
-# ---------------------------------------------------------------------------------------------- frames
-
-_TEXT_KEYS = ("stdout", "stderr", "value", "exception", "episode_finished", "status", "reason")
-_DONE_KEYS = frozenset(("op", "id", "interrupted", *_TEXT_KEYS))
-_CALL_KEYS = frozenset(("op", "id", "name", "args", "kwargs"))
-_PROGRAM_STATUSES = ("completed", "finished", "error")
-
-
-def frame_problem(msg: dict, job: int) -> str | None:
-    """Why ``msg`` (a decoded frame from the child during job ``job``) must be discarded, or None when it is a
-    well-formed frame of this job."""
-    op = msg.get("op")
-    if op not in ("done", "call", "get", "display"):
-        return f"unknown op {str(op)[:40]!r}"
-    frame_id = msg.get("id")
-    if not isinstance(frame_id, int) or isinstance(frame_id, bool) or frame_id != job:
-        return f"{op} frame of job {str(frame_id)[:20]} arrived during job {job} (stale or forged)"
-    if op == "done":
-        extra = set(msg) - _DONE_KEYS
-        if extra:
-            return f"done frame with unknown keys {sorted(map(str, extra))[:5]}"
-        for key in _TEXT_KEYS:
-            if msg.get(key) is not None and not isinstance(msg[key], str):
-                return f"done frame: {key} is a {type(msg[key]).__name__}, not text"
-        if not isinstance(msg.get("interrupted", False), bool):
-            return "done frame: interrupted is not a bool"
-        if msg.get("status") is not None and msg["status"] not in _PROGRAM_STATUSES:
-            return f"done frame: unknown status {msg['status'][:40]!r}"
-        return None
-    if op in ("call", "get"):
-        extra = set(msg) - _CALL_KEYS
-        if extra:
-            return f"{op} frame with unknown keys {sorted(map(str, extra))[:5]}"
-        name = msg.get("name")
-        if not isinstance(name, str) or not name.isidentifier() or len(name) > 100:
-            return f"{op} frame names no method: {str(name)[:40]!r}"
-        if not isinstance(msg.get("args", []), list) or not isinstance(msg.get("kwargs", {}), dict):
-            return f"{op} frame: malformed arguments"
-        return None
-    if set(msg) - {"op", "id", "png"} or not isinstance(msg.get("png"), bytes):
-        return "display frame without image bytes"
-    return None
-
-
-def _clean_done(msg: dict) -> dict:
-    """A validated done frame with its text trimmed to the contract's sizes."""
-    out = dict(msg)
-    for key in ("stdout", "stderr"):
-        text = out.get(key) or ""   # the kernel trims already (head + marker + tail); a forged frame may not
-        out[key] = text if len(text) <= policy.STREAM_HEAD + policy.STREAM_TAIL + 64 else policy.trim_middle(text)
-    value = out.get("value")
-    if value is not None and len(value) > policy.VALUE_CHARS + 64:   # the kernel keeps head + marker + tail
-        out["value"] = policy.trim_middle(value, policy.VALUE_CHARS // 2, policy.VALUE_CHARS // 2)
-    if out.get("exception") is not None:
-        out["exception"] = out["exception"][-(policy.TRACEBACK_CHARS + 400):]
-    for key in ("episode_finished", "reason"):
-        if out.get(key) is not None:
-            out[key] = out[key][:200]
-    return out
-
-
-IMAGE_MAX_PIXELS = 4096 * 4096   # decoded size limit of a display() image
-IMAGE_MAX_SIDE = 1024            # images are down-scaled to this longest side before they reach the model
-
-
-def accept_image(data: bytes, max_bytes: int) -> tuple[bytes | None, str | None]:
-    """(PNG bytes ready for the model, None) for a real PNG or JPEG of at most ``IMAGE_MAX_PIXELS`` pixels
-    (down-scaled to ``IMAGE_MAX_SIDE``), or (None, why it was refused)."""
-    if len(data) > max_bytes:
-        return None, f"{len(data)} bytes is over the {max_bytes} byte limit"
-    if not data.startswith((PNG_SIGNATURE, b"\xff\xd8\xff")):
-        return None, "not a PNG or JPEG image"
-    import io
-
-    from PIL import Image
-
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            if img.format not in ("PNG", "JPEG"):
-                return None, f"format {img.format} is not PNG or JPEG"
-            width, height = img.size
-            if width * height > IMAGE_MAX_PIXELS or width <= 0 or height <= 0:
-                return None, f"{width}x{height} pixels is over the {IMAGE_MAX_PIXELS} pixel limit"
-            img.load()
-            rgb = img.convert("RGBA" if img.mode in ("RGBA", "LA", "P") else "RGB")
-    except Exception as exc:  # a broken or hostile file: refused, never fatal
-        return None, f"cannot be decoded ({type(exc).__name__})"
-    if max(width, height) > IMAGE_MAX_SIDE:
-        rgb.thumbnail((IMAGE_MAX_SIDE, IMAGE_MAX_SIDE))
-    buf = io.BytesIO()
-    rgb.save(buf, format="PNG")
-    return buf.getvalue(), None
-
-
-# ---------------------------------------------------------------------------------------------- kernel
-
-
-class KernelStartError(RuntimeError):
-    """The kernel child could not be started (infrastructure, not the model's fault)."""
-
-
-class SandboxUnavailable(KernelStartError, sandbox.SandboxUnavailable):
-    """Isolation was asked for and cannot be set up on this machine (one line says why and what to do)."""
 
 
 class Kernel:
@@ -425,7 +133,7 @@ class Kernel:
                 raise SandboxUnavailable(str(exc)) from None
             self.description = launch.description
             self._uid = launch.uid
-            argv = [*launch.argv, "-c", _BOOT.format(paths=launch.sys_path)]
+            argv = [*launch.argv, "-c", BOOT.format(paths=launch.sys_path)]
             self._proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                 cwd=self.workspace if self.sandbox == "unsafe" else "/", env=child_environment(self.workspace),
@@ -433,7 +141,7 @@ class Kernel:
         finally:
             if info_w is not None:
                 os.close(info_w)
-        self._reader = protocol.FrameReader(self._proc.stdout.fileno(), _host_results,
+        self._reader = protocol.FrameReader(self._proc.stdout.fileno(), host_results,
                                             max_frame_bytes=self.limits.max_frame_bytes, text_filter=safe_text)
         limits = {"memory_bytes": self.limits.memory_bytes, "cpu_s": self.limits.cpu_s,
                   "file_size_bytes": self.limits.file_size_bytes, "open_files": self.limits.open_files,
@@ -441,7 +149,7 @@ class Kernel:
         ready, sandbox_pid = None, None
         try:
             if info_r is not None:
-                sandbox_pid = _read_bwrap_info(info_r, deadline)
+                sandbox_pid = read_bwrap_info(info_r, deadline)
             protocol.write_frame(self._proc.stdin.fileno(), {"op": "init", "manifest": self.manifest,
                                                              "workspace": str(self.workspace), "limits": limits})
             ready = self._reader.read(deadline)
@@ -462,7 +170,7 @@ class Kernel:
         if sandbox_pid is None:
             self._pid, self._ws_fd = self._proc.pid, self._host_fd
         else:
-            self._pid = _only_child(sandbox_pid)
+            self._pid = only_child(sandbox_pid)
             self._ws_fd = wsfiles.open_dir(f"/proc/{sandbox_pid}/root{self.workspace}")
             owner = self._uid if os.geteuid() == 0 else None
             if owner is not None:
@@ -524,7 +232,7 @@ class Kernel:
             self.sync_workspace()   # the tmpfs lives on while this process holds its fd
             os.close(self._ws_fd)
         self._ws_fd = None
-        detail = _describe_exit(rc, bwrap=self.sandbox == "bwrap")
+        detail = describe_exit(rc, bwrap=self.sandbox == "bwrap")
         if self._log is not None:
             self._log.seek(0, os.SEEK_END)
             size = self._log.tell()
@@ -767,7 +475,7 @@ class Kernel:
                 op = msg["op"]
                 if op == "done":
                     self.sync_workspace()
-                    return (_clean_done(msg), images, ("interrupted" if interrupted else "done", ""),
+                    return (clean_done(msg), images, ("interrupted" if interrupted else "done", ""),
                             "".join(f"\n[display() image refused: {why}]" for why in refused_images))
                 if op in ("call", "get"):
                     protocol.write_frame(self._proc.stdin.fileno(), {**self._serve(msg), "id": job})
@@ -816,49 +524,7 @@ class Kernel:
             if error["type"] == "EpisodeFinished":
                 self._finished = error.get("reason") or "unknown"
             return {"op": "reply", "error": error}
-        if not _encodable(value):
+        if not encodable(value):
             return {"op": "reply", "error": {"type": "TypeError", "text": (
                 f"robo.{name} returned a {type(value).__name__}, which cannot cross the kernel boundary")}}
         return {"op": "reply", "value": value}
-
-
-def _read_bwrap_info(fd: int, deadline: float) -> int:
-    """The sandbox's child pid from bubblewrap's ``--info-fd`` JSON."""
-    data = b""
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            break
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        data += chunk
-        with contextlib.suppress(ValueError):
-            return int(json.loads(data)["child-pid"])
-    raise ValueError(f"bubblewrap reported no child pid ({data[:200]!r})")
-
-
-def _only_child(pid: int) -> int:
-    """The one child of the sandbox's init process (the kernel's Python)."""
-    for _ in range(100):
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        if children:
-            return int(children[0])
-        time.sleep(0.01)
-    raise ValueError(f"the sandbox process {pid} has no child")
-
-
-def _describe_exit(rc: int | None, *, bwrap: bool = False) -> str:
-    """How the kernel process ended; under bubblewrap a status of 128 + N means the kernel died of signal N."""
-    if rc is None:
-        return "did not exit"
-    if bwrap and 128 < rc < 128 + 65:
-        rc = -(rc - 128)
-    if rc < 0:
-        try:
-            sig = signal.Signals(-rc).name
-        except ValueError:
-            sig = f"signal {-rc}"
-        why = {"SIGXCPU": " (CPU-time limit)", "SIGKILL": " (killed)", "SIGSEGV": " (segmentation fault)"}
-        return f"ended by {sig}{why.get(sig, '')}"
-    return f"exited with status {rc}"

@@ -13,7 +13,7 @@ Values that JSON cannot carry are tagged objects inside the JSON, pointing at bu
   ``{"__set__": [...], "frozen": bool}``
 - a dict with a non-str key or a ``__``-prefixed key -> ``{"__dict__": [[k, v], ...]}``
 - a frozen result dataclass (``pyrua_ros.robo.results``) -> ``{"__result__": "Move", "fields": {...}}``,
-  rebuilt into the real class by the receiver's ``result_factory`` (see ``host.py`` / ``proxy.py``).
+  rebuilt into the real class by the receiver's ``result_factory`` (see ``manifest.py`` / ``proxy.py``).
 - numpy scalars become Python scalars.
 
 Anything else raises ``TypeError`` naming the type: it cannot cross the kernel boundary. Values nest at most

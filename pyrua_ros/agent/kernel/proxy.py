@@ -47,7 +47,7 @@ def is_episode_finished(exc: BaseException) -> bool:
 
 
 def rebuild_error(error: dict) -> BaseException:
-    """The exception the agent process reported (``host.describe_error``), as an object of the same type."""
+    """The exception the agent process reported (``manifest.describe_error``), as an object of the same type."""
     kind, text = str(error.get("type", "RuntimeError")), str(error.get("text", ""))
     tool_error, finished = _robo_errors()
     if kind in ("ToolError", "EpisodeFinished"):

@@ -42,14 +42,14 @@ def create(name: str, **kwargs) -> Runtime:
 
 
 def make_runtime(cfg, events=None, tools: list[dict] | None = None) -> Runtime:
-    """Build the loop runtime a :class:`~pyrua_ros.agent.config.PlayConfig` asks for (``cfg.agent.runtime``),
+    """Build the loop runtime a :class:`~pyrua_ros.agent.settings.config.PlayConfig` asks for (``cfg.agent.runtime``),
     logging to the ``events`` sink. The openai runtime gets ``cfg.model`` as is (the schema's ModelSettings) and
     ``tools`` (``ArmToolkit.tool_specs()``; default: the code arm's own specs); the replay runtime the source
-    :func:`pyrua_ros.agent.validate.replay_source` resolves."""
+    :func:`pyrua_ros.agent.runtimes.replay_runtime.replay_source` resolves."""
     agent = cfg.agent
     runtime_class(agent.runtime)   # validates the name
     if agent.runtime == "replay":
-        from pyrua_ros.agent.validate import replay_source
+        from .replay_runtime import replay_source
 
         return create("replay", source=replay_source(agent, cfg.episode), arm=agent.arm, event_sink=events)
     from .tools import tool_specs
@@ -68,7 +68,7 @@ def cli_reasoning(cfg) -> str | None:
 
 
 def make_cli_runtime(cfg, *, out_dir, workspace, tool_names: list[str]):
-    """Build the ``codex`` / ``claude`` runtime of a :class:`~pyrua_ros.agent.config.PlayConfig`
+    """Build the ``codex`` / ``claude`` runtime of a :class:`~pyrua_ros.agent.settings.config.PlayConfig`
     (``cfg.agent.runtime``), its events going to ``<out_dir>/<runtime>_events.jsonl``. ``tool_names``: the MCP
     tools the CLI may call (the arm's)."""
     import pathlib

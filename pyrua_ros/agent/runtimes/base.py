@@ -169,11 +169,11 @@ class Runtime(Protocol):
 
 class JsonlEventSink:
     """An event sink appending one JSON line per event to ``path`` (thread-safe; flushed per line), in a file only
-    this process wrote (:class:`~pyrua_ros.agent.records.JsonlRecord`: whatever was at the name is replaced, a
+    this process wrote (:class:`~pyrua_ros.agent.records.records.JsonlRecord`: whatever was at the name is replaced, a
     line is always one line, a failed write is repaired at ``close()``)."""
 
     def __init__(self, path: str | pathlib.Path):
-        from pyrua_ros.agent.records import JsonlRecord
+        from pyrua_ros.agent.records.records import JsonlRecord
 
         self.path = pathlib.Path(path)
         self._record = JsonlRecord(self.path)
@@ -188,3 +188,16 @@ class JsonlEventSink:
 
     def close(self) -> None:
         self._record.close()
+
+
+@dataclasses.dataclass
+class LoopOutcome:
+    """How the loop ended: ``status`` (completed|timeout|call_budget|planner_error), ``reason``, ``requests``
+    (model requests made), ``notes`` (things a reader of result.json should know), ``last_message``."""
+
+    status: str = "completed"
+    reason: str | None = None
+    requests: int = 0
+    notes: list[str] = dataclasses.field(default_factory=list)
+    last_message: str = ""
+    failure: RuntimeFailure | None = None

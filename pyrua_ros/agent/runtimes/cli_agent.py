@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import ipaddress
 import json
 import os
 import pathlib
@@ -41,17 +40,15 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
 
-from pyrua_ros.agent.records import JsonlRecord
+from pyrua_ros.agent.records.records import JsonlRecord
+from pyrua_ros.agent.runtimes.base import LoopOutcome
+from pyrua_ros.agent.settings.model import is_loopback_url, key_from_env
 from pyrua_ros.bringup.process import stop_process_groups
-
-from .settings import key_from_env
 
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ", "XDG_CACHE_HOME")
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 NETWORK_MODES = ("loopback", "inherit")
 NPM_BIN = pathlib.Path(sys.prefix) / "npm" / "node_modules" / ".bin"   # where scripts/setup.sh installs the CLIs
 MCP_TOKEN_ENV = "PYRUALEAN_MCP_TOKEN"   # the MCP server's per-run bearer token, in the CLI's environment only
@@ -68,16 +65,6 @@ def find_cli(name: str, explicit: str | None) -> str:
     where = explicit or f"{NPM_BIN / name} or {name} on PATH"
     raise FileNotFoundError(f"no {name} executable found ({where}); run scripts/setup.sh, which installs the "
                             f"pinned CLI, or pass its path")
-
-
-def is_loopback_url(url: str) -> bool:
-    """True when ``url``'s host is a loopback name or address."""
-    host = urllib.parse.urlsplit(url if "://" in url else f"http://{url}").hostname or ""
-    if host in LOOPBACK_NAMES:
-        return True
-    with contextlib.suppress(ValueError):
-        return ipaddress.ip_address(host).is_loopback
-    return False
 
 
 class DeadPort:
@@ -313,10 +300,8 @@ class CliRuntime:
     def run_episode(self, prompt: str, images: list[pathlib.Path], mcp_url: str, deadline: float, *,
                     finished: Callable[[], bool], mcp_token: str | None = None):
         """Run the CLI until it exits, the deadline passes, or ``finished()`` held for ``finish_grace_s``;
-        returns a :class:`~pyrua_ros.agent.loop.LoopOutcome`. ``mcp_token``: the bearer token of the MCP server
+        returns a :class:`~pyrua_ros.agent.runtimes.base.LoopOutcome`. ``mcp_token``: the bearer token of the MCP server
         at ``mcp_url`` (:attr:`ArmMcpServer.token`)."""
-        from pyrua_ros.agent.loop import LoopOutcome
-
         out = LoopOutcome()
         dead = DeadPort() if self.settings.network == "loopback" and self.settings.proxy is None else None
         proxy = self.settings.proxy or (dead.url if dead is not None else "")

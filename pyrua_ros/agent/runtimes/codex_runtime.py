@@ -30,8 +30,9 @@ import json
 import os
 import pathlib
 
+from pyrua_ros.agent.settings.model import v1_endpoint
+
 from .cli_agent import MCP_TOKEN_ENV, CliRuntime, base_environment
-from .settings import v1_endpoint
 
 SERVER = "pyrualean"
 WARNING_MARKERS = ("Model metadata for", "Defaulting to fallback metadata")

@@ -37,10 +37,11 @@ import re
 import time
 from collections.abc import Callable
 
+from pyrua_ros.agent.settings.model import NO_KEY_PLACEHOLDER, ModelSettings
+
 from .base import EventSink, ModelResponse, RuntimeFailure, ToolCall, Usage, UsageTotals
 from .context import ContextWindow
 from .qwen_xml import has_xml_call, param_types_of, parse_xml_calls, split_think
-from .settings import NO_KEY_PLACEHOLDER, ModelSettings
 
 CONTEXT_ERROR_MARKERS = ("context length", "context_length", "maximum context", "too long", "too many tokens",
                          "exceeds the model")

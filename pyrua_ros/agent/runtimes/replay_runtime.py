@@ -22,6 +22,8 @@ import re
 import time
 from collections.abc import Callable
 
+from pyrua_ros.agent.settings.schema import SettingError
+
 from .base import EventSink, ModelResponse, RuntimeFailure, ToolCall, Usage, UsageTotals
 from .tools import ARMS
 
@@ -154,3 +156,16 @@ class ReplayRuntime:
     def usage_totals(self) -> dict:
         """All zero (no model requests were made) plus ``replayed_responses``."""
         return {**UsageTotals().as_dict(), "replayed_responses": self._index}
+
+
+def replay_source(agent, episode) -> pathlib.Path:
+    """The replay runtime's source: ``--replay``, else the packaged example program of (suite, task)."""
+    if agent.replay is not None:
+        return pathlib.Path(agent.replay)
+    from pyrua_ros.examples import program_for
+
+    try:
+        return program_for(episode.suite, episode.task)
+    except ValueError as exc:
+        raise SettingError(f"{exc}; pass --replay FILE (a run directory or a run(robo) program) or --runtime "
+                           "openai") from None

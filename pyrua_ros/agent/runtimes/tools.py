@@ -8,9 +8,9 @@ says will not come back (state under ``pure``, camera images under ``none``/``on
 from __future__ import annotations
 
 from pyrua_ros.agent.kernel.policy import PREDEFINED_NAMES
-from pyrua_ros.agent.modes import CODE_ARMS as ARMS
-from pyrua_ros.agent.modes import FEEDBACK_MODES, FINISH_STATUSES
-from pyrua_ros.agent.modes import IMAGE_POLICIES as IMAGE_MODES
+from pyrua_ros.agent.settings.modes import CODE_ARMS as ARMS
+from pyrua_ros.agent.settings.modes import FEEDBACK_MODES, FINISH_STATUSES
+from pyrua_ros.agent.settings.modes import IMAGE_POLICIES as IMAGE_MODES
 from pyrua_ros.robo.libero import LiberoRobot
 
 _RETURNS = {
@@ -56,7 +56,7 @@ def tool_specs(arm: str, feedback: str, images: str, max_programs: int | None = 
 
     ``feedback`` (pure|rich) and ``images`` (on-motion|on-demand|none) shape the description of the code
     tool; ``max_programs`` (program arm) adds "You may call it at most N time(s)." The tools arm's specs are
-    generated from the live robot (``ArmToolkit.tool_specs``, :mod:`pyrua_ros.agent.primitive_tools`).
+    generated from the live robot (``ArmToolkit.tool_specs``, :mod:`pyrua_ros.agent.loop.primitive_tools`).
     """
     _check("arm", arm, ARMS)
     _check("feedback", feedback, FEEDBACK_MODES)

@@ -1,0 +1,1 @@
+"""What a run writes: typed records, the bag recorder, the video, the ROS publisher."""

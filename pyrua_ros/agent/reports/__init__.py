@@ -1,0 +1,1 @@
+"""Reading run directories back: tables, aggregates, paired comparisons, HTML reports."""

@@ -1,0 +1,89 @@
+"""``pyrualean summarize``: one row per episode and an aggregate over run directories (PYRUALEAN-CONTRACT.md 6.5).
+
+With the per-suite report as text, JSON, Markdown or HTML; what is read: :mod:`pyrua_ros.agent.reports.metrics`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pyrua_ros.agent.records.records import now_iso
+from pyrua_ros.agent.reports import report as report_mod
+from pyrua_ros.agent.reports.metrics import EpisodeMetrics, aggregate, format_table, load_metrics
+from pyrua_ros.agent.reports.report import suite_report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``summarize PATH... [--json] [--count-errors-as-failures] [--html F] [--markdown F] [--screenshot F]``."""
+    parser = argparse.ArgumentParser(prog="pyrualean summarize", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The summarize flags."""
+    parser.add_argument("paths", nargs="+",
+                        help="run directories (searched recursively, e.g. an eval's OUT), result.json files or "
+                             "metrics JSON files")
+    parser.add_argument("--json", action="store_true",
+                        help="print only JSON on stdout: the aggregate, the per-suite report and every episode")
+    parser.add_argument("--count-errors-as-failures", action="store_true",
+                        help="count infrastructure failures (boot_error, planner_error, error, killed) in the "
+                             "success rate, judged by the benchmark's check (default: shown apart, left out)")
+    parser.add_argument("--html", type=Path, default=None, metavar="FILE",
+                        help="also write a self-contained HTML report (tables + success-rate charts)")
+    parser.add_argument("--markdown", type=Path, default=None, metavar="FILE", help="also write a Markdown report")
+    parser.add_argument("--screenshot", type=Path, default=None, metavar="PNG",
+                        help="with --html: render the page in headless Chromium and save a PNG of it")
+    parser.add_argument("--title", default=None, help="report title (default: the paths given)")
+
+
+def summary_json(metrics: Sequence[EpisodeMetrics], *, count_errors_as_failures: bool = False) -> dict[str, Any]:
+    """What ``--json`` prints: the reference's aggregate keys, then ``count_errors_as_failures``,
+    ``infra_statuses``, ``overall`` and ``suites`` (see ``agent.report``) and ``runs`` (every EpisodeMetrics,
+    so the output is itself an input of ``compare`` and ``summarize``)."""
+    return {**aggregate(metrics), **suite_report(metrics, count_errors_as_failures=count_errors_as_failures),
+            "runs": [m.to_json() for m in metrics]}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute parsed summarize arguments; 0 on success, 2 when an input cannot be read or an output written."""
+    if args.screenshot is not None and args.html is None:
+        print("summarize: --screenshot needs --html FILE (the page to render)", file=sys.stderr)
+        return 2
+    try:
+        metrics = load_metrics(args.paths)
+    except (OSError, ValueError) as exc:
+        print(f"summarize: {exc}", file=sys.stderr)
+        return 2
+    summary = summary_json(metrics, count_errors_as_failures=args.count_errors_as_failures)
+    title = args.title or "pyrua_ros evaluation: " + ", ".join(str(p) for p in args.paths)
+    try:
+        if args.html is not None:
+            page = report_mod.html_report(summary, metrics, title, generated=f"Generated {now_iso()}.")
+            args.html.parent.mkdir(parents=True, exist_ok=True)
+            args.html.write_text(page, encoding="utf-8")
+        if args.markdown is not None:
+            args.markdown.parent.mkdir(parents=True, exist_ok=True)
+            args.markdown.write_text(report_mod.markdown_report(summary, metrics, title), encoding="utf-8")
+        if args.screenshot is not None:
+            report_mod.screenshot(args.html, args.screenshot)
+    except (OSError, RuntimeError) as exc:
+        print(f"summarize: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_table(metrics))
+        print()
+        print(report_mod.format_report(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

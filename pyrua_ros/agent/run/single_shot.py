@@ -1,0 +1,361 @@
+"""Single-shot mode (PYRUALEAN-CONTRACT.md 3.1 item 1, 6.3): ``generate`` a ``policy.py`` once, then ``run`` it once.
+
+``generate(GenerateConfig)`` renders the single-shot prompt (system + task card + the "no tools" sentence) for a
+``card.json``, sends it with the card images in ONE chat completion without tools (the ``openai`` runtime with
+``tools=[]``), and writes the largest fenced python block of the answer to ``policy.py``. Its directory holds
+``prompt.txt``, ``response.md``, ``openai_events.jsonl``, ``generation.json`` (:class:`GenerationRecord`, written
+also when the server fails or the answer has no code block, then with ``error``) and ``policy.py``.
+
+``run_policy(RunConfig)`` boots the robot exactly as ``play`` does (an :class:`~pyrua_ros.agent.run.episode.Episode`
+whose agent strategy is :class:`SingleShotAgent`), runs ``run(robo)`` exactly once in the sandboxed kernel under a
+wall-clock watchdog (no model, no feedback), judges with the benchmark's success check and writes ``result.json``
+(:class:`RunResult`), ``policy.py`` (copy), ``policy_output.txt``, ``prompt.txt``, the card, ``calls.jsonl`` and
+``workspace/``. The watchdog is two-fold: a timer stops the episode at ``timeout_s`` (a running motion ends with
+``EpisodeFinished("timeout")``, the backend command is cancelled) and the kernel interrupts, then kills, a program
+that is still running at ``timeout_s`` (a pure-Python loop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import pathlib
+import re
+import sys
+import threading
+import time
+from typing import Any
+
+from pyrua_ros.agent.records.records import (
+    SCHEMA,
+    SYSTEM,
+    TOKEN_KEYS,
+    CardRecord,
+    ErrorInfo,
+    PromptRecord,
+    _json_value,
+    now_iso,
+    write_json,
+)
+from pyrua_ros.agent.settings.config import GenerateConfig, RunConfig
+
+RUN_STATUSES = ("completed", "finished", "error", "timeout", "boot_error")
+MODES = ("per_cell", "transfer")
+PYTHON_TAGS = ("python", "py", "python3", "")
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
+
+
+# ---------------------------------------------------------------------------------------------- prompt
+
+
+def single_shot_prompt(robot: Any, card: CardRecord, *, card_dir: pathlib.Path | None, budget_s: float,
+                       transfer: bool = False, primitives: str = "full"):
+    """The single-shot prompt text (system + card + the no-tools sentence) and its PromptBundle; ``robot`` is the
+    ``robo`` class or a live instance, ``budget_s`` the run's wall-clock budget [s] told to the model."""
+    from pyrua_ros.agent.prompting.contract import NO_TOOLS_NOTE, PromptOptions
+    from pyrua_ros.agent.prompting.prompt import build_prompt
+
+    options = PromptOptions(arm="single-shot", primitives=primitives, budget_s=budget_s, transfer=transfer)
+    bundle = build_prompt(robot, card, options, card_dir=card_dir)
+    return bundle.text + NO_TOOLS_NOTE, bundle
+
+
+def extract_policy(text: str | None) -> str | None:
+    """The largest fenced code block tagged python (``python``, ``py``, ``python3`` or untagged) of ``text``; None
+    when there is none. Blocks tagged with another language (``bash``, ``json`` ...) are ignored."""
+    blocks = [m.group(3) for m in _FENCE.finditer(text or "") if m.group(2).lower() in PYTHON_TAGS]
+    blocks = [b for b in blocks if b.strip()]
+    return max(blocks, key=len) if blocks else None
+
+
+# ---------------------------------------------------------------------------------------------- generate
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationRecord:
+    """``generation.json`` (contract 6.3 ``generate`` directory). ``mode``: per_cell | transfer; ``card``
+    ``{suite, task, seed}``; ``images`` card image paths attached; ``wall_s`` seconds; ``returncode`` 0 when the
+    server answered, 1 when it did not; ``turns`` model responses (0 or 1); token totals under the reference's
+    names; ``policy`` path of ``policy.py`` (None without one), ``policy_lines``; ``error`` why no policy was
+    written (absent when one was). ``api_key_env`` is the variable's NAME, never the key."""
+
+    model: str
+    reasoning_effort: str | None
+    base_url: str
+    api_key_env: str | None
+    mode: str
+    card: dict[str, Any]
+    prompt_chars: int
+    images: tuple[str, ...]
+    started_at: str
+    wall_s: float
+    returncode: int
+    turns: int
+    input_tokens: int | None
+    cached_input_tokens: int | None
+    output_tokens: int | None
+    reasoning_output_tokens: int | None
+    total_tokens: int | None
+    policy: str | None
+    policy_lines: int
+    error: str | None = None
+    runtime: str = "openai"
+    finish_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        """Fields in order; ``error`` only when set."""
+        data = {f.name: _json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        if self.error is None:
+            data.pop("error")
+        return data
+
+
+def generate(cfg: GenerateConfig) -> GenerationRecord:
+    """Render, send once, extract; returns the record written to ``<out>/generation.json``.
+
+    The output directory is used as given (the front door applies the run-directory rules before)."""
+    from pyrua_ros.agent.runtimes.base import JsonlEventSink, RuntimeFailure
+    from pyrua_ros.agent.runtimes.openai_runtime import OpenAIRuntime
+    from pyrua_ros.robo.libero import robot_class
+
+    g, settings = cfg.generate, cfg.model
+    out = pathlib.Path(g.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    card_path = pathlib.Path(g.card)
+    card = CardRecord.read(card_path)
+    card_dir = card_path if card_path.is_dir() else card_path.parent
+    text, bundle = single_shot_prompt(robot_class(g.primitives), card, card_dir=card_dir, budget_s=g.budget_s,
+                                      transfer=g.transfer, primitives=g.primitives)
+    (out / "prompt.txt").write_text(text, encoding="utf-8")
+    images = [pathlib.Path(p).read_bytes() for p in bundle.images]
+    started_at, t0 = now_iso(), time.monotonic()
+    events = JsonlEventSink(out / "openai_events.jsonl")
+    response, error, usage = None, None, {}
+    try:
+        runtime = OpenAIRuntime(settings, tools=[], event_sink=events)   # one completion, no tools
+        runtime.start(text, images)
+        try:
+            response = runtime.respond(deadline=t0 + g.timeout_s)
+        finally:
+            usage = runtime.usage_totals()
+    except RuntimeFailure as exc:
+        error = f"the model server gave no answer: {exc}"
+    except ValueError as exc:   # e.g. --api-key-env names an unset variable
+        error = str(exc)
+    finally:
+        events.close()
+    policy_path, lines = None, 0
+    if response is not None:
+        (out / "response.md").write_text(response.content or "", encoding="utf-8")
+        code = extract_policy(response.content)
+        if code is None:
+            error = ("the answer holds no fenced python code block (```python ... ```); see response.md"
+                     + ("" if response.content else " (the answer was empty)"))
+        else:
+            policy_path = out / "policy.py"
+            policy_path.write_text(code if code.endswith("\n") else code + "\n", encoding="utf-8")
+            lines = len(code.splitlines())
+    record = GenerationRecord(
+        model=settings.model, reasoning_effort=settings.reasoning, base_url=settings.endpoint(),
+        api_key_env=settings.api_key_env, mode="transfer" if g.transfer else "per_cell",
+        card={"suite": card.suite, "task": card.task, "seed": card.seed}, prompt_chars=len(text),
+        images=tuple(str(p) for p in bundle.images), started_at=started_at,
+        wall_s=round(time.monotonic() - t0, 3), returncode=0 if response is not None else 1,
+        turns=1 if response is not None else 0,
+        **{k: usage.get(k) for k in TOKEN_KEYS},
+        policy=str(policy_path) if policy_path else None, policy_lines=lines, error=error,
+        finish_reason=response.finish_reason if response is not None else None)
+    write_json(out / "generation.json", record.to_json())
+    return record
+
+
+# ---------------------------------------------------------------------------------------------- run
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyRecord:
+    """``policy``: path of the file that was run, its SHA-256, size in bytes and the kernel's static audit flags."""
+
+    path: str
+    sha256: str
+    bytes: int
+    sandbox_flags: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256, "bytes": self.bytes,
+                "sandbox_flags": list(self.sandbox_flags)}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """Single-shot ``result.json`` (``pyrualean-episode-v2``, contract 6.3). ``status``: completed (``run``
+    returned), finished (``EpisodeFinished``, ``reason`` e.g. terminated), error (``reason`` load | exception),
+    timeout, boot_error. ``environment_success`` is the benchmark check, never the program's claim. Times [s];
+    ``timeout_s`` the watchdog. ``host`` ``{python, cuda_device, libero_type, boot_options, rpent_root, sandbox}``;
+    ``generation`` the attached ``generation.json`` (or None)."""
+
+    backend: str
+    robot: str
+    suite: str
+    task: int | str
+    seed: int
+    task_language: str | None
+    policy: PolicyRecord
+    environment_success: bool
+    status: str
+    reason: str | None
+    error: ErrorInfo | None
+    calls: int
+    stateful_calls: int
+    env_steps: int
+    env_steps_total: int | None
+    policy_wall_s: float | None
+    startup_s: float | None
+    total_wall_s: float | None
+    timeout_s: float
+    max_episode_steps: int
+    prompt: PromptRecord | None
+    host: dict[str, Any]
+    created_at: str
+    notes: tuple[str, ...]
+    generation: dict[str, Any] | None
+    state_digest: dict[str, Any] | None = None
+    schema: str = SCHEMA
+    system: str = SYSTEM
+
+    def __post_init__(self) -> None:
+        if self.status not in RUN_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}; got {self.status!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The key order of contract 6.3 (schema and system first)."""
+        data: dict[str, Any] = {"schema": self.schema, "system": self.system}
+        for field in dataclasses.fields(self):
+            if field.name not in ("schema", "system"):
+                data[field.name] = _json_value(getattr(self, field.name))
+        return data
+
+
+def error_from_text(text: str) -> ErrorInfo:
+    """``{type, message, traceback}`` from a kernel exception text (a traceback whose last line is ``Type: msg``)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else "Error"
+    head, sep, message = last.partition(":")
+    kind = head.strip() if sep and re.fullmatch(r"[A-Za-z_][\w.]*", head.strip()) else "Error"
+    return ErrorInfo(type=kind.rsplit(".", 1)[-1], message=message.strip() if sep else last, traceback=text)
+
+
+class SingleShotAgent:
+    """The single-shot arm as an agent strategy: ``run(robo)`` of ``policy.py`` once in the sandboxed kernel under
+    a watchdog, no model; boot, card, verdict and shutdown are the episode's."""
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+        self.policy_record: PolicyRecord | None = None
+        self.program = None
+        self.kernel = None
+        self.generation: dict[str, Any] | None = None
+
+    def _load_generation(self, ep) -> dict[str, Any] | None:
+        single = self.cfg.single
+        path = single.generation or pathlib.Path(single.policy).resolve().parent / "generation.json"
+        if not pathlib.Path(path).is_file():
+            return None
+        try:
+            data = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            ep.notes.append(f"generation.json at {path} could not be read: {exc}")
+            return None
+        return data if isinstance(data, dict) else None
+
+    def start(self, ep) -> None:
+        self.generation = self._load_generation(ep)
+        source = pathlib.Path(self.cfg.single.policy).resolve()
+        code = source.read_bytes()
+        if source != (ep.out / "policy.py").resolve():
+            (ep.out / "policy.py").write_bytes(code)
+        (ep.workspace / "policy.py").write_bytes(code)
+        self.policy_record = PolicyRecord(path=str(source), sha256=hashlib.sha256(code).hexdigest(), bytes=len(code))
+        ep.phase("prompt", "single shot: the prompt the policy's author saw is kept as prompt.txt")
+        text, bundle = single_shot_prompt(ep.robot.robo, ep.card, card_dir=ep.out, budget_s=self.cfg.timeout_s,
+                                          primitives=ep.settings.primitive_set)
+        (ep.out / "prompt.txt").write_text(text, encoding="utf-8")
+        ep.prompt = PromptRecord(len(text), hashlib.sha256(text.encode("utf-8")).hexdigest(), tuple(bundle.images))
+        self.kernel = ep.open_kernel(self.cfg.sandbox)
+
+    def run(self, ep) -> None:
+        """Run ``run(robo)`` once under the watchdog; map the program outcome to status and reason."""
+        timeout_s = self.cfg.timeout_s
+        ep.phase("agent", f"run(robo) of {self.cfg.single.policy} once; watchdog {timeout_s:g} s")
+        watchdog = threading.Timer(timeout_s, ep.robot.stop, args=("timeout",))
+        watchdog.daemon = True
+        started = time.monotonic()
+        watchdog.start()
+        try:
+            self.program = self.kernel.run_program(path="policy.py", timeout_s=timeout_s)
+        finally:
+            watchdog.cancel()
+            ep.policy_wall_s = round(time.monotonic() - started, 3)
+        outcome = self.program
+        self.policy_record = dataclasses.replace(self.policy_record, sandbox_flags=tuple(outcome.sandbox_flags))
+        output = outcome.stdout + (("\n--- stderr ---\n" + outcome.stderr) if outcome.stderr else "")
+        ep.records.write_text("policy_output.txt", output)
+        timed_out = outcome.status == "timeout" or ep.robot.stop_reason == "timeout"
+        if timed_out:
+            ep.status, ep.reason = "timeout", "timeout"
+            ep.notes.append(f"the program ran past its {timeout_s:g} s wall-clock budget and was stopped")
+            ep.error = ErrorInfo(type="TimeoutError", message=f"run(robo) ran past its {timeout_s:g} s watchdog",
+                                 traceback=outcome.exception)
+        elif outcome.status == "error":
+            text = outcome.exception or "Error: the program failed"
+            ep.status = "error"
+            ep.reason = "load" if outcome.refused or text.startswith("PolicyLoadError") else "exception"
+            ep.error = error_from_text(text)
+        elif outcome.status == "finished":
+            ep.status, ep.reason = "finished", outcome.reason
+        else:
+            ep.status, ep.reason = "completed", "returned"
+        if outcome.restarted:
+            ep.notes.append("the kernel process was killed and restarted after the program")
+
+    def close(self, ep) -> None:
+        if self.kernel is not None:
+            self.kernel.close()   # no tool turns, transcript or last message in a single shot
+
+    def result(self, ep, placeholder: bool = False) -> RunResult:
+        cfg, e = self.cfg, ep.settings
+        calls = ep.calls_for_result()
+        status, reason = ep.status, ep.reason
+        if placeholder:
+            status, reason = "error", ("killed: the single-shot host started but did not finish (this placeholder "
+                                       "is replaced when the run ends)")
+        host = {"python": sys.executable, "cuda_device": cfg.compat.cuda_device,
+                "libero_type": cfg.compat.libero_type, "boot_options": cfg.boot_options(),
+                "rpent_root": cfg.compat.rpent_root, "sandbox": ep.sandbox_description()}
+        policy = self.policy_record or PolicyRecord(str(cfg.single.policy), "", 0)
+        return RunResult(
+            backend="ros2", robot=e.robot, suite=e.suite, task=e.task, seed=e.seed,
+            task_language=ep.task_language, policy=policy, environment_success=bool(ep.environment_success),
+            status=status, reason=reason, error=ep.error,
+            calls=len(calls), stateful_calls=sum(1 for r in calls if r.stateful),
+            env_steps=sum(r.env_steps for r in calls), env_steps_total=ep.env_steps_total,
+            policy_wall_s=ep.policy_wall_s, startup_s=ep.startup_s,
+            total_wall_s=round(time.monotonic() - ep.t0, 3), timeout_s=cfg.timeout_s,
+            max_episode_steps=e.max_episode_steps, prompt=ep.prompt, host=host, created_at=now_iso(),
+            notes=ep.final_notes(placeholder), generation=self.generation,
+            state_digest=None if placeholder else ep.state_digest)
+
+
+def run_policy(cfg: RunConfig, *, progress=None, host=None) -> RunResult:
+    """Run one single-shot episode; the result is also written to ``<out>/result.json``."""
+    from pyrua_ros.agent.run.episode import Episode, default_out
+
+    out = cfg.out or default_out(cfg.episode, "single")
+    episode = Episode(cfg.episode, SingleShotAgent(cfg), out=out, output=cfg.output, compat=cfg.compat, host=host,
+                      progress=progress)
+    return episode.run()

@@ -1,0 +1,28 @@
+"""The agent's mode vocabularies, defined once. Everything that validates a mode string imports it from here.
+
+The primitive sets belong to the robot (``pyrua_ros.robo.libero``) and are re-exported.
+"""
+
+from pyrua_ros.robo.libero import PRIMITIVE_SETS
+
+ARMS = ("cells", "program", "tools")             # play arms; the prompt also knows "single-shot"
+CODE_ARMS = ("cells", "program")                 # arms whose tool runs model-written code in the kernel
+PROMPT_ARMS = (*ARMS, "single-shot")
+IMAGE_POLICIES = ("on-motion", "on-demand", "none")
+FEEDBACK_MODES = ("pure", "rich")
+RICH_CALL_LIMIT = 40                              # rich feedback lists at most this many robot calls
+RUNTIMES = ("openai", "replay", "codex", "claude")   # play's --runtime
+CLI_RUNTIMES = ("codex", "claude")               # runtimes that drive a coding-agent CLI over MCP
+MCP_RUNTIME = "mcp"                              # recorded by pyrua-ros mcp: an outside MCP client decides
+ROBOTS = ("libero",)
+DRIVERS = ("sim", "fake", "external")
+CLOCK_MODES = ("lockstep", "realtime")
+TOOL_CHOICES = ("auto", "required", "none")
+FINISH_STATUSES = ("success", "failure", "stuck")
+PLAY_STATUSES = ("completed", "timeout", "call_budget", "planner_error", "error", "boot_error")
+BUDGET_MODES = ("calls", "wall")
+PROGRESS_MODES = ("auto", "rich", "plain", "off")
+
+__all__ = ["ARMS", "BUDGET_MODES", "CLI_RUNTIMES", "CLOCK_MODES", "CODE_ARMS", "DRIVERS", "FEEDBACK_MODES",
+           "FINISH_STATUSES", "IMAGE_POLICIES", "MCP_RUNTIME", "PLAY_STATUSES", "PRIMITIVE_SETS", "PROGRESS_MODES",
+           "PROMPT_ARMS", "ROBOTS", "RUNTIMES", "TOOL_CHOICES"]
