@@ -175,8 +175,9 @@ def test_example_program_solves_its_task(suite, task, tmp_path, sim_driver, rend
     assert used <= {"view_env_state", "segment", "artifact", "move_to", "move_pose", "set_gripper", "release"}, used
     assert report["capture_renders"] >= 2, "at least the two step-0 card images were rendered on request"
     # the recording holds stream frames of both cameras, rendered off the control path: at most the camera rate
-    # (2 Hz of sim time: frames at least 0.5 s apart; more where the renderer dropped one), in order, never past
-    # the episode's end; the video has the agentview ones
+    # (2 Hz of sim time: frames at least 0.5 s apart, more where the renderer dropped one; one more frame where
+    # the driver saw the recorder's subscription late, under load, and rendered the state then), in order, never
+    # past the episode's end; the video has the agentview ones
     import imageio_ffmpeg
 
     from pyrua_ros.agent.records.video import HOLD_S
@@ -185,7 +186,8 @@ def test_example_program_solves_its_task(suite, task, tmp_path, sim_driver, rend
     final_t = t0 + saved["env_steps_total"] * NAMES.robot.control_period_s
     for camera, stamps in streams.items():
         assert stamps, f"no {camera} stream frame recorded"
-        assert all(b - a >= 0.5 - 1e-6 for a, b in itertools.pairwise(stamps)), stamps
+        assert all(b > a for a, b in itertools.pairwise(stamps)), stamps
+        assert sum(b - a < 0.5 - 1e-6 for a, b in itertools.pairwise(stamps)) <= 1, stamps
         assert t0 - 1e-6 <= stamps[0] and stamps[-1] <= final_t + 1e-6, (t0, stamps, final_t)
         assert final_t - stamps[-1] < 0.5 + 1e-6, (stamps, final_t)   # the backlog landed before the bag closed
     # the video plays in real time: from the card view (step 0) to the final state, then that state held for

@@ -45,6 +45,7 @@ from pyrua_ros.robo.backend import (
 )
 
 _instance_counter = itertools.count(1)
+RESEND_AFTER_S = 5.0   # [s] an idempotent service request unanswered this long is sent again (see _call)
 # A driver that declares no osc_action_scale is taken to track twists exactly: PyRUA-Lean's rotation command
 # (error / 0.1 rad per unit action) then becomes the error itself per step.
 DEFAULT_OSC_ACTION_SCALE = (0.05, 0.1)
@@ -313,13 +314,22 @@ class RosBackend:
         st = self.status()
         return "estop" if st.estop else "terminated" if st.terminated else "truncated" if st.truncated else "refused"
 
-    def _call(self, client, request, what: str, timeout: float, *, server_wait: float | None = None):
+    def _call(self, client, request, what: str, timeout: float, *, server_wait: float | None = None,
+              resend_after_s: float | None = None):
+        """Call a service and return its answer. ``resend_after_s`` (idempotent requests only): send the request
+        again while no answer came for that long. A server that has not yet matched this client's response reader
+        (discovery, slow under load) drops its answer ("failed to send response"), so the first request of a
+        fresh client can go unanswered; a resend after discovery is answered."""
         self._wait_service(client, what, server_wait)
-        future = client.call_async(request)
-        if not self._done_within(future, self._within_deadline(timeout)):
-            self._check_deadline(what)
-            raise BackendTimeout(f"{what}: no answer after {timeout} s")
-        return future.result()
+        deadline = time.monotonic() + self._within_deadline(timeout)
+        while True:
+            future = client.call_async(request)
+            left = deadline - time.monotonic()
+            if self._done_within(future, left if resend_after_s is None else min(resend_after_s, left)):
+                return future.result()
+            if time.monotonic() >= deadline:
+                self._check_deadline(what)
+                raise BackendTimeout(f"{what}: no answer after {timeout} s")
 
     def _require(self, latest: _Latest, what: str, pred=lambda _v: True, timeout: float | None = None):
         value = latest.wait(pred, self._timeouts.server_wait_s if timeout is None else timeout)
@@ -356,8 +366,10 @@ class RosBackend:
         # The driver may still be booting (a sim node builds LIBERO before it spins, ~15-60 s on a loaded
         # machine): its parameter service exists early but answers only once it spins, so the first call of an
         # episode gets the reset deadline, not the server-wait one.
+        # Setting the same parameters twice is harmless: a lost answer (see _call) is asked for again, and once
+        # this exchange went through, discovery has matched this client on the driver's side for the reset too.
         res = self._call(self._set_params, req, f"{self.names.sim.node}/set_parameters_atomically",
-                         self._timeouts.reset_s, server_wait=self._timeouts.reset_s)
+                         self._timeouts.reset_s, server_wait=self._timeouts.reset_s, resend_after_s=RESEND_AFTER_S)
         if not res.result.successful:
             raise ValueError(res.result.reason)
         answer = self._call(self._reset, self._trigger_type.Request(), self.names.sim.reset, self._timeouts.reset_s)
@@ -381,7 +393,8 @@ class RosBackend:
             self._osc_scale = DEFAULT_OSC_ACTION_SCALE
             with contextlib.suppress(BackendTimeout):
                 answer = self._call(self._get_params, self._get_params_type.Request(names=["osc_action_scale"]),
-                                    f"{self.names.sim.node}/get_parameters", self._timeouts.server_wait_s)
+                                    f"{self.names.sim.node}/get_parameters", self._timeouts.server_wait_s,
+                                    resend_after_s=RESEND_AFTER_S)
                 values = list(answer.values[0].double_array_value) if answer.values else []
                 if len(values) == 2 and min(values) > 0:
                     self._osc_scale = (float(values[0]), float(values[1]))
