@@ -570,17 +570,20 @@ def test_run_program_reads_the_file_it_checked_never_a_link(bare_kernel):
 # and hunts for the API key. None of it may count: the e-stop stays latched, the forged success is not believed,
 # the key is in no request body and no record, and the records are whole.
 
-def _forge_status(client, stop) -> None:
-    """Publish a success status on the episode-status topic from a node that is not the driver, until ``stop``."""
+def _forge_status(client, stop, matched: list) -> None:
+    """Publish a success status on the episode-status topic from a node that is not the driver, until ``stop``;
+    ``matched`` gets the forging publisher (its matched subscriptions tell who can hear it)."""
     from std_msgs.msg import String
 
     from pyrua_ros.driver import qos
     from pyrua_ros.driver.interfaces import load
 
     pub = client.node.create_publisher(String, load().sim.episode_status, qos.LATCHED)
+    matched.append(pub)
     forged = {"episode_id": 1, "suite": "fake_table", "task": 0, "seed": 0, "task_language": "FORGED", "step": 5,
               "sim_time": 0.25, "success": True, "terminated": True, "truncated": False, "max_episode_steps": 10000,
-              "object_names": [], "clock_mode": "lockstep", "estop": False, "gripper_opening": 0.08}
+              "object_names": [], "clock_mode": "lockstep", "estop": False, "gripper_opening": 0.08,
+              "gripper_target": 0.08, "state_digest": "0" * 16}
     while not stop.is_set():
         pub.publish(String(data=json.dumps(forged)))
         stop.wait(0.1)
@@ -657,10 +660,15 @@ def test_a_hostile_episode_cannot_forge_success_release_the_estop_or_leak_the_ke
             with ros_client("forger") as forging_node:
                 # the forger starts while the first turn is still waiting for its reply (4 s), so the episode's
                 # backend has discovered it before the hostile cell runs
-                forger = threading.Thread(target=_forge_status, args=(forging_node, stop), daemon=True)
+                matched: list = []
+                forger = threading.Thread(target=_forge_status, args=(forging_node, stop, matched), daemon=True)
                 forger.start()
                 assert any(latch() for _ in range(120)), "the driver never confirmed the operator's e-stop"
-                time.sleep(2.0)   # the forger's status reaches the episode's backend (discovery) before the cells
+                # the forger's status reaches the episode's backend before the cells: its publisher has matched
+                # the operator's subscription and the episode's (backend; recorder), however slow discovery is
+                assert spin_until(lambda: matched and matched[0].get_subscription_count() >= 2, 60.0), \
+                    matched and matched[0].get_subscription_count()
+                time.sleep(0.5)
                 latched_and_forging.set()
                 _stdout, stderr = proc.communicate(timeout=240)
                 stop.set()

@@ -219,6 +219,9 @@ def robo_session(report: Report, backend, prompt: str) -> None:
     report.data["ledger"] = [r.tool for r in host.ledger.records]
 
 
+EPISODE_STEPS = 10000   # control steps of the one episode every check shares
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=pathlib.Path, required=True)
@@ -237,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     report.data["distro"] = ros_distro()
     backend = RosBackend()
     try:
-        status = backend.reset(args.suite, args.task, 0, 300)
+        # one episode serves every check below, the conformance kit's too: steps enough that none is truncated
+        status = backend.reset(args.suite, args.task, 0, EPISODE_STEPS)
         report.put("reset", status.step == 0, {"episode_id": status.episode_id, "task": status.task_language})
         latched_topics(report, backend)
         robo_session(report, backend, args.prompt)
