@@ -18,6 +18,7 @@ from pyrua_ros.fake_arm.episode import FakeEpisode
 from pyrua_ros.fake_arm.scene import back_project, render
 
 NAMES = load()
+WAIT = 60.0   # [s] for a latched message to a new subscription: discovery, slow beside busy loops
 
 
 # ----- pure cores -----
@@ -226,18 +227,18 @@ def test_capture_back_projects_the_cube(arm):
     meta = json.loads(resp.message)
     assert resp.success and meta["camera"] == cam and meta["resolution"] == res
     assert arm.call(Trigger, NAMES.sim.segmentation_service(cam, res)).success
-    color = arm.c.latest(Image, topics["color"], 10.0, qos=qos.LATCHED)
-    depth = arm.c.latest(Image, topics["depth"], 10.0, qos=qos.LATCHED)
-    seg = arm.c.latest(Image, topics["segmentation"], 10.0, qos=qos.LATCHED)
-    info = arm.c.latest(CameraInfo, topics["camera_info"], 10.0, qos=qos.LATCHED)
+    color = arm.c.latest(Image, topics["color"], WAIT, qos=qos.LATCHED)
+    depth = arm.c.latest(Image, topics["depth"], WAIT, qos=qos.LATCHED)
+    seg = arm.c.latest(Image, topics["segmentation"], WAIT, qos=qos.LATCHED)
+    info = arm.c.latest(CameraInfo, topics["camera_info"], WAIT, qos=qos.LATCHED)
     from std_msgs.msg import String
 
-    labels = json.loads(arm.c.latest(String, NAMES.sim.segmentation_labels, 10.0, qos=qos.LATCHED).data)
+    labels = json.loads(arm.c.latest(String, NAMES.sim.segmentation_labels, WAIT, qos=qos.LATCHED).data)
     assert (color.encoding, depth.encoding, seg.encoding) == ("rgb8", "32FC1", "32SC1")
     frame = NAMES.frames.optical(cam)
     assert color.header.frame_id == depth.header.frame_id == info.header.frame_id == frame
     assert [color.header.stamp.sec, color.header.stamp.nanosec] == meta["stamp"]
-    static = arm.c.latest(TFMessage, NAMES.driver.tf_static, 10.0, qos=qos.TF_STATIC)
+    static = arm.c.latest(TFMessage, NAMES.driver.tf_static, WAIT, qos=qos.TF_STATIC)
     tf = next(t for t in static.transforms if t.child_frame_id == frame)
     assert tf.header.frame_id == NAMES.frames.world
     T = convert.transform_to_matrix(tf.transform)
@@ -261,7 +262,7 @@ def _capture_depth(arm, after_step: int) -> np.ndarray:
     topic = NAMES.sim.capture_topics("agentview", "low")["depth"]
     meta = json.loads(arm.call(Trigger, NAMES.sim.capture_service("agentview", "low")).message)
     assert meta["step"] == after_step
-    msg = arm.c.latest(Image, topic, 10.0, qos=qos.LATCHED,
+    msg = arm.c.latest(Image, topic, WAIT, qos=qos.LATCHED,
                        predicate=lambda m: [m.header.stamp.sec, m.header.stamp.nanosec] == meta["stamp"])
     return convert.image_to_numpy(msg).copy()
 

@@ -15,7 +15,7 @@ from pyrua_ros.testing import NodeProcess, RosClient, spin_until
 NAMES = load()
 D, S, F = NAMES.driver, NAMES.sim, NAMES.frames
 ARM = list(NAMES.robot.arm_joints)
-WAIT = 20.0
+WAIT = 60.0   # [s] an upper bound for what normally takes well under a second (generous: CI beside busy loops)
 
 
 class SimClient:
