@@ -145,6 +145,7 @@ class Arm:
             self.pose_ev.notify_all()
 
     def call(self, srv_type, name, request=None, timeout=15.0):
+        """One request from a fresh client, sent once (a reset must not be repeated)."""
         cli = self.node.create_client(srv_type, name)
         try:
             assert cli.wait_for_service(timeout_sec=timeout), f"no service {name}"
@@ -163,7 +164,7 @@ class Arm:
                 val = (ParameterValue(type=ParameterType.PARAMETER_INTEGER, integer_value=v) if isinstance(v, int)
                        else ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=v))
                 req.parameters.append(Parameter(name=k, value=val))
-            res = self.call(SetParametersAtomically, f"{NAMES.sim.node}/set_parameters_atomically", req)
+            res = self.c.call(SetParametersAtomically, f"{NAMES.sim.node}/set_parameters_atomically", req, 15.0)
             if not res.result.successful:
                 return {"refused": res.result.reason}
         resp = self.call(Trigger, NAMES.sim.reset)
@@ -223,10 +224,10 @@ def test_capture_back_projects_the_cube(arm):
     arm.reset(task=0, seed=0)
     cam, res = "agentview", "low"
     topics = NAMES.sim.capture_topics(cam, res)
-    resp = arm.call(Trigger, NAMES.sim.capture_service(cam, res))
+    resp = arm.c.call(Trigger, NAMES.sim.capture_service(cam, res), timeout=15.0)
     meta = json.loads(resp.message)
     assert resp.success and meta["camera"] == cam and meta["resolution"] == res
-    assert arm.call(Trigger, NAMES.sim.segmentation_service(cam, res)).success
+    assert arm.c.call(Trigger, NAMES.sim.segmentation_service(cam, res), timeout=15.0).success
     color = arm.c.latest(Image, topics["color"], WAIT, qos=qos.LATCHED)
     depth = arm.c.latest(Image, topics["depth"], WAIT, qos=qos.LATCHED)
     seg = arm.c.latest(Image, topics["segmentation"], WAIT, qos=qos.LATCHED)
@@ -260,7 +261,7 @@ def _capture_depth(arm, after_step: int) -> np.ndarray:
     from pyrua_ros.driver import convert, qos
 
     topic = NAMES.sim.capture_topics("agentview", "low")["depth"]
-    meta = json.loads(arm.call(Trigger, NAMES.sim.capture_service("agentview", "low")).message)
+    meta = json.loads(arm.c.call(Trigger, NAMES.sim.capture_service("agentview", "low"), timeout=15.0).message)
     assert meta["step"] == after_step
     msg = arm.c.latest(Image, topic, WAIT, qos=qos.LATCHED,
                        predicate=lambda m: [m.header.stamp.sec, m.header.stamp.nanosec] == meta["stamp"])

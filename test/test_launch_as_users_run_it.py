@@ -50,13 +50,8 @@ def get_parameters(client, node: str, names: list[str], timeout: float = 60.0) -
     from rcl_interfaces.srv import GetParameters
     from rclpy.parameter import parameter_value_to_python
 
-    cli = client.node.create_client(GetParameters, f"{node}/get_parameters")
-    try:
-        assert cli.wait_for_service(timeout_sec=timeout), f"no {node}/get_parameters"
-        resp = client.wait_future(cli.call_async(GetParameters.Request(names=names)), timeout)
-        return {n: parameter_value_to_python(v) for n, v in zip(names, resp.values)}
-    finally:
-        client.node.destroy_client(cli)
+    resp = client.call(GetParameters, f"{node}/get_parameters", GetParameters.Request(names=names), timeout)
+    return {n: parameter_value_to_python(v) for n, v in zip(names, resp.values)}
 
 
 def test_two_namespaced_robots_each_with_its_agent_complete_their_episodes(ros_client, tmp_path):

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from pyrua_ros.driver.goal_client import call_answered
 from pyrua_ros.driver.interfaces import load
 from pyrua_ros.testing import NodeProcess, RosClient, spin_until
 
@@ -126,7 +127,9 @@ class SimClient:
 
         req = SetParametersAtomically.Request(parameters=[Parameter(k, value=v).to_parameter_msg()
                                                           for k, v in values.items()])
-        return self.c.wait_future(self.params_cli.call_async(req), WAIT).result
+        answer = call_answered(self.params_cli, req, WAIT)   # resent while unanswered: parameter sets are idempotent
+        assert answer is not None, "set_parameters_atomically: no answer"
+        return answer.result
 
     def send_goal(self, action_client, goal, feedback=None, accepted=True):
         handle = self.c.wait_future(action_client.send_goal_async(goal, feedback_callback=feedback), WAIT)
@@ -320,9 +323,7 @@ def test_capture_publishes_images_with_the_stamp_of_the_response(sim):
 
     t0 = sim.reset()["sim_time"]
     sim.twist((0, 0, 0.1))
-    cli = sim.c.node.create_client(Trigger, S.capture_service("agentview", "low"))
-    assert cli.wait_for_service(timeout_sec=WAIT)
-    resp = sim.c.wait_future(cli.call_async(Trigger.Request()), NAMES.timeouts.capture_s)
+    resp = sim.c.call(Trigger, S.capture_service("agentview", "low"), timeout=WAIT)
     assert resp.success, resp.message
     meta = json.loads(resp.message)
     near, far = meta.pop("depth_near"), meta.pop("depth_far")   # the depth camera's range (camera_meta reports it)
@@ -353,11 +354,9 @@ def test_capture_step_renders_a_past_step_once(sim):
         sim.twist((0, 0, 0.1))
     refused = sim.set_params(capture_step=5)
     assert not refused.successful and "0..2" in refused.reason
-    cli = sim.c.node.create_client(Trigger, S.capture_service("wrist", "low"))
-    assert cli.wait_for_service(timeout_sec=WAIT)
 
     def capture() -> dict:
-        resp = sim.c.wait_future(cli.call_async(Trigger.Request()), NAMES.timeouts.capture_s)
+        resp = sim.c.call(Trigger, S.capture_service("wrist", "low"), timeout=WAIT)
         assert resp.success, resp.message
         return json.loads(resp.message)
 
@@ -379,9 +378,7 @@ def test_segmentation_and_labels(sim):
     from pyrua_ros.driver.convert import image_to_numpy
 
     sim.reset()
-    cli = sim.c.node.create_client(Trigger, S.segmentation_service("agentview", "low"))
-    assert cli.wait_for_service(timeout_sec=WAIT)
-    resp = sim.c.wait_future(cli.call_async(Trigger.Request()), NAMES.timeouts.capture_s)
+    resp = sim.c.call(Trigger, S.segmentation_service("agentview", "low"), timeout=WAIT)
     assert resp.success, resp.message
     meta = json.loads(resp.message)
     seg = sim.c.latest(Image, S.capture_topics("agentview", "low")["segmentation"], WAIT, qos.LATCHED)
@@ -447,21 +444,16 @@ def _capture(sim, camera: str, resolution: str) -> dict:
     from pyrua_ros.driver import qos
     from pyrua_ros.driver.convert import image_to_numpy
 
-    cli = sim.c.node.create_client(Trigger, S.capture_service(camera, resolution))
-    try:
-        assert cli.wait_for_service(timeout_sec=WAIT)
-        resp = sim.c.wait_future(cli.call_async(Trigger.Request()), NAMES.timeouts.capture_s)
-        assert resp.success, resp.message
-        stamp = json.loads(resp.message)["stamp"]
-        topics = S.capture_topics(camera, resolution)
-        out = {"stamp": stamp}
-        for kind in ("color", "depth"):
-            msg = sim.c.latest(Image, topics[kind], WAIT, qos.LATCHED,
-                               predicate=lambda m: [m.header.stamp.sec, m.header.stamp.nanosec] == stamp)
-            out[kind] = image_to_numpy(msg)
-        return out
-    finally:
-        sim.c.node.destroy_client(cli)
+    resp = sim.c.call(Trigger, S.capture_service(camera, resolution), timeout=WAIT)
+    assert resp.success, resp.message
+    stamp = json.loads(resp.message)["stamp"]
+    topics = S.capture_topics(camera, resolution)
+    out = {"stamp": stamp}
+    for kind in ("color", "depth"):
+        msg = sim.c.latest(Image, topics[kind], WAIT, qos.LATCHED,
+                           predicate=lambda m: [m.header.stamp.sec, m.header.stamp.nanosec] == stamp)
+        out[kind] = image_to_numpy(msg)
+    return out
 
 
 def test_realtime_mode_holds_the_last_twist_then_stops():

@@ -490,7 +490,8 @@ def check_sim_interfaces(probe: Probe, skip_sim: bool) -> list[Row]:
         got: list = []
         sub = probe.node.create_subscription(Image, topic, got.append, qos.LATCHED)
         try:
-            answer = probe.call(Trigger, service, Trigger.Request(), probe.names.timeouts.capture_s)
+            answer = probe.call(Trigger, service, Trigger.Request(), probe.names.timeouts.capture_s,
+                                idempotent=True)
             stamp = json.loads(answer.message).get("stamp") if answer.success else None
             ok = answer.success and probe.wait_graph(
                 lambda got=got, stamp=stamp: any([m.header.stamp.sec, m.header.stamp.nanosec] == stamp for m in got),

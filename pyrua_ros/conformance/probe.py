@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pyrua_ros.driver.goal_client import call_answered
 from pyrua_ros.driver.interfaces import Interfaces, load
 
 
@@ -133,12 +134,19 @@ class Probe:
             raise TimeoutError(f"no answer within {timeout} s")
         return future.result()
 
-    def call(self, srv_type, name: str, request, timeout: float):
+    def call(self, srv_type, name: str, request, timeout: float, *, idempotent: bool = False):
+        """One service call from a fresh client. An ``idempotent`` request (a capture) is resent while unanswered:
+        a server that has not matched this fresh client yet drops its answer; a reset is never sent twice."""
         client = self.node.create_client(srv_type, name)
         try:
             if not client.wait_for_service(timeout_sec=min(timeout, 10.0)):
                 raise TimeoutError(f"no {self.resolve(name)} service")
-            return self.wait_future(client.call_async(request), timeout)
+            if not idempotent:
+                return self.wait_future(client.call_async(request), timeout)
+            answer = call_answered(client, request, timeout)
+            if answer is None:
+                raise TimeoutError(f"no answer within {timeout} s")
+            return answer
         finally:
             self.node.destroy_client(client)
 

@@ -123,6 +123,22 @@ class RosClient:
             raise TimeoutError(f"future not done after {timeout} s")
         return future.result()
 
+    def call(self, srv_type, name: str, request=None, timeout: float = 60.0):
+        """Call an idempotent service (parameters, captures) as a fresh client and return its answer; the request
+        is resent while unanswered, since a server that has not matched this client yet drops its answer."""
+        from pyrua_ros.driver.goal_client import call_answered
+
+        cli = self.node.create_client(srv_type, name)
+        try:
+            if not cli.wait_for_service(timeout_sec=timeout):
+                raise TimeoutError(f"no service {name} within {timeout} s")
+            answer = call_answered(cli, request if request is not None else srv_type.Request(), timeout)
+            if answer is None:
+                raise TimeoutError(f"{name}: no answer within {timeout} s")
+            return answer
+        finally:
+            self.node.destroy_client(cli)
+
     def latest(self, msg_type, topic: str, timeout: float, qos=10, predicate=None):
         """Subscribe, return the first message (matching ``predicate``) within ``timeout``, unsubscribe."""
         got: list = []
