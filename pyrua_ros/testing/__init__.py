@@ -139,8 +139,15 @@ class RosClient:
         finally:
             self.node.destroy_client(cli)
 
-    def latest(self, msg_type, topic: str, timeout: float, qos=10, predicate=None):
-        """Subscribe, return the first message (matching ``predicate``) within ``timeout``, unsubscribe."""
+    def latest(self, msg_type, topic: str, timeout: float, qos=10, predicate=None, *, resubscribe_s: float = 5.0):
+        """Subscribe, return the first message (matching ``predicate``) within ``timeout``, unsubscribe.
+
+        A latched (transient-local) topic is subscribed again every ``resubscribe_s`` s while nothing came: Fast DDS
+        now and then fails to hand a late-joining reader the writer's kept message (eProsima/Fast-DDS#3822), and a
+        fresh reader is a fresh late joiner. A volatile topic keeps its one subscription (a gap could miss data)."""
+        from rclpy.qos import DurabilityPolicy
+
+        latched = getattr(qos, "durability", None) == DurabilityPolicy.TRANSIENT_LOCAL
         got: list = []
         ev = threading.Event()
 
@@ -149,13 +156,17 @@ class RosClient:
                 got.append(msg)
                 ev.set()
 
-        sub = self.node.create_subscription(msg_type, topic, cb, qos)
-        try:
-            if not ev.wait(timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            sub = self.node.create_subscription(msg_type, topic, cb, qos)
+            try:
+                left = deadline - time.monotonic()
+                if ev.wait(min(left, resubscribe_s) if latched else left):
+                    return got[0]
+            finally:
+                self.node.destroy_subscription(sub)
+            if time.monotonic() >= deadline:
                 raise TimeoutError(f"no {msg_type.__name__} on {topic} within {timeout} s")
-            return got[0]
-        finally:
-            self.node.destroy_subscription(sub)
 
     def close(self) -> None:
         import rclpy
