@@ -202,10 +202,32 @@ def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
     return out
 
 
+# The packaged fake_table pick after 60 waves (about 9 s, 750 steps, here): episodes long enough that an interrupt
+# sent once the first is done lands while the third still runs, however the load stretches the test's reaction.
+SLOW_FAKE_PROGRAM = '''"""Waves above the red cube for a while, then puts it on the plate."""
+
+
+def run(robo):
+    cube, plate = robo.segment("the red cube"), robo.segment("the plate")
+    x, y, z = cube.world_xyz
+    px, py, _pz = plate.world_xyz
+    for _ in range(WAVES):
+        robo.move_to([x, y + 0.08, z + 0.12], robo.OPEN)
+        robo.move_to([x, y - 0.08, z + 0.12], robo.OPEN)
+    robo.move_to([x, y, z], robo.OPEN)
+    robo.set_gripper(robo.CLOSE, steps=8)
+    robo.move_to([x, y, z + 0.10], robo.CLOSE)
+    robo.move_to([px, py, z + 0.10], robo.CLOSE)
+    robo.release(max_steps=20)
+'''
+
+
 @pytest.mark.slow
 def test_fake_arm_eval_on_two_workers_interrupted_and_resumed(tmp_path):
     out, log_path = tmp_path / "fake", tmp_path / "first.log"
-    args = [*FAKE_SET, "--workers", "2", "--out", str(out)]
+    program = tmp_path / "slow.py"
+    program.write_text(SLOW_FAKE_PROGRAM.replace("WAVES", "60"))
+    args = [*FAKE_SET, "--workers", "2", "--out", str(out), "--replay", str(program)]
     with open(log_path, "w") as log:
         proc = subprocess.Popen(eval_command(*args), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
