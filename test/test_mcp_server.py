@@ -8,6 +8,7 @@ talks to it only through MCP: the tool list with its annotations, a ``python`` c
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import json
 import os
@@ -15,6 +16,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import anyio
@@ -123,6 +125,9 @@ def _http_server(out: pathlib.Path, *extra: str) -> tuple[subprocess.Popen, str,
             break
         if line.startswith('{"mcp_url"'):
             announced = json.loads(line)
+            # the rest of stderr is drained, so that a full pipe can never stall the server; kept for messages
+            proc.stderr_tail = collections.deque(maxlen=200)
+            threading.Thread(target=proc.stderr_tail.extend, args=(proc.stderr,), daemon=True).start()
             return proc, announced["mcp_url"], announced["mcp_token"]
     proc.kill()
     raise AssertionError(f"the MCP HTTP server did not report its URL (exit {proc.poll()})")
@@ -171,6 +176,11 @@ def test_http_server_survives_a_client_that_disconnects_mid_call(tmp_path):
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)   # the CLI prints every thread's stack: what it is waiting on
+            time.sleep(2.0)
+            raise AssertionError("the server did not end within 60 s of SIGINT; its stderr ended:\n"
+                                 + "".join(proc.stderr_tail)) from None
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)

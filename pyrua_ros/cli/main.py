@@ -14,7 +14,10 @@ LOCALHOST when ``ROS_AUTOMATIC_DISCOVERY_RANGE`` is unset, and an episode picks 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import faulthandler
 import json
+import signal
 import sys
 
 from pyrua_ros import __version__
@@ -134,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from pyrua_ros.agent.settings.schema import SettingError
 
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: what a run that seems stuck is waiting on
+    with contextlib.suppress(AttributeError, OSError, ValueError):   # no real stderr: no dump
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
     try:
         parser = build_parser()
     except SettingError as exc:   # a PYRUALEAN_* environment variable with a bad value
