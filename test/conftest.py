@@ -6,12 +6,22 @@ refuse to start without it (test_harness.py proves both).
 """
 
 import os
+import signal
 import sys
 
 from pyrua_ros.testing import apply_loopback_environment
 
 assert "rclpy" not in sys.modules, "rclpy was imported before test/conftest.py set the loopback environment"
 apply_loopback_environment()
+
+# Tests interrupt the processes they start (SIGINT, as a terminal's Ctrl-C reaches its foreground job) and check
+# what they do then. A suite started as a background job of a non-interactive shell (`.ci/run &`) inherits SIGINT
+# and SIGQUIT ignored, and an ignored signal stays ignored across exec: every child would shrug the interrupt
+# off. The test processes take the foreground dispositions back, so their children start with the defaults.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 import pytest  # noqa: E402
 

@@ -91,11 +91,36 @@ def test_claim_skips_a_domain_an_orphan_still_runs_on(monkeypatch, tmp_path):
     start = rosenv.DOMAIN_RANGE[os.getpid() % len(rosenv.DOMAIN_RANGE)]  # the id a claim tries first
     orphan = subprocess.Popen(["sleep", "30"], env={**os.environ, "ROS_DOMAIN_ID": str(start)})
     try:
-        assert start in rosenv.domains_in_use()
+        busy = rosenv.domains_in_use()
+        assert start in busy, (start, orphan.pid, sorted(busy))
         claimed = rosenv.claim_domain_id()
-        assert claimed != start and claimed in rosenv.DOMAIN_RANGE
+        assert claimed != start and claimed in rosenv.DOMAIN_RANGE, (claimed, start, sorted(busy))
     finally:
         orphan.kill()
         orphan.wait()
         for fh in rosenv._held_locks:
             fh.close()
+
+
+def _ignored_signals(status: str) -> set[int]:
+    """The signal numbers a /proc/<pid>/status text lists as ignored (its SigIgn mask)."""
+    mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), 16)
+    return {n for n in range(1, 65) if mask & (1 << (n - 1))}
+
+
+def test_children_start_with_interrupts_that_act_even_under_a_background_suite(tmp_path):
+    """A child of a test process starts with SIGINT and SIGQUIT at their defaults, so a test's interrupt reaches it,
+    even when the suite itself was started as a background job (which ignores both, inherited across exec): shown
+    by a shell that ignores SIGINT the way a background job does and starts pytest's own interpreter on the harness's
+    rule, and by this process's own children."""
+    import signal
+    import subprocess
+
+    child = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True, check=True)
+    assert not _ignored_signals(child.stdout) & {signal.SIGINT, signal.SIGQUIT}
+    background = subprocess.run(
+        ["sh", "-c", 'trap "" INT QUIT; exec "$0" -c "$1"', sys.executable,
+         "import runpy, sys, subprocess; sys.path.insert(0, 'test'); runpy.run_path('test/conftest.py'); "
+         "print(subprocess.run(['cat', '/proc/self/status'], capture_output=True, text=True).stdout)"],
+        cwd=ROOT, capture_output=True, text=True, check=True)
+    assert not _ignored_signals(background.stdout) & {signal.SIGINT, signal.SIGQUIT}, background.stdout
