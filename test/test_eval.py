@@ -202,7 +202,7 @@ def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
     return out
 
 
-# The packaged fake_table pick after 60 waves (about 9 s, 750 steps, here): episodes long enough that an interrupt
+# The packaged fake_table pick after 25 waves (about 6 s, 400 steps, here): episodes long enough that an interrupt
 # sent once the first is done lands while the third still runs, however the load stretches the test's reaction.
 SLOW_FAKE_PROGRAM = '''"""Waves above the red cube for a while, then puts it on the plate."""
 
@@ -226,7 +226,7 @@ def run(robo):
 def test_fake_arm_eval_on_two_workers_interrupted_and_resumed(tmp_path):
     out, log_path = tmp_path / "fake", tmp_path / "first.log"
     program = tmp_path / "slow.py"
-    program.write_text(SLOW_FAKE_PROGRAM.replace("WAVES", "60"))
+    program.write_text(SLOW_FAKE_PROGRAM.replace("WAVES", "25"))
     args = [*FAKE_SET, "--workers", "2", "--out", str(out), "--replay", str(program)]
     with open(log_path, "w") as log:
         proc = subprocess.Popen(eval_command(*args), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
