@@ -91,10 +91,9 @@ class Probe:
         self._thread.start()
 
     def _spin(self) -> None:
-        from rclpy.executors import ExternalShutdownException
+        from pyrua_ros.driver.spin_thread import spin_until_shutdown
 
-        with contextlib.suppress(ExternalShutdownException):
-            self.executor.spin()
+        spin_until_shutdown(self.executor, self.context, name="conformance probe")
 
     # ------------------------------------------------------------------ graph
     def resolve(self, name: str) -> str:

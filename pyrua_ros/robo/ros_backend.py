@@ -237,12 +237,12 @@ class RosBackend:
         action_client.configure_introspection(self.followed_clock.clock, qos.EVENTS,
                                               ServiceIntrospectionState.CONTENTS)
 
-    @staticmethod
-    def _spin(executor) -> None:
-        from rclpy.executors import ExternalShutdownException
+    def _spin(self, executor) -> None:
+        """Spin until shutdown; a callback that raises (a malformed message, say) is reported and the backend keeps
+        receiving instead of going deaf."""
+        from pyrua_ros.driver.spin_thread import spin_until_shutdown
 
-        with contextlib.suppress(ExternalShutdownException):
-            executor.spin()
+        spin_until_shutdown(executor, self._context, name="robo backend")
 
     def _on_pose(self, msg) -> None:
         from pyrua_ros.driver.convert import pose_to_numpy, stamp_to_seconds

@@ -111,10 +111,9 @@ class RosClient:
         self._thread.start()
 
     def _spin(self) -> None:
-        from rclpy.executors import ExternalShutdownException
+        from pyrua_ros.driver.spin_thread import spin_until_shutdown
 
-        with contextlib.suppress(ExternalShutdownException, Exception):
-            self.executor.spin()
+        spin_until_shutdown(self.executor, self.context, name=self.node.get_name())
 
     def wait_future(self, future, timeout: float):
         done = threading.Event()
