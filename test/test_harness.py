@@ -8,6 +8,7 @@ import os
 import pathlib
 import runpy
 import sys
+import time
 
 import pytest
 
@@ -91,6 +92,13 @@ def test_claim_skips_a_domain_an_orphan_still_runs_on(monkeypatch, tmp_path):
     start = rosenv.DOMAIN_RANGE[os.getpid() % len(rosenv.DOMAIN_RANGE)]  # the id a claim tries first
     orphan = subprocess.Popen(["sleep", "30"], env={**os.environ, "ROS_DOMAIN_ID": str(start)})
     try:
+        # Popen returns once exec is past its point of no return, which is before the kernel records where the new
+        # image's environment lies: until then /proc/<pid>/environ reads empty. An orphan that matters has long
+        # passed that point; wait for this one to pass it too.
+        environ = pathlib.Path(f"/proc/{orphan.pid}/environ")
+        deadline = time.monotonic() + 10
+        while not environ.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)
         busy = rosenv.domains_in_use()
         assert start in busy, (start, orphan.pid, sorted(busy))
         claimed = rosenv.claim_domain_id()
