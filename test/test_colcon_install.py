@@ -19,7 +19,7 @@ import pytest
 
 from pyrua_ros.driver.interfaces import load
 from pyrua_ros.testing import NodeProcess, spin_until
-from pyrua_ros.testing.processes import alive, cmdline, descendants
+from pyrua_ros.testing.processes import alive, cmdline, descendants, dump_node_stacks
 from pyrua_ros.testing.ros2_tools import ENV_SCRIPT, daemons, require_tools, stop_daemon
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -154,7 +154,10 @@ def test_ros2_launch_from_install_runs_the_sim_and_the_fake_arm(workspace, tmp_p
         hz.stop(5.0)
         stop_daemon(env)
     try:
-        assert spin_until(lambda: watch(tree, sim, fake) or not (sim.alive() or fake.alive()), 400.0)
+        if not spin_until(lambda: watch(tree, sim, fake) or not (sim.alive() or fake.alive()), 400.0):
+            dump_node_stacks(descendants(sim.pid) | descendants(fake.pid))   # where each node of a hung launch waits
+            raise AssertionError(f"still running after 400 s: sim launch {sim.alive()}, fake launch {fake.alive()}"
+                                 f"\n--- sim:\n{sim.output()[-6000:]}\n--- fake:\n{fake.output()[-3000:]}")
         assert sim.proc.returncode == 0, sim.output()[-4000:]
         assert fake.proc.returncode == 0, fake.output()[-4000:]
     finally:

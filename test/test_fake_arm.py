@@ -286,3 +286,16 @@ def test_reset_is_deterministic_and_validates(arm):
     assert "fake_table" in arm.reset(suite="libero_goal")["refused"]
 
 
+
+
+def test_sigusr1_prints_every_thread_stack_and_the_node_goes_on(node_proc, arm):
+    """`kill -USR1 <pid>` on a node prints where each of its threads is (what a test that gives up on a hung launch
+    shows), and the node keeps serving afterwards."""
+    from pyrua_ros.testing.processes import dump_node_stacks
+
+    before = len(node_proc.output())
+    assert dump_node_stacks([node_proc.pid]) == [node_proc.pid]
+    dump = node_proc.output()[before:]
+    assert "Current thread" in dump and "File " in dump and "spin" in dump, dump[-3000:]
+    assert node_proc.alive()
+    assert arm.reset(task=0, seed=0)["step"] == 0

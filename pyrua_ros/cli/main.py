@@ -14,16 +14,14 @@ LOCALHOST when ``ROS_AUTOMATIC_DISCOVERY_RANGE`` is unset, and an episode picks 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import faulthandler
 import json
-import signal
 import sys
 
 from pyrua_ros import __version__
 from pyrua_ros.cli import exit_codes
 from pyrua_ros.cli.args import add_settings, settings_from_args
 from pyrua_ros.cli.common import episode_summary, prepare_ros_environment, refuse
+from pyrua_ros.driver.rosenv import dump_stacks_on_sigusr1
 
 DESCRIPTION = "Run PyRUA-Lean robot agents on ROS 2 (PyRUA-Lean-compatible command lines)."
 
@@ -137,9 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from pyrua_ros.agent.settings.schema import SettingError
 
-    # `kill -USR1 <pid>` prints every thread's stack to stderr: what a run that seems stuck is waiting on
-    with contextlib.suppress(AttributeError, OSError, ValueError):   # no real stderr: no dump
-        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+    dump_stacks_on_sigusr1()
     try:
         parser = build_parser()
     except SettingError as exc:   # a PYRUALEAN_* environment variable with a bad value

@@ -18,9 +18,11 @@ ignore ``ROS_LOCALHOST_ONLY``) and a ``ROS_DOMAIN_ID`` of the process's own, set
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import fcntl
 import os
 import pathlib
+import signal
 import sys
 import tempfile
 from collections.abc import MutableMapping
@@ -189,10 +191,17 @@ def rclpy_session(args: list[str] | None = None, context=None, **init_options):
         rclpy.try_shutdown(context=context)
 
 
+def dump_stacks_on_sigusr1() -> None:
+    """Make ``kill -USR1 <pid>`` print every thread's stack to this process's stderr: what a node or a run that
+    seems stuck is waiting on. Without a real stderr (closed, not a file) nothing is registered."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+
+
 def node_preamble() -> None:
     """Call first in every node ``main()``: exit with status 3 and a clear message on an unsafe environment;
     apply pyrua_ros's Fast DDS defaults (:func:`default_fastdds_profile`); tie the node's life to its parent's
-    when asked (:func:`die_with_parent`)."""
+    when asked (:func:`die_with_parent`); dump stacks on SIGUSR1 (:func:`dump_stacks_on_sigusr1`)."""
     try:
         check_node_environment()
     except UnsafeDiscoveryError as exc:
@@ -200,3 +209,4 @@ def node_preamble() -> None:
         raise SystemExit(3) from None
     default_fastdds_profile()
     die_with_parent()
+    dump_stacks_on_sigusr1()

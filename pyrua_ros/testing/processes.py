@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
+import signal
+import time
 
 
 def descendants(pid: int) -> set[int]:
@@ -45,3 +48,21 @@ def cmdline(pid: int) -> str:
         return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def dump_node_stacks(pids, settle_s: float = 2.0) -> list[int]:
+    """Ask every pyrua_ros node among ``pids`` to print its threads' stacks (SIGUSR1: see
+    :func:`pyrua_ros.driver.rosenv.dump_stacks_on_sigusr1`), so a test that gives up on a hung launch shows where
+    each node waits. Only node processes are signalled: SIGUSR1 ends a process that did not ask for it. Returns the
+    PIDs signalled, after ``settle_s`` for the dumps to reach the output."""
+    signalled = []
+    for pid in alive(pids):
+        if "pyrua_ros.nodes." in cmdline(pid):
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                continue
+            signalled.append(pid)
+    if signalled:
+        time.sleep(settle_s)
+    return signalled
