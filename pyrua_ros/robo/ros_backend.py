@@ -320,16 +320,19 @@ class RosBackend:
         again while no answer came for that long. A server that has not yet matched this client's response reader
         (discovery, slow under load) drops its answer ("failed to send response"), so the first request of a
         fresh client can go unanswered; a resend after discovery is answered."""
+        from pyrua_ros.driver.goal_client import call_answered
+
         self._wait_service(client, what, server_wait)
-        deadline = time.monotonic() + self._within_deadline(timeout)
-        while True:
+        budget = self._within_deadline(timeout)
+        if resend_after_s is None:   # sent once: a reset or a capture must not run twice
             future = client.call_async(request)
-            left = deadline - time.monotonic()
-            if self._done_within(future, left if resend_after_s is None else min(resend_after_s, left)):
-                return future.result()
-            if time.monotonic() >= deadline:
-                self._check_deadline(what)
-                raise BackendTimeout(f"{what}: no answer after {timeout} s")
+            answer = future.result() if self._done_within(future, budget) else None
+        else:
+            answer = call_answered(client, request, budget, resend_after_s=resend_after_s)
+        if answer is not None:
+            return answer
+        self._check_deadline(what)
+        raise BackendTimeout(f"{what}: no answer after {timeout} s")
 
     def _require(self, latest: _Latest, what: str, pred=lambda _v: True, timeout: float | None = None):
         value = latest.wait(pred, self._timeouts.server_wait_s if timeout is None else timeout)
