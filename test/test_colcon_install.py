@@ -14,12 +14,13 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
 from pyrua_ros.driver.interfaces import load
 from pyrua_ros.testing import NodeProcess, spin_until
-from pyrua_ros.testing.processes import alive, cmdline, descendants, dump_node_stacks
+from pyrua_ros.testing.processes import age_s, alive, cmdline, descendants, dump_node_stacks
 from pyrua_ros.testing.ros2_tools import ENV_SCRIPT, daemons, require_tools, stop_daemon
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -153,6 +154,7 @@ def test_ros2_launch_from_install_runs_the_sim_and_the_fake_arm(workspace, tmp_p
     finally:
         hz.stop(5.0)
         stop_daemon(env)
+        stopped_at = time.monotonic()
     try:
         if not spin_until(lambda: watch(tree, sim, fake) or not (sim.alive() or fake.alive()), 400.0):
             dump_node_stacks(descendants(sim.pid) | descendants(fake.pid))   # where each node of a hung launch waits
@@ -173,4 +175,6 @@ def test_ros2_launch_from_install_runs_the_sim_and_the_fake_arm(workspace, tmp_p
         assert result["status"] == "completed" and result["environment_success"], result
     assert len(runs) == 1 and (runs[0] / "episode.mcap").is_file()        # record:=true by default
     assert not alive(tree), {p: cmdline(p) for p in alive(tree)}
-    assert not daemons(domain)
+    since_stop = time.monotonic() - stopped_at
+    assert not daemons(domain), {p: f"started {age_s(p):.1f} s ago, daemon stop {since_stop:.1f} s ago: {cmdline(p)}"
+                                 for p in daemons(domain)}

@@ -42,6 +42,19 @@ def alive(pids) -> set[int]:
     return out
 
 
+def age_s(pid: int) -> float:
+    """Seconds since ``pid`` started (from /proc; NaN once it ended)."""
+    import math
+    import os
+
+    try:
+        start_ticks = int(pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
+        uptime = float(pathlib.Path("/proc/uptime").read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        return math.nan
+    return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+
+
 def cmdline(pid: int) -> str:
     """The command line of ``pid``, arguments separated by spaces ('' once it ended)."""
     try:

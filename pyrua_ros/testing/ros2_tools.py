@@ -16,6 +16,7 @@ import functools
 import itertools
 import pathlib
 import subprocess
+import time
 
 from .venvs import child_env
 
@@ -65,9 +66,18 @@ def extend_python_path() -> None:
             sys.path.append(str(folder))
 
 
-def stop_daemon(env: dict) -> None:
-    """``ros2 daemon stop`` for the domain of ``env`` (the daemon a verb without ``--no-daemon`` started)."""
-    subprocess.run(["ros2", "daemon", "stop"], env=env, capture_output=True, timeout=60, check=False)
+def stop_daemon(env: dict, timeout: float = 60.0) -> None:
+    """``ros2 daemon stop`` for the domain of ``env`` (the daemon a verb without ``--no-daemon`` started), repeated
+    until no daemon of that domain is left or ``timeout`` [s] has passed. A verb spawns its daemon and goes on
+    without waiting for it; until the daemon serves, ``stop`` answers that none is running while it goes on starting
+    (seen on a loaded machine: the daemon outlived the test)."""
+    domain = env.get("ROS_DOMAIN_ID", "0")
+    deadline = time.monotonic() + timeout
+    while True:
+        subprocess.run(["ros2", "daemon", "stop"], env=env, capture_output=True, timeout=60, check=False)
+        if not daemons(domain) or time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
 
 
 def daemons(domain: str) -> list[int]:
