@@ -94,10 +94,10 @@ def test_double_ctrl_c_leaves_no_process_kernel_included(tmp_path):
     proc = launch("robot:=fake", f"replay:={program}", "max_episode_steps:=100000", f"out:={tmp_path / 'run'}",
                   "record:=false")
     try:
-        kernel = None
+        agent = kernel = None
 
         def kernel_started():   # the kernel worker: the agent's isolated interpreter (started after boot)
-            nonlocal kernel
+            nonlocal agent, kernel
             if not (tmp_path / "run" / "result.json").exists():   # before the run began, a bwrap is the sandbox's
                 return proc.poll() is not None                      # own probe, not the kernel
             agent = next((p for p in descendants(proc.pid) if "pyrua_ros.nodes.agent_node" in cmdline(p)), None)
@@ -107,7 +107,9 @@ def test_double_ctrl_c_leaves_no_process_kernel_included(tmp_path):
 
         assert spin_until(kernel_started, 180.0) and kernel is not None, proc.stdout.read()[-3000:]
         tree = descendants(proc.pid) | {proc.pid}
-        groups = {os.getpgid(p) for p in alive(tree) if p != kernel}
+        # the kernel's processes (bwrap and the interpreter it starts) run in sessions of their own, which no
+        # terminal reaches: the agent must stop them
+        groups = {os.getpgid(p) for p in alive(tree - descendants(agent))}
         for _ in range(2):
             for group in groups:
                 try:
