@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 from collections.abc import Callable
 
@@ -150,6 +151,9 @@ class DriverNode(Node):
         self._last_state_wall = time.monotonic()
         self._last_tf: TFMessage | None = None
         self._stream_cache: dict[str, tuple[int, frozenset, tuple]] = {}   # camera -> (episode, kinds, messages)
+        # held while a stream frame is published and cached (render thread) and while the cache is re-published
+        # (executor): a re-published frame can never follow a newer one on the wire
+        self._stream_lock = threading.Lock()
         self.reset_episode()
         self.get_logger().info(f"{label} ready ({self.config.clock_mode}); "
                                f"{self.core.status().to_json()}")
@@ -263,7 +267,8 @@ class DriverNode(Node):
         self.pub_urdf.publish(String(data=self.model.urdf()))
         self.camera_gate.reset()
         self.truth_gate.reset()
-        self._stream_cache.clear()
+        with self._stream_lock:
+            self._stream_cache.clear()
 
     def publish_status(self) -> None:
         self.pub_status.publish(String(data=self.core.status().to_json()))
@@ -335,10 +340,11 @@ class DriverNode(Node):
         def deliver(images) -> None:
             for cam, image in images.items():
                 msgs = self._camera_msgs(cam, image, stamp)
-                for pub, msg in zip(self.streams[cam], msgs):
-                    if msg is not None:
-                        pub.publish(msg)
-                self._stream_cache[cam] = (episode, wanted[cam], msgs)
+                with self._stream_lock:
+                    self._stream_cache[cam] = (episode, wanted[cam], msgs)
+                    for pub, msg in zip(self.streams[cam], msgs):
+                        if msg is not None:
+                            pub.publish(msg)
 
         self.model.stream({cam: set(kinds) for cam, kinds in wanted.items()}, self.stream_size, deliver)
 
@@ -408,13 +414,14 @@ class DriverNode(Node):
         self.pub_clock.publish(Clock(clock=stamp))
         missing = {}
         for cam, kinds in self._wanted_streams().items():
-            episode, cached_kinds, msgs = self._stream_cache.get(cam, (None, frozenset(), ()))
-            if episode != self.core.episode_id or not kinds <= cached_kinds:
-                missing[cam] = kinds
-                continue
-            for pub, msg in zip(self.streams[cam], msgs):
-                if msg is not None:
-                    pub.publish(msg)
+            with self._stream_lock:
+                episode, cached_kinds, msgs = self._stream_cache.get(cam, (None, frozenset(), ()))
+                if episode != self.core.episode_id or not kinds <= cached_kinds:
+                    missing[cam] = kinds
+                    continue
+                for pub, msg in zip(self.streams[cam], msgs):
+                    if msg is not None:
+                        pub.publish(msg)
         if missing and self.camera_gate.ready(self.core.clock.camera_time(self.core.sim_time, time.monotonic())):
             self._render_streams(missing, stamp)
 
