@@ -8,6 +8,7 @@ config/interfaces.yaml and are resolved in ``namespace``.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +17,8 @@ import numpy as np
 
 from pyrua_ros.driver.goal_client import call_answered
 from pyrua_ros.driver.interfaces import Interfaces, load
+
+LOCKSTEP_POSE_TIMEOUT_S = 10.0   # longest wait for a lockstep driver's pose after a twist [s]
 
 
 class Stream:
@@ -160,15 +163,40 @@ class Probe:
 
     def stream_twist(self, v, duration_s: float, rate_hz: float = 20.0) -> int:
         """Publish ``v`` [m/s] at ``rate_hz`` for ``duration_s``, each message after the previous one's pose (or
-        a period): one step per message in lockstep, a steady command in realtime. Returns poses received."""
+        a period): one step per message in lockstep, a steady command in realtime. Returns poses received.
+
+        A lockstep driver (its episode status says so) gets each message only after the previous one's pose,
+        however long its step takes: its command queue holds one message, so one sent sooner would replace the
+        one not yet taken, and a slow or loaded driver would take fewer steps than were sent."""
         n0 = self.poses.count()
         period = 1.0 / rate_hz
+        lockstep = self.clock_mode() == "lockstep"
         for _ in range(max(1, round(duration_s * rate_hz))):
-            before = self.poses.count()
+            before, events = self.poses.count(), self.events.count()
             self.twist(v)
-            self.poses.wait_count(before + 1, period)
+            if lockstep:
+                self._wait_step_or_refusal(before, events, LOCKSTEP_POSE_TIMEOUT_S)
+            else:
+                self.poses.wait_count(before + 1, period)
         self.twist((0.0, 0.0, 0.0))
         return self.poses.count() - n0
+
+    def _wait_step_or_refusal(self, poses: int, events: int, timeout: float) -> None:
+        """Until a pose beyond the first ``poses`` arrived (the step ran) or a ``refused`` event beyond the first
+        ``events`` did (no step will come), or ``timeout`` [s] passed."""
+        def refused() -> bool:
+            with self.events.cond:
+                return any(json.loads(m.data).get("kind") == "refused" for m in self.events.messages[events:])
+
+        deadline = time.monotonic() + timeout
+        while self.poses.count() <= poses and not refused() and time.monotonic() < deadline:
+            time.sleep(0.002)
+
+    def clock_mode(self) -> str | None:
+        """The driver's clock mode from its latest episode status (``lockstep`` | ``realtime``); None without one
+        (a real arm publishes no episode status and runs in real time)."""
+        msg = self.status.latest()
+        return None if msg is None else json.loads(msg.data).get("clock_mode")
 
     def gripper_target(self, gap_m: float) -> None:
         """Publish a gripper target: the finger gap [m] every following step carries."""
