@@ -465,6 +465,9 @@ def _capture(sim, camera: str, resolution: str) -> dict:
     return out
 
 
+HOLD_S = 0.5   # the realtime node's command timeout here [s]: several control steps even on a loaded machine
+
+
 def test_realtime_mode_holds_the_last_twist_then_stops():
     """A second node, realtime clock, in a domain of its own (the module's lockstep node is also named sim)."""
     import os
@@ -477,7 +480,7 @@ def test_realtime_mode_holds_the_last_twist_then_stops():
 
     env = dict(os.environ, ROS_DOMAIN_ID=str(claim_domain_id()))
     node = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file", "config/sim.yaml",
-                              "-p", "clock_mode:=realtime", env=env)
+                              "-p", "clock_mode:=realtime", "-p", f"command_timeout_s:={HOLD_S}", env=env)
     saved = os.environ["ROS_DOMAIN_ID"]
     client = None
     try:
@@ -494,20 +497,22 @@ def test_realtime_mode_holds_the_last_twist_then_stops():
         t_wall = time.monotonic()
         assert spin_until(lambda: len(poses) >= 10, WAIT)         # steps on its own, no command needed
         rate = len(poses) / (time.monotonic() - t_wall)
-        assert 5.0 < rate < 25.0, f"{rate:.1f} steps/s"
+        assert rate < 25.0, f"{rate:.1f} steps/s"    # at most the control rate (20 Hz), never flat out; a loaded
+        #                                              machine steps slower, so there is no lower bound
         pub = client.node.create_publisher(TwistStamped, D.servo_twist, qos.LOCKSTEP)
         assert spin_until(lambda: pub.get_subscription_count() > 0, WAIT)
         z0 = poses[-1].pose.position.z
         msg = TwistStamped()
         msg.header.frame_id = F.world
         msg.twist.linear.z = 0.3
-        pub.publish(msg)                                          # one command, held for <= 0.1 s (2 steps)
-        time.sleep(1.0)
+        pub.publish(msg)                                          # one command, held for HOLD_S of wall time
+        time.sleep(HOLD_S + 1.0)
         z1 = poses[-1].pose.position.z
         time.sleep(0.5)
         z2 = poses[-1].pose.position.z
-        assert z1 - z0 > 0.003                                    # it moved with the held twist
-        assert z1 - z0 < 0.03 and abs(z2 - z1) < 0.002            # and stopped after the command timeout
+        print(f"held twist: {(z1 - z0) * 1000:.1f} mm, then {(z2 - z1) * 1000:.2f} mm; {rate:.1f} steps/s idle")
+        assert z1 - z0 > 0.001                                    # it moved with the held twist
+        assert z1 - z0 < 0.3 * (HOLD_S + 0.1) and abs(z2 - z1) < 0.002   # no longer than held; then it stopped
     finally:
         if client is not None:
             client.close()
