@@ -248,9 +248,9 @@ def check_gripper_target(probe: Probe, skip_sim: bool) -> list[Row]:
         start, gap0, statuses = probe.ee_position(), _finger_gap(probe), probe.status.count()
         probe.gripper_target(gap)
         if statuses:      # a driver with an episode status acknowledges the target with one (lockstep: same step)
-            step0 = json.loads(probe.status.latest().data).get("step")
+            step0 = probe.episode_status().get("step")
             ok = probe.status.wait(lambda msgs, gap=gap: _carries(msgs[-1], gap), 5.0)
-            st = json.loads(probe.status.latest().data)
+            st = probe.episode_status()
             ok = ok and (st.get("clock_mode") != "lockstep" or st.get("step") == step0)
             rows.append(report.verdict(ok, name, f"{label} target acknowledged",
                                        f"status at step {st.get('step')} (was {step0}) carries gripper_target "
@@ -265,7 +265,7 @@ def check_gripper_target(probe: Probe, skip_sim: bool) -> list[Row]:
         rows.append(report.verdict(ok, name, f"fingers {label} while a twist moves the arm",
                                    f"finger gap {gap0} -> {gap1} m while the EE moved {moved * 1000:+.1f} mm in z"))
         if statuses:
-            st = json.loads(probe.status.latest().data)
+            st = probe.episode_status()
             rows.append(report.verdict(_carries(probe.status.latest(), gap) and st.get("step") > step0, name,
                                        f"{label} target carried by the steps",
                                        f"status at step {st.get('step')} carries gripper_target "
@@ -381,10 +381,7 @@ def _cancel_stops_the_arm(probe: Probe, name: str, joint: str, q0: float) -> Row
 def _episode_steps_left(probe: Probe) -> int | None:
     """Control steps before the driver truncates its episode, from its latest episode status; None without one
     (a real arm has no episode)."""
-    msg = probe.status.latest()
-    if msg is None:
-        return None
-    status = json.loads(msg.data)
+    status = probe.episode_status() or {}
     if "max_episode_steps" not in status or "step" not in status:
         return None
     return int(status["max_episode_steps"]) - int(status["step"])

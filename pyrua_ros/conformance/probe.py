@@ -119,12 +119,13 @@ class Probe:
         return {name: types for name, types in get_action_names_and_types(self.node)
                 if self.node.get_publishers_info_by_topic(f"{name}/_action/status")}
 
-    def wait_graph(self, pred: Callable[[], bool], timeout: float) -> bool:
+    def wait_graph(self, pred: Callable[[], bool], timeout: float, period: float = 0.05) -> bool:
+        """Poll ``pred`` every ``period`` [s] until it holds (True) or ``timeout`` [s] passed (False)."""
         deadline = time.monotonic() + timeout
         while not pred():
             if time.monotonic() > deadline:
                 return False
-            time.sleep(0.05)
+            time.sleep(period)
         return True
 
     # ------------------------------------------------------------------ futures
@@ -174,29 +175,28 @@ class Probe:
         for _ in range(max(1, round(duration_s * rate_hz))):
             before, events = self.poses.count(), self.events.count()
             self.twist(v)
-            if lockstep:
-                self._wait_step_or_refusal(before, events, LOCKSTEP_POSE_TIMEOUT_S)
+            if lockstep:   # until the step's pose, or a refusal (no step will come)
+                self.wait_graph(lambda b=before, e=events: self.poses.count() > b or self._refused_since(e),
+                                LOCKSTEP_POSE_TIMEOUT_S, period=0.002)
             else:
                 self.poses.wait_count(before + 1, period)
         self.twist((0.0, 0.0, 0.0))
         return self.poses.count() - n0
 
-    def _wait_step_or_refusal(self, poses: int, events: int, timeout: float) -> None:
-        """Until a pose beyond the first ``poses`` arrived (the step ran) or a ``refused`` event beyond the first
-        ``events`` did (no step will come), or ``timeout`` [s] passed."""
-        def refused() -> bool:
-            with self.events.cond:
-                return any(json.loads(m.data).get("kind") == "refused" for m in self.events.messages[events:])
+    def _refused_since(self, events: int) -> bool:
+        """Whether a ``refused`` safety event arrived after the first ``events``."""
+        with self.events.cond:
+            return any(json.loads(m.data).get("kind") == "refused" for m in self.events.messages[events:])
 
-        deadline = time.monotonic() + timeout
-        while self.poses.count() <= poses and not refused() and time.monotonic() < deadline:
-            time.sleep(0.002)
+    def episode_status(self) -> dict | None:
+        """The driver's latest episode status, parsed; None without one (a real arm publishes none)."""
+        msg = self.status.latest()
+        return None if msg is None else json.loads(msg.data)
 
     def clock_mode(self) -> str | None:
-        """The driver's clock mode from its latest episode status (``lockstep`` | ``realtime``); None without one
-        (a real arm publishes no episode status and runs in real time)."""
-        msg = self.status.latest()
-        return None if msg is None else json.loads(msg.data).get("clock_mode")
+        """The driver's clock mode (``lockstep`` | ``realtime``); None without an episode status (a real arm runs in
+        real time)."""
+        return (self.episode_status() or {}).get("clock_mode")
 
     def gripper_target(self, gap_m: float) -> None:
         """Publish a gripper target: the finger gap [m] every following step carries."""
