@@ -10,12 +10,11 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from pyrua_ros.testing import spin_until
-from pyrua_ros.testing.processes import alive, cmdline, descendants
+from pyrua_ros.testing.processes import agent_running_its_kernel, alive, cmdline, descendants, press_ctrl_c
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LONG_PROGRAM = '''"""Moves back and forth for a long time: an episode to interrupt."""
@@ -94,29 +93,15 @@ def test_double_ctrl_c_leaves_no_process_kernel_included(tmp_path):
     proc = launch("robot:=fake", f"replay:={program}", "max_episode_steps:=100000", f"out:={tmp_path / 'run'}",
                   "record:=false")
     try:
-        agent = kernel = None
+        agent = None
 
-        def kernel_started():   # the kernel worker: the agent's isolated interpreter (started after boot)
-            nonlocal agent, kernel
-            if not (tmp_path / "run" / "result.json").exists():   # before the run began, a bwrap is the sandbox's
-                return proc.poll() is not None                      # own probe, not the kernel
-            agent = next((p for p in descendants(proc.pid) if "pyrua_ros.nodes.agent_node" in cmdline(p)), None)
-            kernel = next((p for p in descendants(agent) if " -I -B -S " in cmdline(p) or "bwrap" in cmdline(p)),
-                          None) if agent else None
-            return kernel is not None or proc.poll() is not None
+        def kernel_started():
+            nonlocal agent
+            agent = agent_running_its_kernel(proc.pid, tmp_path / "run")
+            return agent is not None or proc.poll() is not None
 
-        assert spin_until(kernel_started, 180.0) and kernel is not None, proc.stdout.read()[-3000:]
-        tree = descendants(proc.pid) | {proc.pid}
-        # the kernel's processes (bwrap and the interpreter it starts) run in sessions of their own, which no
-        # terminal reaches: the agent must stop them
-        groups = {os.getpgid(p) for p in alive(tree - descendants(agent))}
-        for _ in range(2):
-            for group in groups:
-                try:
-                    os.killpg(group, signal.SIGINT)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.3)
+        assert spin_until(kernel_started, 180.0) and agent is not None, proc.stdout.read()[-3000:]
+        tree = press_ctrl_c(proc.pid, agent, 2)
         code, out = finish(proc, 120.0)
     finally:
         if proc.poll() is None:

@@ -24,7 +24,7 @@ import yaml
 from pyrua_ros.bringup import graph
 from pyrua_ros.testing import NodeProcess, spin_until
 from pyrua_ros.testing.chat_server import ChatServer, Reply
-from pyrua_ros.testing.processes import alive, cmdline, descendants
+from pyrua_ros.testing.processes import agent_running_its_kernel, alive, cmdline, descendants, press_ctrl_c
 from pyrua_ros.testing.ros2_tools import require_tools
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -203,29 +203,15 @@ def test_ctrl_c_leaves_no_process_kernel_included(tools, tmp_path, presses):
     launch = ros2_launch(tools, "robot:=fake", f"replay:={program}", "max_episode_steps:=100000",
                          f"out:={tmp_path / 'run'}", *QUIET)
     try:
-        agent = kernel = None
+        agent = None
 
-        def kernel_started():   # the kernel worker: the agent's isolated interpreter (started after boot)
-            nonlocal agent, kernel
-            if not (tmp_path / "run" / "result.json").exists():   # before the run began, a bwrap is the sandbox's
-                return not launch.alive()                           # own probe, not the kernel
-            agent = next((p for p in descendants(launch.pid) if "pyrua_ros.nodes.agent_node" in cmdline(p)), None)
-            kernel = next((p for p in descendants(agent) if " -I -B -S " in cmdline(p) or "bwrap" in cmdline(p)),
-                          None) if agent else None
-            return kernel is not None or not launch.alive()
+        def kernel_started():
+            nonlocal agent
+            agent = agent_running_its_kernel(launch.pid, tmp_path / "run")
+            return agent is not None or not launch.alive()
 
-        assert spin_until(kernel_started, 180.0) and kernel is not None, launch.output()[-3000:]
-        tree = descendants(launch.pid) | {launch.pid}
-        # the kernel's processes (bwrap and the interpreter it starts) run in sessions of their own, which no
-        # terminal reaches: the agent must stop them
-        groups = {os.getpgid(p) for p in alive(tree - descendants(agent))}
-        for _ in range(presses):
-            for group in groups:
-                try:
-                    os.killpg(group, signal.SIGINT)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.3)
+        assert spin_until(kernel_started, 180.0) and agent is not None, launch.output()[-3000:]
+        tree = press_ctrl_c(launch.pid, agent, presses)
         code, out = finish(launch, 120.0)
     finally:
         if launch.alive():

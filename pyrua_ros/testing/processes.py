@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import signal
@@ -44,9 +45,6 @@ def alive(pids) -> set[int]:
 
 def age_s(pid: int) -> float:
     """Seconds since ``pid`` started (from /proc; NaN once it ended)."""
-    import math
-    import os
-
     try:
         start_ticks = int(pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
         uptime = float(pathlib.Path("/proc/uptime").read_text().split()[0])
@@ -79,3 +77,40 @@ def dump_node_stacks(pids, settle_s: float = 2.0) -> list[int]:
     if signalled:
         time.sleep(settle_s)
     return signalled
+
+
+AGENT_NODE = "pyrua_ros.nodes.agent_node"
+
+
+def agent_running_its_kernel(root: int, run_dir: pathlib.Path) -> int | None:
+    """PID of the agent node under ``root`` once its cell kernel runs (the bwrap sandbox or the isolated
+    ``-I -B -S`` interpreter among the agent's descendants), else None. Only once ``run_dir`` has its first
+    result.json: before that, a bwrap under the agent is the sandbox's own startup probe, not the kernel."""
+    if not (run_dir / "result.json").exists():
+        return None
+    agent = next((p for p in descendants(root) if AGENT_NODE in cmdline(p)), None)
+    if agent is None:
+        return None
+    kernel = next((p for p in descendants(agent) if " -I -B -S " in cmdline(p) or "bwrap" in cmdline(p)), None)
+    return agent if kernel is not None else None
+
+
+def press_ctrl_c(root: int, agent: int, presses: int, gap_s: float = 0.3) -> set[int]:
+    """Ctrl-C ``presses`` times, as a terminal sends it: SIGINT to every process group of the graph under ``root``
+    except the sessions the agent started itself (its kernel's bwrap and interpreter run in sessions of their own,
+    which no terminal reaches; the agent must stop them). Returns the graph's PIDs, to check that all of them end."""
+    tree = descendants(root) | {root}
+    groups = set()
+    for pid in alive(tree - descendants(agent)):
+        try:
+            groups.add(os.getpgid(pid))
+        except ProcessLookupError:
+            continue
+    for _ in range(presses):
+        for group in groups:
+            try:
+                os.killpg(group, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        time.sleep(gap_s)
+    return tree
