@@ -25,6 +25,8 @@ if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
 
 import pytest  # noqa: E402
 
+pytest_plugins = ["pyrua_ros.testing.cpu_report", "pytester"]   # --cpu-report PATH: CPU per test file
+
 
 def pytest_report_header(config):
     return (f"ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} "
