@@ -12,7 +12,7 @@ import pytest
 
 from pyrua_ros.conformance import checks, report
 from pyrua_ros.conformance.probe import Probe
-from pyrua_ros.testing import NodeProcess
+from pyrua_ros.testing import NodeProcess, spin_until
 
 DRIVERS = {
     "sim": ("pyrua_ros.nodes.sim_node", "config/sim.yaml", "sim node ready", 240.0),
@@ -77,6 +77,34 @@ def test_a_broken_driver_fails_with_rows_that_say_what_is_wrong():
     assert "not connected to 'world'" in failed[("TF", "world -> base")]
     assert failed[("tf_static", "present")] == "no publisher on /tf_static"
     assert not [k for k in failed if k[0] not in ("estop", "tf_static", "TF")], failed   # nothing else blamed
+
+
+def test_an_episode_that_is_over_is_named_instead_of_blamed_on_the_driver():
+    """A one-step episode, ended before the kit starts: the driver rightly refuses all motion. Every check that
+    moves the arm says the episode is over and how to go on, instead of "moved 0.0 mm" rows; the sim interfaces'
+    reset still runs."""
+    node = start_driver("fake", "-p", "max_episode_steps:=1")
+    probe = Probe()
+    try:
+        # the step that ends the episode, resent until its status arrives (the first twist may go out before the
+        # driver's subscription matched), so every check below sees the episode over, however loaded the machine
+        def over() -> bool:
+            probe.twist((0.0, 0.0, 0.0))
+            return (probe.episode_status() or {}).get("truncated") is True
+
+        assert spin_until(over, 60.0, period=0.2), probe.episode_status()
+        rows = checks.run(probe)
+    finally:
+        probe.close()
+        node.stop()
+    print(report.table(rows))
+    for check in checks.MOVES_THE_ARM:
+        name = check.__name__.removeprefix("check_")
+        got = [r for r in rows if r.interface == name and r.check not in ("present", "type", "QoS")]
+        assert [(r.check, r.verdict) for r in got] == [("ran", report.FAIL)], got
+        assert "episode is over (truncated at step 1 of 1)" in got[0].detail and "/reset" in got[0].detail, got
+    assert [r.verdict for r in rows if r.check == "reset"] == [report.PASS], rows
+    assert len([r for r in rows if r.failed]) == len(checks.MOVES_THE_ARM), report.table(rows)   # nothing else
 
 
 def test_check_driver_cli_prints_the_table_and_fails_without_a_driver():

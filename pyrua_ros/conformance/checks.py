@@ -555,16 +555,39 @@ def _no_driver(rows: list[Row], probe: Probe) -> bool:
     return bool(state) and all(r.failed for r in state)
 
 
+# the checks that need the arm to move (the rates too: a lockstep driver publishes state and stream frames as it
+# steps): a driver whose episode is over refuses every motion until a reset
+MOVES_THE_ARM = (check_state, check_twist, check_gripper, check_gripper_target, check_trajectory, check_estop,
+                 check_rates)
+
+
+def episode_over(probe: Probe) -> str | None:
+    """Why the driver refuses motion for the rest of its episode, from its latest episode status ("terminated:
+    success at step 142"); None while the episode runs or without a status (a real arm has no episode)."""
+    status = probe.episode_status() or {}
+    if status.get("terminated"):
+        return f"terminated: success at step {status.get('step')}"
+    if status.get("truncated"):
+        return f"truncated at step {status.get('step')} of {status.get('max_episode_steps')}"
+    return None
+
+
 def run(probe: Probe, *, skip_sim: bool = False, on_rows: Callable[[list[Row]], None] | None = None) -> list[Row]:
     """Run every check in order (:data:`CHECKS`). When presence finds no driver state at all, the behaviour checks
-    each report one failed row instead of waiting out their own timeouts against nobody."""
+    each report one failed row instead of waiting out their own timeouts against nobody. When the driver's episode
+    is over (before the kit or during it), each check that moves the arm reports one failed row that says so,
+    instead of rows that blame the driver for motion it was right to refuse."""
     rows: list[Row] = []
     for check in CHECKS:
         name = check.__name__.removeprefix("check_")
+        over = episode_over(probe) if check in MOVES_THE_ARM else None
         if check is not check_presence and _no_driver(rows, probe) and not (skip_sim and check is
                                                                             check_sim_interfaces):
             got = [report.failed(name, "ran", "not run: nothing publishes the joint states or the end-effector pose "
                                               "in this namespace (see presence)")]
+        elif over:
+            got = [report.failed(name, "ran", f"not run: the driver's episode is over ({over}); call "
+                                              f"{probe.resolve(probe.names.sim.reset)} and run the kit again")]
         else:
             got = run_one(check, probe, skip_sim=skip_sim)
         rows += got
