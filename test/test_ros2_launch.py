@@ -100,12 +100,21 @@ def solving_turns(obj: str, gate: threading.Event) -> list[Reply]:
             Reply(tool_calls=(("finish", {"status": "success", "summary": "on the plate"}),))]
 
 
-def ros2(env: dict, *args: str, timeout: float = 120.0) -> str:
-    """Run one ros2 verb to its end; its output (a failure shows it). A verb that did not discover its node within
-    its spin time (``--no-daemon``: a fresh DDS participant) asks again, until ``timeout``."""
+def ros2(env: dict, *args: str, timeout: float = 180.0, attempt_s: float = 45.0) -> str:
+    """Run one ros2 verb to its end; its output (a failure shows it). Until ``timeout``, a verb asks again when it
+    did not discover its node within its spin time (``--no-daemon``: a fresh DDS participant), and when it had no
+    answer within ``attempt_s``: ``ros2 param get`` sends its one request and waits for the answer without a
+    deadline, and a server that has not yet matched a fresh client's response reader drops that answer (the Fast
+    DDS race that robo's own service calls resend for, driver/goal_client.call_answered)."""
     deadline = time.monotonic() + timeout
     while True:
-        done = subprocess.run(["ros2", *args], env=env, capture_output=True, text=True, timeout=timeout)
+        try:
+            done = subprocess.run(["ros2", *args], env=env, capture_output=True, text=True,
+                                  timeout=max(1.0, min(attempt_s, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:   # subprocess.run has killed that attempt
+            if time.monotonic() >= deadline:
+                raise
+            continue
         if done.returncode == 0 or "Node not found" not in done.stderr or time.monotonic() > deadline:
             break
     assert done.returncode == 0, f"ros2 {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}"
