@@ -15,4 +15,4 @@ cd "$ROOT"
 WORKERS="${PYRUA_TEST_WORKERS:-3}"
 PARALLEL=()
 if [[ "$WORKERS" != "0" ]]; then PARALLEL=(-n "$WORKERS" --dist loadfile); fi
-exec .venv/bin/python -m pytest "${PARALLEL[@]}" "$@"
+exec .venv/bin/python -m pytest -c "$ROOT/pytest.ini" "${PARALLEL[@]}" "$@"

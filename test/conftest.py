@@ -25,7 +25,7 @@ if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
 
 import pytest  # noqa: E402
 
-pytest_plugins = ["pyrua_ros.testing.cpu_report", "pytester"]   # --cpu-report PATH: CPU per test file
+pytest_plugins = ["pytester"]
 
 
 def pytest_report_header(config):

@@ -38,3 +38,22 @@ def test_a_child_process_cpu_is_charged_to_the_test_that_reaped_it(pytester):
     assert rows["test_child_spends"]["children_cpu_s"] >= 0.35
     assert rows["test_idle"]["children_cpu_s"] < 0.05
     result.stdout.fnmatch_lines(["*CPU per test file*", "*test_spend.py*", "*all 1 files*"])
+
+
+def test_the_suite_command_takes_a_report_path_outside_the_repository(tmp_path):
+    """``scripts/test.sh --cpu-report /abs/path``, xdist workers included: the option is known before pytest looks
+    for its rootdir, so the path is not taken for a test path (which made every worker refuse the option)."""
+    import os
+    import pathlib
+    import subprocess
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    report = tmp_path / "cpu.jsonl"
+    proc = subprocess.run(["bash", str(root / "scripts" / "test.sh"), "-m", "unit", "-k",
+                           "per_file_sums_each_files_tests", "--cpu-report", str(report)],
+                          cwd=tmp_path, env=dict(os.environ, PYRUA_TEST_WORKERS="1"), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    assert [r["test"].rsplit("::", 1)[-1] for r in rows] == [
+        "test_per_file_sums_each_files_tests_and_puts_the_costliest_first"]
