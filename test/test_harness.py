@@ -132,3 +132,24 @@ def test_children_start_with_interrupts_that_act_even_under_a_background_suite(t
          "print(subprocess.run(['cat', '/proc/self/status'], capture_output=True, text=True).stdout)"],
         cwd=ROOT, capture_output=True, text=True, check=True)
     assert not _ignored_signals(background.stdout) & {signal.SIGINT, signal.SIGQUIT}, background.stdout
+
+
+def test_a_pid_that_another_process_took_over_no_longer_counts_as_alive():
+    """PIDs recycle within a suite run: a graph's PID snapshot must not report another test's process, which
+    happened for a Ctrl-C test (a kernel started by a test on another worker held a PID of its tree). Reuse is
+    simulated by a start time that differs from the one descendants() remembered."""
+    import subprocess
+
+    from pyrua_ros.testing import processes
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert child.pid in processes.descendants(os.getpid())
+        assert processes.alive({child.pid}) == {child.pid}
+        processes._STARTS[child.pid] += 1        # as if the PID had been recycled since it was seen
+        assert processes.alive({child.pid}) == set()
+        assert child.pid in processes.descendants(os.getpid()) and processes.alive({child.pid}) == {child.pid}
+    finally:
+        child.kill()
+        child.wait()
+    assert processes.alive({child.pid}) == set()

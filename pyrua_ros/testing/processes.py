@@ -8,47 +8,62 @@ import pathlib
 import signal
 import time
 
+# PIDs are recycled within one suite run (pid_max is 32768 on these machines and every thread takes one), so a PID
+# recorded when a test started a graph may name another test's process a minute later. Every PID that
+# descendants() reports is remembered with its start time (clock ticks after boot), and alive() counts a
+# remembered PID only while the same process holds it.
+_STARTS: dict[int, int] = {}
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (state, ppid, ..., starttime at index 19), or None."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
 
 def descendants(pid: int) -> set[int]:
-    """PIDs of every live descendant of ``pid`` (from /proc)."""
-    children: dict[int, list[int]] = {}
+    """PIDs of every live descendant of ``pid`` (from /proc), each remembered with its start time."""
+    children: dict[int, list[tuple[int, int]]] = {}
     for entry in pathlib.Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
+        fields = _stat(entry.name)
+        if fields is None:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
+        children.setdefault(int(fields[1]), []).append((int(entry.name), int(fields[19])))
     out, todo = set(), [pid]
     while todo:
-        for child in children.get(todo.pop(), []):
+        for child, start in children.get(todo.pop(), []):
             if child not in out:
                 out.add(child)
+                _STARTS[child] = start
                 todo.append(child)
     return out
 
 
 def alive(pids) -> set[int]:
-    """The PIDs of ``pids`` that still run (zombies count as ended)."""
+    """The PIDs of ``pids`` that still run (zombies count as ended; so does a PID that descendants() saw and that
+    another process holds now)."""
     out = set()
     for pid in pids:
-        try:
-            stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
+        fields = _stat(pid)
+        if fields is None or fields[0] == "Z":
             continue
-        if stat.rsplit(")", 1)[1].split()[0] != "Z":
-            out.add(pid)
+        if pid in _STARTS and int(fields[19]) != _STARTS[pid]:
+            continue
+        out.add(pid)
     return out
 
 
 def age_s(pid: int) -> float:
     """Seconds since ``pid`` started (from /proc; NaN once it ended)."""
+    fields = _stat(pid)
     try:
-        start_ticks = int(pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
+        start_ticks = int(fields[19])
         uptime = float(pathlib.Path("/proc/uptime").read_text().split()[0])
-    except (OSError, IndexError, ValueError):
+    except (TypeError, OSError, IndexError, ValueError):
         return math.nan
     return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
 
