@@ -10,9 +10,10 @@ bash "$ROOT/scripts/setup.sh" --jazzy
 export PYRUA_REQUIRE_JAZZY=1
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 cd "$ROOT"
-# pytest-xdist: whole files per worker (module fixtures such as a sim node stay in one process); most tests wait on
-# processes and DDS, so three workers keep two cores busy. PYRUA_TEST_WORKERS=0 runs serially.
-WORKERS="${PYRUA_TEST_WORKERS:-3}"
+# pytest-xdist: whole files per worker (module fixtures such as a sim node stay in one process), longest files
+# first (test/file_costs.json, pyrua_ros/testing/file_order.py; --no-loadscope-reorder keeps that order); many tests
+# wait on processes and DDS, so four workers keep two cores busy. PYRUA_TEST_WORKERS=0 runs serially.
+WORKERS="${PYRUA_TEST_WORKERS:-4}"
 PARALLEL=()
-if [[ "$WORKERS" != "0" ]]; then PARALLEL=(-n "$WORKERS" --dist loadfile); fi
+if [[ "$WORKERS" != "0" ]]; then PARALLEL=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder); fi
 exec .venv/bin/python -m pytest -c "$ROOT/pytest.ini" "${PARALLEL[@]}" "$@"

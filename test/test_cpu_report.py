@@ -57,3 +57,27 @@ def test_the_suite_command_takes_a_report_path_outside_the_repository(tmp_path):
     rows = [json.loads(line) for line in report.read_text().splitlines()]
     assert [r["test"].rsplit("::", 1)[-1] for r in rows] == [
         "test_per_file_sums_each_files_tests_and_puts_the_costliest_first"]
+
+
+def test_files_start_longest_first_and_keep_their_own_order():
+    from pyrua_ros.testing.file_order import costs_from_report, order
+
+    ids = ["test/a.py::t1", "test/a.py::t2", "test/b.py::t1", "test/new.py::t1", "test/c.py::t1", "test/c.py::t2"]
+    costs = {"test/a.py": 5.0, "test/b.py": 1.0, "test/c.py": 30.0}
+    # a file without a measured cost (new.py) goes first; then c, a, b; tests within a file stay in order
+    assert [ids[i] for i in order(ids, costs)] == ["test/new.py::t1", "test/c.py::t1", "test/c.py::t2",
+                                                   "test/a.py::t1", "test/a.py::t2", "test/b.py::t1"]
+    lines = [{"test": "test/a.py::t1", "wall_s": 1.04, "own_cpu_s": 9.0, "children_cpu_s": 0.0},
+             {"test": "test/b.py::t1", "wall_s": 2.0, "own_cpu_s": 0.1, "children_cpu_s": 0.0},
+             {"test": "test/a.py::t2", "wall_s": 0.5, "own_cpu_s": 0.0, "children_cpu_s": 0.0}]
+    assert list(costs_from_report(lines).items()) == [("test/b.py", 2.0), ("test/a.py", 1.5)]   # by wall, not CPU
+
+
+def test_every_test_file_has_a_measured_cost_and_no_cost_names_a_missing_file():
+    """test/file_costs.json is refreshed when files come and go (the README says how)."""
+    import pathlib
+
+    here = pathlib.Path(__file__).resolve().parent
+    costs = json.loads((here / "file_costs.json").read_text())
+    files = {f"test/{p.name}" for p in here.glob("test_*.py")}
+    assert set(costs) == files, {"unmeasured": sorted(files - set(costs)), "gone": sorted(set(costs) - files)}
