@@ -9,6 +9,10 @@ bash "$ROOT/scripts/setup.sh" --jazzy
 # The cross-distro tests must run here: a missing .venv-jazzy fails them instead of skipping them.
 export PYRUA_REQUIRE_JAZZY=1
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
+# The suite starts a few hundred Python processes (workers, nodes, CLIs, kernels): with bytecode caches
+# (__pycache__, git-ignored) each source file compiles once per checkout, not once per process; an environment
+# that sets PYTHONDONTWRITEBYTECODE made every process compile pyrua_ros and every worker re-rewrite the test files.
+unset PYTHONDONTWRITEBYTECODE
 cd "$ROOT"
 # pytest-xdist: whole files per worker (module fixtures such as a sim node stay in one process), longest files
 # first (test/file_costs.json, pyrua_ros/testing/file_order.py; --no-loadscope-reorder keeps that order); many tests

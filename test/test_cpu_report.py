@@ -49,8 +49,9 @@ def test_the_suite_command_takes_a_report_path_outside_the_repository(tmp_path):
 
     root = pathlib.Path(__file__).resolve().parent.parent
     report = tmp_path / "cpu.jsonl"
-    proc = subprocess.run(["bash", str(root / "scripts" / "test.sh"), "-m", "unit", "-k",
-                           "per_file_sums_each_files_tests", "--cpu-report", str(report)],
+    # (-o testpaths: collect this file only; still no test path among the arguments)
+    proc = subprocess.run(["bash", str(root / "scripts" / "test.sh"), "-o", "testpaths=test/test_cpu_report.py",
+                           "-m", "unit", "-k", "per_file_sums_each_files_tests", "--cpu-report", str(report)],
                           cwd=tmp_path, env=dict(os.environ, PYRUA_TEST_WORKERS="1"), capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

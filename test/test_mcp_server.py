@@ -21,9 +21,6 @@ import time
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from pyrua_ros.testing import spin_until
 
@@ -54,6 +51,8 @@ def _payload(result) -> dict:
 
 
 def test_stdio_server_lists_the_arms_tools_and_runs_cells(tmp_path):
+    from mcp import Client, StdioServerParameters  # here, not at the top: the SDK takes a second to import
+
     out = tmp_path / "run"
     params = StdioServerParameters(
         command=sys.executable,
@@ -134,6 +133,10 @@ def _http_server(out: pathlib.Path, *extra: str) -> tuple[subprocess.Popen, str,
 
 
 def test_http_server_survives_a_client_that_disconnects_mid_call(tmp_path):
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
     out = tmp_path / "run"
     proc, url, token = _http_server(out, "--arm", "tools", "--images", "on-motion")
     bearer = {"Authorization": f"Bearer {token}"}
