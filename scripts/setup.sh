@@ -143,6 +143,25 @@ done
 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST "$VPY" -c \
   "import rclpy, control_msgs.action, tf2_msgs.msg, libero.libero, pyrua_ros" \
   || { echo "setup: import check failed" >&2; exit 1; }
+
+# 8b. Caches every first run would otherwise build: robosuite's numba functions compile on their first call and
+# cache beside their source, so without this every simulator that a test run (or an eval) starts in its first
+# minute compiles them at once, about 10 s of CPU each. One control step of a LIBERO episode compiles them here,
+# once; pyrua_ros's own bytecode likewise.
+NUMBA_CACHE="$("$VPY" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('robosuite').origin), 'utils', '__pycache__'))")"
+if ! stamp_ok jit "$req_hash" || ! compgen -G "$NUMBA_CACHE/*.nbi" >/dev/null; then
+  say "jit: compiling robosuite's numba functions (one LIBERO control step)"
+  ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST "$VPY" -c "
+import numpy as np
+from pyrua_ros.sim.env import LiberoEpisode
+episode = LiberoEpisode()
+episode.reset('libero_goal', 8, 0, 10)
+episode.step(np.zeros(7))
+episode.close()" 2>&1 | { grep -v "robosuite WARNING" || true; }
+  compgen -G "$NUMBA_CACHE/*.nbi" >/dev/null || { echo "setup: robosuite's numba cache was not written" >&2; exit 1; }
+  stamp_set jit "$req_hash"
+fi
+"$VPY" -m compileall -q "$ROOT/pyrua_ros" >/dev/null
 say "done: $(du -sh "$VENV" | cut -f1) in .venv"
 
 # 9. The real ros2 launch tooling and colcon, where ../shared/ros2-launch provides their sources ----------------
