@@ -100,9 +100,9 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
             assert "sk-scripted-secret" not in path.read_text(errors="replace"), path
 
 
-def _results(body: dict) -> list[tuple[str, dict]]:
-    """(tool, result JSON) of every tool call in a Messages request, in order."""
-    names = {block["id"]: block["name"].rsplit("__", 1)[-1]
+def _results(body: dict) -> list[tuple[str, dict, dict]]:
+    """(tool, arguments, result JSON) of every tool call in a Messages request, in the order the results came."""
+    calls = {block["id"]: (block["name"].rsplit("__", 1)[-1], block.get("input") or {})
              for message in body["messages"] if message["role"] == "assistant" and isinstance(message["content"], list)
              for block in message["content"] if block.get("type") == "tool_use"}
     found = []
@@ -110,14 +110,16 @@ def _results(body: dict) -> list[tuple[str, dict]]:
         for block in message["content"] if isinstance(message["content"], list) else []:
             if block.get("type") == "tool_result":
                 text = block["content"][0]["text"] if isinstance(block["content"], list) else block["content"]
-                found.append((names[block["tool_use_id"]], json.loads(text)))
+                found.append((*calls[block["tool_use_id"]], json.loads(text)))
     return found
 
 
 def _seen(body: dict, prompt: str) -> list[float]:
-    """world_xyz of the segment call for ``prompt``, read from the tool results the CLI sent."""
-    for tool, result in _results(body):
-        if tool == "segment" and result["value"]["found"] and result["call"] == (1 if "cube" in prompt else 2):
+    """world_xyz of the segment call for ``prompt``, read from the tool results the CLI sent. Matched by the call's
+    arguments, as a model reads them: Claude Code runs the two segment calls of one turn concurrently, so which
+    one the host numbered first varies."""
+    for tool, arguments, result in _results(body):
+        if tool == "segment" and arguments.get("prompt") == prompt and result["value"]["found"]:
             return result["value"]["world_xyz"]
     raise AssertionError(f"no segment result for {prompt!r}")
 
