@@ -21,6 +21,7 @@ from pyrua_ros.agent.kernel import RESTART_NOTICE, Kernel, KernelLimits, sandbox
 from pyrua_ros.agent.kernel.policy import import_refusal, refusal_text
 from pyrua_ros.driver.rosenv import claim_domain_id
 from pyrua_ros.testing import spin_until
+from pyrua_ros.testing.processes import descendants
 
 TAG = uuid.uuid4().hex[:8]
 OUTSIDE = Path(f"/tmp/pyrua_hostile_{TAG}")  # nothing may ever create this
@@ -276,22 +277,6 @@ def escape(kernel, body: str, timeout_s: float = 20.0):
     return out
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (by parent links in /proc)."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {p for p, pp in parents.items() if pp in frontier} - found
-        found |= frontier
-    return found
-
-
 def test_escape_reaches_the_real_os_inside_an_unprivileged_sandbox(bare_kernel):
     """The premise of this section: policy code does get real ``os``; it runs as an unprivileged user with no
     capabilities, in its own PID namespace, and the kernel's view has no network interface but its own lo."""
@@ -448,11 +433,11 @@ def test_unix_sockets_of_this_machine_are_unreachable(bare_kernel):
 
 def test_processes_started_by_a_cell_die_with_the_kernel(bare_kernel):
     sandbox_pid = bare_kernel._proc.pid
-    before = _descendants(sandbox_pid)
+    before = descendants(sandbox_pid)
     out = escape(bare_kernel, "pid = os.fork()\nif pid == 0:\n    os.setsid()\n    time.sleep(300)\n    os._exit(0)\n"
                               "print(pid > 2)")
     assert out.stdout == "True\n"
-    orphans = _descendants(sandbox_pid) - before
+    orphans = descendants(sandbox_pid) - before
     assert orphans, "the fork happened and is visible from outside"
     bare_kernel.restart()
     assert spin_until(lambda: not any(Path(f"/proc/{p}").exists() for p in orphans), 10.0), orphans
@@ -464,7 +449,7 @@ def test_a_child_holding_the_pipe_cannot_hide_a_dead_kernel(bare_kernel):
     out = escape(bare_kernel, "if os.fork() == 0:\n    time.sleep(300)\n    os._exit(0)\nos._exit(3)", timeout_s=60)
     assert out.elapsed_s < 10 and out.restarted
     assert out.exception.startswith("KernelDied: the kernel process died: exited with status 3")
-    assert not Path(f"/proc/{sandbox_pid}").exists() or not _descendants(sandbox_pid)
+    assert not Path(f"/proc/{sandbox_pid}").exists() or not descendants(sandbox_pid)
     assert bare_kernel.run_cell("1 + 1", 10).value == "2"
 
 
