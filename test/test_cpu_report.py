@@ -78,7 +78,9 @@ def test_every_test_file_has_a_measured_cost_and_no_cost_names_a_missing_file():
     """test/file_costs.json is refreshed when files come and go (the README says how)."""
     import pathlib
 
+    from pyrua_ros.testing.file_order import COSTS_FILE
+
     here = pathlib.Path(__file__).resolve().parent
-    costs = json.loads((here / "file_costs.json").read_text())
+    costs = json.loads((here / COSTS_FILE).read_text())
     files = {f"test/{p.name}" for p in here.glob("test_*.py")}
     assert set(costs) == files, {"unmeasured": sorted(files - set(costs)), "gone": sorted(set(costs) - files)}

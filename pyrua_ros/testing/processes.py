@@ -60,10 +60,12 @@ def alive(pids) -> set[int]:
 def age_s(pid: int) -> float:
     """Seconds since ``pid`` started (from /proc; NaN once it ended)."""
     fields = _stat(pid)
+    if fields is None:
+        return math.nan
     try:
         start_ticks = int(fields[19])
         uptime = float(pathlib.Path("/proc/uptime").read_text().split()[0])
-    except (TypeError, OSError, IndexError, ValueError):
+    except (OSError, IndexError, ValueError):
         return math.nan
     return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
 
