@@ -65,8 +65,8 @@ def test_suite_report_counts_rates_and_wilson_intervals(crafted):
     assert (spatial["successes"], spatial["denominator"], spatial["infra_failures"]) == (1, 2, 1)
     assert (overall["successes"], overall["denominator"], overall["infra_failures"]) == (8, 11, 2)
     assert overall["ci95"] == {"low": 0.434355, "high": 0.902539}
-    assert goal["tasks"]["libero_goal:9"] == {"episodes": 1, "successes": 0, "denominator": 0, "success_rate": None,
-                                              "infra_failures": 1}
+    assert goal["tasks"]["libero_goal:9"] == {"episodes": 1, "successes": 0, "failures": 0, "denominator": 0,
+                                              "success_rate": None, "infra_failures": 1, "interrupted": 0}
     assert goal["mean_input_tokens"] == 1203345 and goal["mean_wall_time_s"] == 1874.26
 
 
@@ -85,21 +85,27 @@ def test_summarize_text_json_and_markdown(crafted, tmp_path, capsys):
     table, report = out.split("\n\n", 1)
     assert len(table.splitlines()) == 14   # header + 13 episodes
     lines = report.splitlines()
-    assert lines[0].split() == ["suite", "episodes", "success", "fail", "infra", "rate", "95%", "CI", "in_tok/ep",
-                                "out_tok/ep", "wall_s/ep"]
-    assert lines[1].split()[:7] == ["libero_goal", "10", "7", "2", "1", "77.8%", "[45.3%,"]
-    assert lines[3].split()[:6] == ["all", "13", "8", "3", "2", "72.7%"]
+    assert lines[0].split() == ["suite", "episodes", "success", "fail", "infra", "intr", "rate", "95%", "CI",
+                                "in_tok/ep", "out_tok/ep", "wall_s/ep"]
+    assert lines[1].split()[:8] == ["libero_goal", "10", "7", "2", "1", "0", "77.8%", "[45.3%,"]
+    assert lines[3].split()[:7] == ["all", "13", "8", "3", "2", "0", "72.7%"]
     assert "left out of the rate" in report
+    assert "libero_goal:9 seed 0: boot_error:" in report   # every infrastructure failure with its cause
     assert S.main([str(crafted), "--json", "--count-errors-as-failures"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["count_errors_as_failures"] is True and data["overall"]["denominator"] == 13
-    assert data["native_sr"] == pytest.approx(9 / 13)   # the reference's aggregate is kept alongside
+    assert data["native_sr"] == pytest.approx(9 / 13)   # one rate: the reference's key carries the same number
+    assert data["native_sr_denominator"] == 13 and data["outcomes"]["infra"] == 2
+    assert S.main([str(crafted), "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert default["native_sr"] == pytest.approx(8 / 11) == default["overall"]["success_rate"]
+    assert default["native_sr_denominator"] == default["overall"]["denominator"] == 11
     again = C.load_metrics([_write(tmp_path / "summary.json", data)])   # --json output is itself an input
     assert len(again) == 13
     md = tmp_path / "report.md"
     assert S.main([str(crafted), "--markdown", str(md)]) == 0
     text = md.read_text()
-    assert text.startswith("# pyrua_ros evaluation") and "| libero_goal | 10 | 7 | 2 | 1 | 77.8% |" in text
+    assert text.startswith("# pyrua_ros evaluation") and "| libero_goal | 10 | 7 | 2 | 1 | 0 | 77.8% |" in text
 
 
 def _write(path: Path, data) -> Path:

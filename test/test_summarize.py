@@ -77,7 +77,8 @@ def test_aggregate_keys_and_means(tmp_path):
     metrics = M.load_metrics([tmp_path])  # a folder of run directories
     assert [m.source for m in metrics] == [str(a / "result.json"), str(b / "result.json")]
     agg = M.aggregate([*metrics, dataclasses.replace(metrics[0], environment_success=None, calls=None)])
-    assert list(agg) == AGGREGATE_KEYS
+    assert list(agg) == [*AGGREGATE_KEYS, "outcomes", "rate_rule"]   # the reference's keys first, in its order
+    assert agg["outcomes"] == {"success": 1, "failure": 1, "infra": 0, "interrupted": 0, "unknown": 1}
     assert (agg["episodes"], agg["native_sr_denominator"], agg["unknown_outcome_episodes"]) == (3, 2, 1)
     assert agg["native_sr"] == 0.5
     assert agg["statuses"] == {"completed": 2, "call_budget": 1}

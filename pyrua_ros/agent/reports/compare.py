@@ -11,8 +11,8 @@ The report has the reference's keys (``protocol``, ``systems`` [left, right], ``
 ``key_definition`` list, ``summary`` keyed by system name, ``pairs`` with ``delta`` = right - left) plus
 ``statistics``: both success rates with Wilson 95% intervals, the paired difference (right - left) with Newcombe's
 95% interval, the concordant and discordant pair counts and the exact McNemar p-value, overall and per suite.
-Pairs where either side is an infrastructure failure or of unknown outcome are left out of the statistics (and
-counted), unless ``--count-errors-as-failures``.
+Pairs where either side is interrupted, of unknown outcome or (unless ``--count-errors-as-failures``) an
+infrastructure failure are left out of the statistics and counted; ``summary`` counts each side by the same rule.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 
 from pyrua_ros.agent.records.records import write_json
 from pyrua_ros.agent.reports.metrics import EpisodeMetrics, aggregate, load_metrics, natural_key
-from pyrua_ros.agent.reports.report import is_infra_failure
 from pyrua_ros.agent.reports.stats import mcnemar_exact_p, paired_difference_interval, wilson_interval
+from pyrua_ros.agent.settings import outcomes
 
 PROTOCOL = "pyrualean-paired-v2"
 DELTA_FIELDS = ("calls", "stateful_calls", "env_steps", "turns", "wall_time_s", "input_tokens",
@@ -61,10 +61,14 @@ def _delta(left: EpisodeMetrics, right: EpisodeMetrics) -> dict[str, Any]:
 
 
 def _outcome(m: EpisodeMetrics, count_errors_as_failures: bool) -> bool | None:
-    """The episode's outcome for the statistics, or None when it is left out (infra failure, unknown)."""
-    if is_infra_failure(m) and not count_errors_as_failures:
+    """The episode's outcome for the statistics, or None when it is left out (interrupted, unknown, and an infra
+    failure unless counted as a failure): the rule of every rate (``agent.settings.outcomes``)."""
+    bucket = m.classified().bucket
+    if bucket == outcomes.INFRA:
+        return m.classified().solved if count_errors_as_failures else None
+    if bucket in (outcomes.INTERRUPTED, outcomes.UNKNOWN):
         return None
-    return m.environment_success
+    return bucket == outcomes.SUCCESS
 
 
 def paired_statistics(pairs: Sequence[tuple[EpisodeMetrics, EpisodeMetrics]], left_name: str, right_name: str, *,
@@ -147,8 +151,8 @@ def compare(metrics: Sequence[EpisodeMetrics], left_system: str = DEFAULT_LEFT,
             "unmatched_keys": unmatched,
             "key_definition": list(KEY_DEFINITION),
         },
-        "summary": {left_system: aggregate([p[0] for p in matched]),
-                    right_system: aggregate([p[1] for p in matched])},
+        "summary": {left_system: aggregate([p[0] for p in matched], **kw),
+                    right_system: aggregate([p[1] for p in matched], **kw)},
         "statistics": statistics,
         "pairs": pairs,
     }
@@ -178,8 +182,8 @@ def _stats_lines(stats: dict[str, Any], left: str, right: str, indent: str = "")
     lines.append(f"{indent}discordant pairs: {disc[f'only_{left}']} only {left}, {disc[f'only_{right}']} only "
                  f"{right}; exact McNemar p = {stats['mcnemar_exact_p']:.4g}")
     if stats["pairs_excluded"]:
-        lines.append(f"{indent}{stats['pairs_excluded']} pair(s) left out (infrastructure failure or unknown "
-                     "outcome on either side)")
+        lines.append(f"{indent}{stats['pairs_excluded']} pair(s) left out (interrupted, unknown outcome, or an "
+                     "infrastructure failure not counted as a failure, on either side)")
     return lines
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pyrua_ros.agent.records.records import TOKEN_KEYS, read_result
+from pyrua_ros.agent.settings import outcomes
 
 # (header, width, kind) as the reference prints them: "s" left-aligned text cut to the width, "r" right-aligned
 # text, "f" right-aligned one decimal with 0.0 for a missing value; "-" stands for any other missing value.
@@ -30,12 +31,16 @@ COLUMNS = (
 MEAN_FIELDS = ("calls", "stateful_calls", "env_steps", "turns", "wall_time_s", *TOKEN_KEYS)
 CONTAINER_KEYS = ("metrics", "runs", "episodes")
 RESULT = "result.json"
+REASON_CHARS = 300   # of a result's reason kept in the metrics (a cause, not a log)
 
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeMetrics:
     """What summarize and compare know about one episode. ``task`` is ``"<suite>:<task>"``; ``wall_time_s`` the
-    agent-loop (or policy) wall time [s]; ``environment_success`` None = unknown outcome; ``source`` the file."""
+    agent-loop (or policy) wall time [s]; ``environment_success`` None = unknown outcome; ``source`` the file;
+    ``outcome`` the :mod:`~pyrua_ros.agent.settings.outcomes` kind (from ``status`` and ``reason``; derived from
+    ``status`` when a metrics file written before it lacks it); ``reason`` result.json's ``reason`` (the cause of
+    an infrastructure failure), cut to REASON_CHARS."""
 
     system: str
     backend: str
@@ -56,6 +61,16 @@ class EpisodeMetrics:
     total_tokens: int | None
     source: str
     notes: tuple[str, ...] = ()
+    outcome: str = ""
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.outcome:
+            object.__setattr__(self, "outcome", outcomes.kind_of(self.status))
+
+    def classified(self) -> outcomes.Outcome:
+        """This episode's outcome kind and bucket (success, failure, infra, interrupted, unknown)."""
+        return outcomes.outcome_of_kind(self.outcome, self.environment_success)
 
     @property
     def suite(self) -> str:
@@ -72,11 +87,12 @@ class EpisodeMetrics:
     def from_json(cls, data: dict[str, Any]) -> EpisodeMetrics:
         """Inverse of ``to_json``; a clear error naming the missing or unknown keys."""
         names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in data and n != "notes"]
+        missing = [n for n in names if n not in data and n not in ("notes", "outcome", "reason")]
         unknown = sorted(set(data) - set(names))
         if missing or unknown:
             raise ValueError(f"not EpisodeMetrics: missing {missing}, unknown {unknown}; expected keys {names}")
-        return cls(**{**data, "notes": tuple(data.get("notes", ()))})
+        return cls(**{**data, "notes": tuple(data.get("notes", ())), "outcome": str(data.get("outcome") or ""),
+                      "reason": _reason(data.get("reason"))})
 
 
 def _token(generation: dict[str, Any], name: str, alias: str | None = None) -> int | None:
@@ -108,6 +124,9 @@ def metrics_from_result(data: dict[str, Any], source: str = "") -> EpisodeMetric
     success = data.get("environment_success")
     if success is None:
         success = False  # a pyrualean episode that crashed or never ran is a failure, not an unknown
+    kind = outcomes.kind_of(data.get("status"), data.get("reason"))
+    if kind == "interrupted":
+        success = False   # an interrupt is never a success, whatever an old record carried
     return EpisodeMetrics(
         system=system, backend=str(data.get("backend", data.get("robot", "libero"))),
         task=f"{data.get('suite')}:{data.get('task')}", seed=int(data.get("seed", 0)),
@@ -116,8 +135,12 @@ def metrics_from_result(data: dict[str, Any], source: str = "") -> EpisodeMetric
         turns=turns, wall_time_s=data.get("policy_wall_s"), startup_s=data.get("startup_s"),
         input_tokens=input_tokens, cached_input_tokens=_token(generation, "cached_input_tokens"),
         output_tokens=output_tokens, reasoning_output_tokens=_token(generation, "reasoning_output_tokens"),
-        total_tokens=total, source=source, notes=tuple(notes),
+        total_tokens=total, source=source, notes=tuple(notes), outcome=kind, reason=_reason(data.get("reason")),
     )
+
+
+def _reason(value: Any) -> str | None:
+    return None if value is None else " ".join(str(value).split())[:REASON_CHARS]
 
 
 def _metrics_from_json_file(path: Path) -> list[EpisodeMetrics]:
@@ -202,21 +225,27 @@ def format_table(metrics: Sequence[EpisodeMetrics]) -> str:
     return "\n".join(rows)
 
 
-def aggregate(metrics: Sequence[EpisodeMetrics]) -> dict[str, Any]:
-    """Success rate over episodes with a known outcome, status counts, and means over non-null values."""
-    known = [m for m in metrics if m.environment_success is not None]
+def aggregate(metrics: Sequence[EpisodeMetrics], *, count_errors_as_failures: bool = False) -> dict[str, Any]:
+    """The reference's aggregate keys over ``metrics``, with its one success rate counted by the outcome
+    taxonomy (:mod:`pyrua_ros.agent.settings.outcomes`): ``native_sr`` = successes / ``native_sr_denominator``
+    (agent outcomes, plus infrastructure failures when ``count_errors_as_failures``: then exactly the reference's
+    rule); ``unknown_outcome_episodes`` the episodes of unknown outcome; ``outcomes`` every bucket's count and
+    ``rate_rule`` the rule in words (after the reference's keys); status counts and means over non-null values."""
+    counts = outcomes.rate_counts((m.classified() for m in metrics), count_errors_as_failures=count_errors_as_failures)
     statuses: dict[str, int] = {}
     for m in metrics:
         statuses[m.status] = statuses.get(m.status, 0) + 1
     out: dict[str, Any] = {
         "episodes": len(metrics),
-        "native_sr": (sum(bool(m.environment_success) for m in known) / len(known)) if known else None,
-        "native_sr_denominator": len(known),
-        "unknown_outcome_episodes": len(metrics) - len(known),
+        "native_sr": counts.rate,
+        "native_sr_denominator": counts.denominator,
+        "unknown_outcome_episodes": counts.unknown,
         "statuses": statuses,
     }
     for name in MEAN_FIELDS:
         values = [getattr(m, name) for m in metrics if getattr(m, name) is not None]
         key = "mean_wall_time_s" if name == "wall_time_s" else f"mean_{name}"
         out[key] = statistics.fmean(values) if values else None
+    out["outcomes"] = counts.buckets()   # beyond the reference's keys: every bucket's count, and the rule
+    out["rate_rule"] = outcomes.rate_rule(count_errors_as_failures)
     return out

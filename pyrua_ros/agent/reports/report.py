@@ -1,12 +1,13 @@
 """Success-rate reports over episodes: per suite and overall, as JSON, a text table, Markdown and HTML.
 
 The question a report answers is "how good is this system": for every suite and for all episodes together, the
-episodes, successes, failures, the success rate with its Wilson 95% interval, mean tokens in/out and mean wall time
-per episode, and the statuses. **Infrastructure failures** (an episode that died for reasons outside the agent:
-``boot_error``, ``planner_error`` (the model server failed mid-episode), ``error``, ``killed``) are counted apart
-and left out of the rate's denominator by default; ``count_errors_as_failures=True`` puts them back in, each judged
-by the benchmark's own check (a crash before success is a failure). Episodes whose outcome is unknown (an RPent
-run without states) never enter a rate.
+episodes, the count of each outcome bucket, the one success rate with its Wilson 95% interval, mean tokens in/out
+and mean wall time per episode, and the statuses. Which episode falls in which bucket, and which buckets the rate
+counts, is :mod:`pyrua_ros.agent.settings.outcomes`: agent outcomes (a program that raised included) always count;
+**infrastructure failures** (the driver could not boot, the model server failed after its retries, the host died,
+the episode was killed) are counted apart and left out of the rate by default, ``count_errors_as_failures=True``
+puts them back in as failures (the reference's ``native_sr`` rule); interrupted episodes and episodes of unknown
+outcome (an RPent run without states) never enter a rate.
 
 The HTML page is self-contained (inline CSS and SVG, no script, font or image from anywhere), so it opens from a
 file, an artifact store or a mail attachment alike.
@@ -28,8 +29,9 @@ from typing import Any
 
 from pyrua_ros.agent.reports.metrics import EpisodeMetrics, format_table, natural_key
 from pyrua_ros.agent.reports.stats import wilson_interval
+from pyrua_ros.agent.settings import outcomes
+from pyrua_ros.agent.settings.outcomes import INFRA_STATUSES
 
-INFRA_STATUSES = ("boot_error", "planner_error", "error", "killed")
 MEANS = (("mean_input_tokens", "input_tokens"), ("mean_output_tokens", "output_tokens"),
          ("mean_total_tokens", "total_tokens"), ("mean_wall_time_s", "wall_time_s"), ("mean_turns", "turns"),
          ("mean_env_steps", "env_steps"))
@@ -38,7 +40,7 @@ OVERALL = "all"
 
 def is_infra_failure(m: EpisodeMetrics) -> bool:
     """True when the episode ended by an infrastructure failure (see the module docstring)."""
-    return m.status in INFRA_STATUSES
+    return m.classified().bucket == outcomes.INFRA
 
 
 def _mean(values: list) -> float | None:
@@ -47,27 +49,18 @@ def _mean(values: list) -> float | None:
 
 
 def group_summary(metrics: Sequence[EpisodeMetrics], *, count_errors_as_failures: bool = False) -> dict[str, Any]:
-    """Counts, rate, Wilson 95% interval, means and statuses of one group of episodes."""
-    successes = failures = infra = unknown = 0
+    """Bucket counts, the rate, its Wilson 95% interval, means and statuses of one group of episodes."""
+    counts = outcomes.rate_counts((m.classified() for m in metrics), count_errors_as_failures=count_errors_as_failures)
     statuses: dict[str, int] = {}
     for m in metrics:
         statuses[m.status] = statuses.get(m.status, 0) + 1
-        if is_infra_failure(m):
-            infra += 1
-            if not count_errors_as_failures:
-                continue
-        if m.environment_success is None:
-            unknown += 1
-        elif m.environment_success:
-            successes += 1
-        else:
-            failures += 1
-    denominator = successes + failures
+    successes, denominator = counts.rate_successes, counts.denominator
+    failures = denominator - successes   # with count_errors_as_failures, infra failures judged by their check
     interval = wilson_interval(successes, denominator)
     out: dict[str, Any] = {
-        "episodes": len(metrics), "successes": successes, "failures": failures, "infra_failures": infra,
-        "unknown_outcome": unknown, "denominator": denominator,
-        "success_rate": round(successes / denominator, 6) if denominator else None,
+        "episodes": len(metrics), "successes": successes, "failures": failures, "infra_failures": counts.infra,
+        "interrupted": counts.interrupted, "unknown_outcome": counts.unknown, "denominator": denominator,
+        "success_rate": round(counts.rate, 6) if counts.rate is not None else None,
         "ci95": {"low": round(interval.low, 6), "high": round(interval.high, 6)} if interval else None,
     }
     for key, name in MEANS:
@@ -90,11 +83,28 @@ def suite_report(metrics: Sequence[EpisodeMetrics], *, count_errors_as_failures:
     for suite, group in _by(metrics, lambda m: m.suite).items():
         summary = group_summary(group, **kw)
         summary["tasks"] = {task: {k: v for k, v in group_summary(items, **kw).items()
-                                   if k in ("episodes", "successes", "denominator", "success_rate", "infra_failures")}
+                                   if k in ("episodes", "successes", "failures", "denominator", "success_rate",
+                                            "infra_failures", "interrupted")}
                             for task, items in _by(group, lambda m: m.task).items()}
         suites[suite] = summary
     return {"count_errors_as_failures": count_errors_as_failures, "infra_statuses": list(INFRA_STATUSES),
-            "overall": group_summary(metrics, **kw), "suites": suites}
+            "rate_rule": outcomes.rate_rule(count_errors_as_failures), "overall": group_summary(metrics, **kw),
+            "suites": suites, "infra_causes": infra_causes(metrics)}
+
+
+def infra_causes(metrics: Sequence[EpisodeMetrics]) -> list[dict[str, Any]]:
+    """Every infrastructure failure with its cause: ``{system, task, seed, status, outcome, reason}``."""
+    return [{"system": m.system, "task": m.task, "seed": m.seed, "status": m.status, "outcome": m.outcome,
+             "reason": m.reason} for m in metrics if is_infra_failure(m)]
+
+
+def _cause_lines(report: dict[str, Any], limit: int = 20) -> list[str]:
+    causes = report.get("infra_causes") or []
+    lines = [f"{c['task']} seed {c['seed']}: {c['status']}: {c['reason'] or 'no reason recorded'}"
+             for c in causes[:limit]]
+    if len(causes) > limit:
+        lines.append(f"... and {len(causes) - limit} more (summarize --json lists them all under infra_causes)")
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------------- text
@@ -113,14 +123,14 @@ def _num(value: float | None, digits: int = 1) -> str:
 
 
 REPORT_COLUMNS = (("suite", 22, "<"), ("episodes", 8, ">"), ("success", 7, ">"), ("fail", 5, ">"),
-                  ("infra", 5, ">"), ("rate", 6, ">"), ("95% CI", 17, ">"), ("in_tok/ep", 9, ">"),
+                  ("infra", 5, ">"), ("intr", 4, ">"), ("rate", 6, ">"), ("95% CI", 17, ">"), ("in_tok/ep", 9, ">"),
                   ("out_tok/ep", 10, ">"), ("wall_s/ep", 9, ">"))
 
 
 def _report_row(name: str, g: dict[str, Any]) -> list[str]:
     return [name, str(g["episodes"]), str(g["successes"]), str(g["failures"]), str(g["infra_failures"]),
-            _pct(g["success_rate"]), _interval_text(g["ci95"]), _num(g["mean_input_tokens"]),
-            _num(g["mean_output_tokens"]), _num(g["mean_wall_time_s"])]
+            str(g.get("interrupted", 0)), _pct(g["success_rate"]), _interval_text(g["ci95"]),
+            _num(g["mean_input_tokens"]), _num(g["mean_output_tokens"]), _num(g["mean_wall_time_s"])]
 
 
 def _statuses_text(statuses: dict[str, int]) -> str:
@@ -128,12 +138,12 @@ def _statuses_text(statuses: dict[str, int]) -> str:
 
 
 def _infra_note(report: dict[str, Any]) -> str:
-    infra = report["overall"]["infra_failures"]
-    kinds = "/".join(report["infra_statuses"])
-    if report["count_errors_as_failures"]:
-        return f"infrastructure failures ({kinds}): {infra}, counted in the rate (--count-errors-as-failures)"
-    return (f"infrastructure failures ({kinds}): {infra}, left out of the rate "
-            "(--count-errors-as-failures counts them)")
+    overall = report["overall"]
+    rule = report.get("rate_rule") or outcomes.rate_rule(report["count_errors_as_failures"])
+    infra = f"infrastructure failures: {overall['infra_failures']}"
+    infra += (", counted in the rate (--count-errors-as-failures)" if report["count_errors_as_failures"]
+              else ", left out of the rate (--count-errors-as-failures counts them)")
+    return f"rate = {rule}; {infra}; interrupted: {overall.get('interrupted', 0)}, in no rate"
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -148,13 +158,19 @@ def format_report(report: dict[str, Any]) -> str:
     unknown = report["overall"]["unknown_outcome"]
     rows.append(f"statuses: {_statuses_text(report['overall']['statuses'])}")
     rows.append(_infra_note(report) + (f"; {unknown} episode(s) of unknown outcome" if unknown else ""))
+    causes = _cause_lines(report)
+    if causes:
+        rows += ["infrastructure failures and their causes:", *(f"  {line}" for line in causes)]
     return "\n".join(rows)
 
 
 # ---------------------------------------------------------------------------------------------------- Markdown
+def _md_cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    def cell(text: str) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
+    cell = _md_cell
 
     lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
@@ -167,6 +183,9 @@ def markdown_report(report: dict[str, Any], metrics: Sequence[EpisodeMetrics], t
     rows = [_report_row(s, g) for s, g in report["suites"].items()] + [_report_row(OVERALL, report["overall"])]
     parts = [f"# {title}", "", _md_table(header, rows), "",
              f"Statuses: {_statuses_text(report['overall']['statuses'])}. {_infra_note(report)}.", ""]
+    causes = _cause_lines(report)
+    if causes:
+        parts += ["Infrastructure failures and their causes:", "", *(f"- {_md_cell(line)}" for line in causes), ""]
     for suite, g in report["suites"].items():
         parts += [f"## {suite}", "", _md_table(["task", "episodes", "success", "rate"], [
             [task, str(t["episodes"]), str(t["successes"]), _pct(t["success_rate"])]
@@ -240,8 +259,9 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, left: i
 
 
 def _rate_note(g: dict[str, Any]) -> str:
-    infra = f", {g['infra_failures']} infra" if g.get("infra_failures") else ""
-    return f"{_pct(g['success_rate'])} ({g['successes']}/{g['denominator']}{infra})"
+    apart = [f"{g[key]} {word}" for key, word in (("infra_failures", "infra"), ("interrupted", "interrupted"))
+             if g.get(key)]
+    return f"{_pct(g['success_rate'])} ({g['successes']}/{g['denominator']}{''.join(', ' + a for a in apart)})"
 
 
 def html_report(report: dict[str, Any], metrics: Sequence[EpisodeMetrics], title: str, *,
@@ -257,11 +277,15 @@ def html_report(report: dict[str, Any], metrics: Sequence[EpisodeMetrics], title
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="meta">{html.escape(generated)} {len(metrics)} episode(s). Success rate with a Wilson 95% '
-        f"interval. {html.escape(_infra_note(report).capitalize())}.</p>",
+        f"interval; {html.escape(_infra_note(report))}.</p>",
         '<h2 id="overview">Success rate per suite</h2>', bar_chart(overview),
         _html_table(header, rows, total_last=True),
         f"<p class=\"meta\">Statuses: {html.escape(_statuses_text(report['overall']['statuses']))}</p>",
     ]
+    causes = _cause_lines(report)
+    if causes:
+        parts += ['<h2 id="infra">Infrastructure failures and their causes</h2>',
+                  "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in causes) + "</ul>"]
     for suite, g in report["suites"].items():
         tasks = [(f"task {task.rpartition(':')[2]}", t["success_rate"], _task_interval(t), _rate_note(t))
                  for task, t in g["tasks"].items()]
@@ -323,8 +347,9 @@ def _task_interval(t: dict[str, Any]) -> dict | None:
 
 
 def _ok_word(m: EpisodeMetrics) -> str:
-    if is_infra_failure(m):
-        return "infra"
+    bucket = m.classified().bucket
+    if bucket in (outcomes.INFRA, outcomes.INTERRUPTED):
+        return bucket
     return "-" if m.environment_success is None else ("Y" if m.environment_success else "N")
 
 

@@ -33,8 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print only JSON on stdout: the aggregate, the per-suite report and every episode")
     parser.add_argument("--count-errors-as-failures", action="store_true",
-                        help="count infrastructure failures (boot_error, planner_error, error, killed) in the "
-                             "success rate, judged by the benchmark's check (default: shown apart, left out)")
+                        help="count infrastructure failures (boot_error, planner_error, killed, a host that died) "
+                             "in the success rate, judged by the benchmark's check: the reference's native_sr rule "
+                             "(default: counted apart, left out; interrupted episodes are in no rate)")
     parser.add_argument("--html", type=Path, default=None, metavar="FILE",
                         help="also write a self-contained HTML report (tables + success-rate charts)")
     parser.add_argument("--markdown", type=Path, default=None, metavar="FILE", help="also write a Markdown report")
@@ -44,10 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def summary_json(metrics: Sequence[EpisodeMetrics], *, count_errors_as_failures: bool = False) -> dict[str, Any]:
-    """What ``--json`` prints: the reference's aggregate keys, then ``count_errors_as_failures``,
+    """What ``--json`` prints: the reference's aggregate keys (``native_sr`` is the one success rate, counted by
+    the same rule as ``overall.success_rate``), ``outcomes`` and ``rate_rule``, then ``count_errors_as_failures``,
     ``infra_statuses``, ``overall`` and ``suites`` (see ``agent.report``) and ``runs`` (every EpisodeMetrics,
     so the output is itself an input of ``compare`` and ``summarize``)."""
-    return {**aggregate(metrics), **suite_report(metrics, count_errors_as_failures=count_errors_as_failures),
+    kw = {"count_errors_as_failures": count_errors_as_failures}
+    return {**aggregate(metrics, **kw), **suite_report(metrics, **kw),
             "runs": [m.to_json() for m in metrics]}
 
 
