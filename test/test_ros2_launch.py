@@ -230,4 +230,4 @@ def test_ctrl_c_leaves_no_process_kernel_included(tools, tmp_path, presses):
     # The interrupt ends every node cleanly, the driver's teardown too: no node prints a traceback.
     assert not node_tracebacks(out), out[-4000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert result["status"] == "error" and result["reason"] == "interrupted", result
+    assert result["status"] == "interrupted" and result["reason"] == "interrupted", result

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 
 from pyrua_ros import __version__
@@ -141,7 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     except SettingError as exc:   # a PYRUALEAN_* environment variable with a bad value
         return refuse("", str(exc))
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:   # outside an episode (checks, booting nothing yet): one line, no traceback
+        print(f"pyrualean {args.command}: interrupted", file=sys.stderr)
+        return exit_codes.INTERRUPTED + signal.SIGINT
 
 
 if __name__ == "__main__":

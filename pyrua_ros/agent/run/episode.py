@@ -279,6 +279,7 @@ class Episode:
         self.environment_success = False
         self.env_steps_total: int | None = None
         self.state_digest: dict | None = None   # the driver's per-step state digests (sim_interfaces/state_digest.py)
+        self.episode_id: int | None = None   # the driver's id of THIS episode's reset; None until the reset answered
         self.startup_s = self.policy_wall_s = None
         self.interrupted_by: int | None = None
         self.kernel = None          # the cell kernel, once the strategy opened it (open_kernel)
@@ -320,6 +321,7 @@ class Episode:
         if self.recorder is not None:
             self.recorder.begin()   # what a shared driver still published of an earlier episode stays out
         status = self.host.reset(e)
+        self.episode_id = status.episode_id
         if self.recorder is not None:
             self.recorder.start_at(status.sim_time)   # stream frames stamped before the reset are an earlier one's
         self.task_language = status.task_language
@@ -425,12 +427,22 @@ class Episode:
         return {}
 
     def read_environment_outcome(self) -> None:
-        """The benchmark's verdict (the sim's latched success check) and its step counter, never the agent's claim."""
+        """The benchmark's verdict (the sim's latched success check) and its step counter, never the agent's claim.
+
+        Read for this episode's reset only, by its id: a host lent by eval still holds the previous episode's status
+        (and digests) until this episode's reset answered, so an episode whose reset did not answer has no verdict
+        (RuntimeError), and a status of another episode is never taken for this one's."""
+        if self.episode_id is None:
+            raise RuntimeError("the environment outcome was asked for before this episode's reset answered")
         status = self.host.backend.status()
+        if status.episode_id != self.episode_id:
+            raise RuntimeError(f"the driver's episode status is of its episode {status.episode_id}, not of this "
+                               f"episode ({self.episode_id}): the driver was reset or restarted meanwhile")
         self.environment_success = bool(status.success)
         self.env_steps_total = int(status.step)
         trace = getattr(self.host.backend, "state_trace", None)
-        self.state_digest = trace.summary() if trace is not None else None
+        same = trace is not None and getattr(trace, "episode_id", self.episode_id) == self.episode_id
+        self.state_digest = trace.summary() if same else None
         clipped = getattr(self.host.backend, "clipped_steps", lambda: 0)()
         note = (f"the driver's safety filter clipped {clipped} control step(s) (speed or workspace limits; the "
                 "calls' summaries say which, episode.mcap has /safety/events)")
@@ -456,13 +468,13 @@ class Episode:
             self.status, self.reason = "boot_error", str(exc)
             self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
             self.notes.append("host failed before the agent started")
-        except KeyboardInterrupt as exc:
+        except KeyboardInterrupt as exc:   # the user's Ctrl-C, or SIGTERM/SIGHUP: its own outcome, in no rate
             signum = re.fullmatch(r"signal (\d+)", str(exc))
             self.interrupted_by = int(signum.group(1)) if signum else signal.SIGINT
-            self.status, self.reason = ("boot_error" if stage == "boot" else "error"), "interrupted"
+            self.status, self.reason, self.error = "interrupted", "interrupted", None
             self.notes.append(f"interrupted by {signal.Signals(self.interrupted_by).name}")
-            self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
             self._judge_quietly()
+            self.environment_success = False   # never a success: the episode did not run to its end
         except Exception as exc:
             self.status = "boot_error" if stage == "boot" else "error"
             self.reason = f"{type(exc).__name__}: {exc}"
@@ -484,7 +496,8 @@ class Episode:
         return result
 
     def _judge_quietly(self) -> None:
-        if self.host is None or self.host.backend is None:
+        """The verdict after a failure, when this episode's own status can still be read (else none is taken)."""
+        if self.host is None or self.host.backend is None or self.episode_id is None:
             return
         with contextlib.suppress(Exception):
             self.read_environment_outcome()
@@ -550,7 +563,7 @@ class Episode:
     def record_failures(self) -> None:
         """A record that could not be written makes the episode an ``error`` whose reason says which."""
         failures = self.records.failures
-        if failures and self.status not in ("error", "boot_error"):
+        if failures and self.status not in ("error", "boot_error", "interrupted"):
             self.status, self.reason = "error", f"records: {failures[0]}"
 
     def write_result(self, placeholder: bool = False):

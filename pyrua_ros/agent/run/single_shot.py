@@ -40,7 +40,7 @@ from pyrua_ros.agent.records.records import (
 )
 from pyrua_ros.agent.settings.config import GenerateConfig, RunConfig
 
-RUN_STATUSES = ("completed", "finished", "error", "timeout", "boot_error")
+RUN_STATUSES = ("completed", "finished", "error", "timeout", "boot_error", "interrupted")
 MODES = ("per_cell", "transfer")
 PYTHON_TAGS = ("python", "py", "python3", "")
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
@@ -194,8 +194,10 @@ class PolicyRecord:
 @dataclasses.dataclass(frozen=True)
 class RunResult:
     """Single-shot ``result.json`` (``pyrualean-episode-v2``, contract 6.3). ``status``: completed (``run``
-    returned), finished (``EpisodeFinished``, ``reason`` e.g. terminated), error (``reason`` load | exception),
-    timeout, boot_error. ``environment_success`` is the benchmark check, never the program's claim. Times [s];
+    returned), finished (``EpisodeFinished``, ``reason`` e.g. terminated), error (``reason`` load | exception: the
+    program's own failure, counted in the rate; any other reason: the host failed), timeout, boot_error,
+    interrupted (see ``agent.settings.outcomes``). ``environment_success`` is the benchmark check, never the
+    program's claim. Times [s];
     ``timeout_s`` the watchdog. ``host`` ``{python, cuda_device, libero_type, boot_options, rpent_root, sandbox}``;
     ``generation`` the attached ``generation.json`` (or None)."""
 
