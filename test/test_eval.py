@@ -122,6 +122,11 @@ def test_job_config_round_trip(tmp_path):
     (["--suite", "fake_table", "--driver", "fake", "--backend", "ray", "--address", "127.0.0.1:{port}"],
      "--address 127.0.0.1:{port}: no Ray head answers"),
     (["--suite", "libero_goal", "--task", "8", "--workers", "0"], "--workers must be at least 1"),
+    # counted before anything is built: four hundred million seeds are not materialised
+    (["--suite", "libero_goal", "--seed", "0-400000000"], "--seed '0-400000000' names more than 100000 values"),
+    (["--suite", "libero_goal", "--task", "8", "--budget-s", "nan"], "--budget-s expects a finite number"),
+    (["--suite", "libero_goal", "--task", "8", "--cpus-per-episode", "nan"], "--cpus-per-episode must be > 0"),
+    (["--suite", "libero_goal", "--task", "8", "--max-provider-failures", "-1"], "--max-provider-failures must be"),
 ])
 def test_bad_input_is_refused_before_anything_boots(tmp_path, args, message, capsys):
     """Each refusal is one line naming the valid values, exit 2, and nothing written or started (the command runs
@@ -134,7 +139,11 @@ def test_bad_input_is_refused_before_anything_boots(tmp_path, args, message, cap
     args = [a.replace("{port}", str(port)) for a in args]
     out = tmp_path / "out"
     children = set(psutil.Process().children(recursive=True))
-    assert main(["eval", "--arm", "cells", "--out", str(out), *args]) == 2
+    try:
+        code = main(["eval", "--arm", "cells", "--out", str(out), *args])
+    except SystemExit as exc:   # refused by the flag parser itself (a value that is no finite number)
+        code = exc.code
+    assert code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("pyrualean eval: error: "), lines
     assert message.replace("{port}", str(port)) in lines[0]
@@ -183,7 +192,7 @@ def test_finished_means_a_record_that_is_not_an_infrastructure_failure(tmp_path)
     record = {"schema": "pyrualean-episode-v2", "suite": "fake_table", "task": 0, "seed": 0,
               "environment_success": False}
     for status, finished in (("error", False), ("boot_error", False), ("planner_error", False), ("killed", False),
-                             ("timeout", True), ("call_budget", True), ("completed", True)):
+                             ("interrupted", False), ("timeout", True), ("call_budget", True), ("completed", True)):
         (run_dir / "result.json").write_text(json.dumps({**record, "status": status}))
         assert (finished_summary(instance, tmp_path) is not None) is finished, status
     (run_dir / "result.json").write_text(json.dumps({**record, "status": "completed", "seed": 1}))
@@ -248,7 +257,8 @@ def test_fake_arm_eval_on_two_workers_interrupted_and_resumed(tmp_path):
     for key, r in results(out).items():   # every episode that had started says what happened to it
         if key not in done:
             # (killed: the interrupt came before its episode host had written a record)
-            assert r["status"] in ("error", "boot_error", "killed") and r["reason"] == "interrupted", r
+            assert r["status"] == "interrupted" and r["reason"] == "interrupted", r
+            assert r["environment_success"] is False and not r.get("error"), r
     stamps = {k: (out / k.replace(":", "/") / "result.json").stat().st_mtime_ns for k in done}
 
     second = run_eval(*args, timeout=600)
@@ -440,16 +450,27 @@ def test_progress_plain_lines_and_live_view():
     progress.episode_started(0, "libero_goal:1:0")
     progress.episode_started(1, "libero_goal:8:0", attempt=2)
     progress.episode_status(0, {"turn": 3, "steps": 120, "tokens": 15400, "last": "python: moved"})
-    progress.episode_done(1, "libero_goal:8:0", {"status": "boot_error", "worker_wall_s": 12.0}, final=False)
+    progress.episode_done(1, "libero_goal:8:0", {"status": "boot_error", "reason": "episode reset failed: the sim "
+                                                 "node exited with status 1", "worker_wall_s": 12.0}, final=False)
     progress.episode_done(0, "libero_goal:1:0", {"status": "completed", "environment_success": True,
                                                  "worker_wall_s": 75.0})
     lines = stream.getvalue().splitlines()
     assert lines[0] == "[eval] starting: 3 episode(s) to run on 2 worker(s), 2 already finished"
     assert lines[2] == "[eval] w1 start libero_goal:8:0 (attempt 2)"
-    assert lines[3].startswith("[eval] w1 done libero_goal:8:0: boot_error no success in 12s -> retrying | 2/5 done")
+    # an infrastructure failure names its cause on its line
+    assert lines[3].startswith("[eval] w1 done libero_goal:8:0: boot_error infra in 12s (episode reset failed: the "
+                               "sim node exited with status 1) -> retrying | 2/5 done")
     assert lines[4].startswith("[eval] w0 done libero_goal:1:0: completed success in 1m15s | 3/5 done | "
                                "success 2/3 (66.7%)")
     assert "ETA" in lines[4] and "ETA -" not in lines[4]   # one episode ended in this run: a pace exists
+    progress.episode_done(1, "libero_goal:8:0", {"status": "planner_error", "reason": "provider error mid-episode: "
+                                                 "connection: request 1 failed", "worker_wall_s": 3.0})
+    progress.episode_done(1, "libero_goal:9:0", {"status": "interrupted", "reason": "interrupted",
+                                                 "environment_success": True, "worker_wall_s": 3.0})
+    lines = stream.getvalue().splitlines()
+    assert "planner_error infra in 3s (provider error mid-episode: connection: request 1 failed)" in lines[5]
+    # the one rate, with the buckets outside it named beside it; an interrupt is never a success
+    assert "| 5/5 done | success 2/3 (66.7%); infra 1, interrupted 1 |" in lines[6]
 
     live = EvalProgress(4, 2, stream=io.StringIO(), tty=True)
     live.episode_started(1, "libero_goal_swap:3:0")
@@ -477,3 +498,30 @@ def test_workers_keep_their_task_when_they_can():
     assert (first.task, second.task) == (1, 8)
     assert coordinator._next_for(1)[0] == I.Instance("libero_goal", 8, 1)
     assert coordinator._next_for(0)[0] == I.Instance("libero_goal", 1, 1)
+
+
+def test_a_dead_model_server_stops_the_evaluation_after_k_episodes(tmp_path):
+    """A model server that dies mid-evaluation cost every remaining episode its retries, silently. Now K episodes
+    in a row that failed on it stop the evaluation: exit 4, the cause, "resume with the same command", the
+    remaining episodes not started; each failure's cause is on its line and in the report, its prefix not
+    doubled."""
+    with socket.socket() as s:   # a port nothing listens on: connection refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "dead"
+    proc = run_eval("--arm", "cells", "--driver", "fake", "--suite", "fake_table", "--task", "0-1", "--seed", "0-1",
+                    "--workers", "1", "--runtime", "openai", "--base-url", f"http://127.0.0.1:{port}/v1",
+                    "--no-preflight", "--openai-max-retries", "0", "--max-provider-failures", "2", "--retries", "0",
+                    "--images", "none", "--no-video", "--no-record", "--out", str(out), timeout=600)
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert "the model server failed 2 episode(s) in a row" in proc.stderr
+    assert "resume with the same command" in proc.stderr and "(exit 4)" in proc.stderr
+    final = results(out)
+    assert len(final) == 2 and episode_lines(proc.stderr, "start") == 2, proc.stderr[-3000:]   # 2 never started
+    for r in final.values():
+        assert r["status"] == "planner_error" and r["environment_success"] is False
+        assert r["reason"].startswith("provider error mid-episode: connection: request 1 failed"), r["reason"]
+        assert "connection: connection:" not in r["reason"]
+    assert episode_lines(proc.stderr, "done") == 2 and "planner_error infra in" in proc.stderr
+    assert "(provider error mid-episode: connection: request 1 failed" in proc.stderr   # the cause on the line
+    assert "infrastructure failures and their causes:" in proc.stdout and "stopped: the model server" in proc.stdout

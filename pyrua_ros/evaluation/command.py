@@ -12,8 +12,9 @@ directory, and run directories are kept or moved aside by the evaluation (no ``-
 Running the same command again skips finished episodes and runs the rest; other agent options are refused.
 Everything the input decides (episodes, files, the replay programs, the model server, the Ray head, the manifest) is
 checked by ``agent.run.validate`` before any worker or node starts. Exit status: 0 all episodes have a result that is
-not an infrastructure failure, 1 some ended in one (after retries), 2 bad input, 130 interrupted (finished
-episodes are kept).
+an agent outcome, 1 some ended in an infrastructure failure (after retries) or the engine failed, 2 bad input, 4
+stopped after ``--max-provider-failures`` model-server failures in a row, 130 interrupted (finished episodes are
+kept; the same command resumes).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import pathlib
 import signal
@@ -71,6 +73,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
                        help="Ray: write run directories in place (shared), return them to OUT (gather), or detect")
     group.add_argument("--retries", type=int, default=1,
                        help="re-run an episode that ended in an infrastructure failure up to N times (default 1)")
+    group.add_argument("--max-provider-failures", type=int, default=3, metavar="K",
+                       help="stop the evaluation after K episodes in a row whose model server failed after its "
+                            "retries (planner_error); resumable; 0 never stops (default 3)")
     group.add_argument("--allow-code-change", action="store_true",
                        help="resume an evaluation made by another code version")
     group.add_argument("--count-errors-as-failures", action="store_true",
@@ -140,7 +145,10 @@ def _check_engine_flags(args: argparse.Namespace, driver: str) -> None:
         raise SettingError(f"--workers must be at least 1; got {args.workers}")
     if args.retries < 0:
         raise SettingError(f"--retries must be 0 or more; got {args.retries}")
-    if args.cpus_per_episode <= 0 or args.gpus_per_episode < 0:
+    if args.max_provider_failures < 0:
+        raise SettingError(f"--max-provider-failures must be 0 (never stop) or more; got {args.max_provider_failures}")
+    if not (math.isfinite(args.cpus_per_episode) and math.isfinite(args.gpus_per_episode)) \
+            or args.cpus_per_episode <= 0 or args.gpus_per_episode < 0:
         raise SettingError("--cpus-per-episode must be > 0 and --gpus-per-episode >= 0")
     if driver == "external" and (args.workers or 1) > 1:
         raise SettingError("--driver external (drivers you run) serves one episode at a time: use --workers 1")
@@ -169,12 +177,30 @@ def cmd_eval(args: argparse.Namespace) -> int:
         instances = plan_instances(args, base.episode.driver)
         configs = episode_configs(base, instances, args.out.resolve())
         check_play_model(base, warn=warnings.append)
+        check_eval_out(args.out)
         manifest = Manifest.open(args.out, manifest_options(base), allow_code_change=args.allow_code_change)
     except ValueError as exc:   # SettingError, ManifestMismatch
         return refuse("eval", str(exc))
+    except OSError as exc:   # --out that cannot hold the manifest (read-only, /sys, a race)
+        return refuse("eval", f"--out {args.out}: cannot be used ({exc.strerror or type(exc).__name__})")
     for line in warnings:
         print(f"pyrualean eval: {line}", file=sys.stderr)
     return run_evaluation(args, manifest, instances, configs, progress_mode=base.output.progress)
+
+
+def check_eval_out(out: pathlib.Path) -> None:
+    """``--out`` of an evaluation: a folder (or nothing yet) under a folder where files can be made; SettingError
+    with one line otherwise (what exists is kept: eval resumes from it)."""
+    from pyrua_ros.agent.run.validate import check_run_directory, probe_writable
+
+    out = pathlib.Path(out)
+    check_run_directory("--out", out, resume=True)   # a file, an unwritable parent; what is in it is resumed
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe_writable("--out", out)
+    except OSError as exc:
+        raise SettingError(f"--out {out}: cannot be used as an evaluation directory "
+                           f"({exc.strerror or type(exc).__name__})") from None
 
 
 def _raise_interrupt(signum, _frame):
@@ -208,7 +234,8 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     progress.start()
     try:
-        outcome = Coordinator(out, configs, engine, progress, retries=args.retries).run(todo)
+        outcome = Coordinator(out, configs, engine, progress, retries=args.retries,
+                              max_provider_failures=args.max_provider_failures).run(todo)
     finally:
         progress.close()
         for s, handler in old.items():
@@ -219,8 +246,19 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
     ended = "interrupted" if outcome.interrupted else (f"failed: {outcome.error}" if outcome.error else "finished")
     manifest.end_run(run, outcome=ended, episodes_run=outcome.episodes_run)
     if outcome.error:
-        print(f"pyrualean eval: error: {outcome.error}", file=sys.stderr)
+        print(f"pyrualean eval: error: {outcome.error}; finished episodes are kept, resume with the same command "
+              f"(exit {_exit_code(outcome, False)})", file=sys.stderr)
     return _report(args, out, instances, outcome)
+
+
+def _exit_code(outcome, infra_left: bool) -> int:
+    """130 interrupted; 4 stopped on model-server failures; 1 an engine failure, an infrastructure failure or an
+    episode left without a record; else 0."""
+    if outcome.interrupted:
+        return EXIT_INTERRUPTED
+    if outcome.provider_stop:
+        return exit_codes.PLANNER_ERROR
+    return EXIT_INFRA if outcome.error or infra_left else EXIT_OK
 
 
 def _engine(args: argparse.Namespace, workers: int | None, out: pathlib.Path, max_slots: int):
@@ -237,8 +275,9 @@ def _engine(args: argparse.Namespace, workers: int | None, out: pathlib.Path, ma
 def _report(args: argparse.Namespace, out: pathlib.Path, instances: list[Instance], outcome) -> int:
     from pyrua_ros.agent.records.records import read_result
     from pyrua_ros.agent.reports.metrics import metrics_from_result
-    from pyrua_ros.agent.reports.report import format_report, is_infra_failure
+    from pyrua_ros.agent.reports.report import format_report
     from pyrua_ros.agent.reports.summarize import summary_json
+    from pyrua_ros.agent.settings import outcomes
 
     metrics, missing = [], []
     for instance in instances:
@@ -249,17 +288,18 @@ def _report(args: argparse.Namespace, out: pathlib.Path, instances: list[Instanc
     summary = summary_json(metrics, count_errors_as_failures=args.count_errors_as_failures)
     summary["evaluation"] = {"out": str(out), "requested": len(instances), "missing": missing,
                              "episodes_run_now": outcome.episodes_run, "interrupted": outcome.interrupted,
-                             "error": outcome.error}
+                             "error": outcome.error, "stopped_on_provider_failures": outcome.provider_stop}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print(format_report(summary))
         if outcome.interrupted:
             print("interrupted: finished episodes are kept; run the same command again to resume")
+        if outcome.error:
+            print(f"stopped: {outcome.error}; finished episodes are kept; run the same command again to resume")
         if missing:
             print(f"not run yet: {len(missing)} episode(s) ({', '.join(missing[:5])}"
                   f"{', ...' if len(missing) > 5 else ''}); run the same command again to resume")
         print(f"per-episode table: pyrualean summarize {out}   HTML: pyrualean summarize {out} --html report.html")
-    if outcome.interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_INFRA if missing or any(is_infra_failure(m) for m in metrics) else EXIT_OK
+    left = bool(missing) or any(m.classified().bucket in (outcomes.INFRA, outcomes.INTERRUPTED) for m in metrics)
+    return _exit_code(outcome, left)

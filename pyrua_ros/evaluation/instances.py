@@ -35,6 +35,7 @@ NAMED_SETS: dict[str, tuple[str, ...]] = {
     **{f"libero_pro_{p}": tuple(f"{s}_{p}" for s in STANDARD) for p in PERTURBATIONS},
 }
 ALL = "all"
+MAX_INDICES = 100_000    # task or seed values one list may name (an evaluation of more is a typo, not a plan)
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -76,6 +77,7 @@ def parse_index_list(spec: Any, what: str, *, upper: int | None = None) -> list[
             raise SettingError(f"{what} 'all' needs a suite with a known number of tasks; list them, e.g. 0-9")
         return list(range(upper))
     values: set[int] = set()
+    named = 0
     for part in text.split(","):
         match = re.fullmatch(r"\s*(-?\d+)\s*(?:-\s*(-?\d+)\s*)?", part)
         if not match:
@@ -84,6 +86,10 @@ def parse_index_list(spec: Any, what: str, *, upper: int | None = None) -> list[
         high = int(match.group(2)) if match.group(2) is not None else low
         if high < low:
             raise SettingError(f"{what} range {part.strip()!r} is empty; write low-high")
+        named += high - low + 1
+        if named > MAX_INDICES:   # counted before anything is built: "0-400000000" is refused, not materialised
+            raise SettingError(f"{what} {text!r} names more than {MAX_INDICES} values; at most {MAX_INDICES} per "
+                               "list (split a larger evaluation into several --out)")
         values.update(range(low, high + 1))
     return sorted(values)
 
@@ -106,9 +112,12 @@ def build_instances(driver: str, suites: Sequence[str], tasks: Any = ALL, seeds:
     for suite in expanded:   # every suite name and seed first: an unknown one is refused before any task list
         for seed in seed_list:
             check_episode(suite, 0, seed, driver)
-    instances = []
+    instances: list[Instance] = []
     for suite in expanded:
         task_list = parse_index_list(tasks, "--task", upper=SERVED.get(driver, {}).get(suite))
+        if len(instances) + len(task_list) * len(seed_list) > MAX_INDICES:
+            raise SettingError(f"the evaluation would run more than {MAX_INDICES} episodes (suites x tasks x seeds); "
+                               "split it into several --out")
         for task in task_list:
             for seed in seed_list:
                 check_episode(suite, task, seed, driver)

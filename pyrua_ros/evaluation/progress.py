@@ -2,8 +2,9 @@
 
 On a terminal a rich live view (a progress bar and one row per worker: instance, turn, steps, tokens, elapsed) is
 redrawn in place; anywhere else (a pipe, a log file, CI) one plain line is printed per episode start and end. Both
-count episodes finished by earlier runs of the same evaluation as done. Infrastructure failures are counted apart
-and kept out of "success so far", as in the report.
+count episodes finished by earlier runs of the same evaluation as done. "success so far" is the report's one rate
+(``agent.settings.outcomes``): agent outcomes in it, infrastructure failures and interrupts counted apart beside it;
+an episode line names the cause of an infrastructure failure.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import threading
 import time
 from typing import Any, TextIO
 
-from pyrua_ros.agent.reports.report import INFRA_STATUSES
 from pyrua_ros.agent.run.progress import _tokens
+from pyrua_ros.agent.settings import outcomes
+
+REASON_CHARS = 160   # an infrastructure failure's cause, as long as one line shows it
 
 
 def _duration(seconds: float | None) -> str:
@@ -35,7 +38,7 @@ class EvalProgress:
         self.tty = self.stream.isatty() if tty is None else tty
         self.total, self.slots = total, slots
         # episodes finished by earlier runs are never infrastructure failures (those are run again)
-        self.done, self.successes, self.infra = finished_before, successes_before, 0
+        self.done, self.successes, self.infra, self.interrupted = finished_before, successes_before, 0, 0
         self.failures = finished_before - successes_before
         self.run_now = 0
         self.durations: list[float] = []   # wall time of each episode that ended in this run [s]
@@ -60,11 +63,14 @@ class EvalProgress:
         waiting = max(0, remaining - len(running))
         return (sum(running) + waiting * mean) / max(1, self.slots)
 
+    def counts(self) -> outcomes.RateCounts:
+        """The buckets so far (finished episodes of earlier runs included) and the rate over them."""
+        return outcomes.RateCounts(episodes=self.done, successes=self.successes, failures=self.failures,
+                                   infra=self.infra, interrupted=self.interrupted, unknown=0,
+                                   count_errors_as_failures=False)
+
     def headline(self) -> str:
-        judged = self.successes + self.failures
-        rate = f"{100 * self.successes / judged:.1f}%" if judged else "-"
-        infra = f", {self.infra} infra" if self.infra else ""
-        return (f"{self.done}/{self.total} done | success {self.successes}/{judged} ({rate}){infra} | "
+        return (f"{self.done}/{self.total} done | success {self.counts().text()} | "
                 f"elapsed {_duration(time.monotonic() - self.t0)} | ETA {_duration(self.eta_s)}")
 
     # ------------------------------------------------------------------ events
@@ -94,8 +100,9 @@ class EvalProgress:
     def episode_done(self, slot: int, instance: str, summary: dict[str, Any] | None, *, final: bool = True,
                      detail: str = "") -> None:
         """One episode ended; ``final`` False when it will be retried (not counted as done yet)."""
-        status = (summary or {}).get("status") or "killed"
-        success = bool((summary or {}).get("environment_success"))
+        summary = summary or {}
+        status = summary.get("status") or "killed"
+        outcome = outcomes.classify(status, summary.get("reason"), bool(summary.get("environment_success")))
         with self._lock:
             started = self.workers.pop(slot, None)
             if started is not None:
@@ -103,15 +110,19 @@ class EvalProgress:
             if final:
                 self.done += 1
                 self.run_now += 1
-                if status in INFRA_STATUSES:
+                if outcome.bucket == outcomes.INFRA:
                     self.infra += 1
-                elif success:
+                elif outcome.bucket == outcomes.INTERRUPTED:
+                    self.interrupted += 1
+                elif outcome.bucket == outcomes.SUCCESS:
                     self.successes += 1
                 else:
                     self.failures += 1
         if not self.tty:
-            wall = (summary or {}).get("worker_wall_s")
-            what = f"{status} {'success' if success else 'no success'}"
+            wall = summary.get("worker_wall_s")
+            what = f"{status} {outcome.bucket if outcome.bucket != outcomes.FAILURE else 'no success'}"
+            if outcome.bucket == outcomes.INFRA and summary.get("reason") and not detail:
+                detail = " ".join(str(summary["reason"]).split())[:REASON_CHARS]
             retry = " -> retrying" if not final else ""
             extra = f" ({detail})" if detail else ""
             self._line(f"w{slot} done {instance}: {what} in {_duration(wall)}{extra}{retry} | {self.headline()}")

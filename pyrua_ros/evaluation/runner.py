@@ -1,11 +1,15 @@
 """The coordinator: which episodes still need running, handing them to an engine's workers, retries, records.
 
-An instance is **finished** when its run directory holds a readable ``result.json`` for that instance whose status
-is not an infrastructure failure (see ``agent.reports.report.INFRA_STATUSES``); finished instances are skipped,
-everything else (never run, crashed, interrupted, or an infrastructure failure) runs. An infrastructure failure is
-retried up to ``retries`` times in the same invocation; the failed attempt's directory is kept under
+An instance is **finished** when its run directory holds a readable ``result.json`` for that instance that records
+an agent outcome (``agent.settings.outcomes``: success or a failure the agent caused); finished instances are
+skipped, everything else (never run, crashed, interrupted, or an infrastructure failure) runs. An infrastructure
+failure is retried up to ``retries`` times in the same invocation; the failed attempt's directory is kept under
 ``OUT/.eval/attempts/<suite>/<task>/<seed>/<attempt>/``. Whatever happens to a worker, every episode it started ends
 with a ``result.json`` that says what happened (the episode's own, or a ``killed`` record written here).
+
+``max_provider_failures`` episodes in a row whose model server failed after its retries (``planner_error``) stop
+the evaluation: nothing new starts, the running episodes are interrupted (resumable), and the outcome's ``error``
+says why; a server that died would otherwise cost every remaining episode its retries.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import shutil
 from typing import Any
 
 from pyrua_ros.agent.records.records import SCHEMA, SYSTEM, now_iso, read_result, write_json
-from pyrua_ros.agent.reports.report import INFRA_STATUSES
+from pyrua_ros.agent.settings import outcomes
 from pyrua_ros.agent.settings.config import PlayConfig
 from pyrua_ros.evaluation.instances import Instance
 from pyrua_ros.evaluation.jobs import episode_summary, make_job
@@ -39,16 +43,18 @@ def finished_summary(instance: Instance, out: pathlib.Path) -> dict[str, Any] | 
     same = (data.get("suite"), data.get("task"), data.get("seed")) == (instance.suite, instance.task, instance.seed)
     if not same or not str(data.get("schema", "")).startswith("pyrualean-"):
         return None
-    if data.get("status") in INFRA_STATUSES or data.get("status") is None:
+    if not outcomes.is_final(data.get("status"), data.get("reason")):
         return None
     return episode_summary(data)
 
 
 def write_killed_record(instance: Instance, cfg: PlayConfig, reason: str) -> dict[str, Any]:
-    """A minimal ``result.json`` (status ``killed``) for an episode whose host died before writing its own."""
+    """A minimal ``result.json`` for an episode whose host died before writing its own: status ``killed``, or
+    ``interrupted`` when the evaluation was interrupted (``reason`` "interrupted")."""
     record = {"schema": SCHEMA, "system": SYSTEM, "arm": cfg.agent.arm, "backend": "ros2", "robot": cfg.episode.robot,
               "suite": instance.suite, "task": instance.task, "seed": instance.seed, "environment_success": False,
-              "status": "killed", "reason": reason, "error": None, "calls": None, "stateful_calls": None,
+              "status": "interrupted" if reason == "interrupted" else "killed", "reason": reason, "error": None,
+              "calls": None, "stateful_calls": None,
               "env_steps": None, "policy_wall_s": None, "created_at": now_iso(),
               "notes": ["the evaluation worker died before the episode host wrote its record"]}
     write_json(pathlib.Path(cfg.out) / "result.json", record)
@@ -62,18 +68,21 @@ class RunOutcome:
     episodes_run: int = 0
     interrupted: bool = False
     error: str | None = None
+    provider_stop: bool = False   # stopped after max_provider_failures model-server failures in a row
 
 
 class Coordinator:
     """Runs ``configs`` (instance -> its PlayConfig, ``out`` = its run directory) on ``engine``."""
 
     def __init__(self, out: pathlib.Path, configs: dict[Instance, PlayConfig], engine, progress, *,
-                 retries: int = 1):
+                 retries: int = 1, max_provider_failures: int = 3):
         self.out = pathlib.Path(out)
         self.configs = configs
         self.engine = engine
         self.progress = progress
         self.retries = retries
+        self.max_provider_failures = max_provider_failures   # 0: never stop on them
+        self.provider_failures = 0   # model-server failures in a row
         self.todo: collections.deque[tuple[Instance, int]] = collections.deque()
         self.running: dict[int, tuple[Instance, int]] = {}
         self.slot_task: dict[int, tuple[str, int]] = {}   # the (suite, task) whose scene each worker's driver holds
@@ -92,7 +101,7 @@ class Coordinator:
                 raise EngineError(f"the {self.engine.name} engine did not start: {type(exc).__name__}: {exc}") \
                     from exc
             self.progress.slots = self.engine.slots   # a Ray cluster's size is known once joined
-            while self.todo or self.running:
+            while (self.todo or self.running) and not self.outcome.provider_stop:
                 self._fill_idle_slots()
                 for event in self.engine.poll(POLL_S):
                     self._handle(event)
@@ -101,11 +110,11 @@ class Coordinator:
         except EngineError as exc:
             self.outcome.error = str(exc)
         finally:
+            stopping = self.outcome.interrupted or self.outcome.provider_stop
             try:
-                self.engine.close(interrupted=self.outcome.interrupted)
+                self.engine.close(interrupted=stopping)
             finally:
-                why = ("interrupted" if self.outcome.interrupted
-                       else "killed: the evaluation stopped while this episode ran")
+                why = ("interrupted" if stopping else "killed: the evaluation stopped while this episode ran")
                 for instance, _attempt in self.running.values():   # started, but its host wrote no record yet
                     self._ensure_record(instance, why)
         return self.outcome
@@ -152,13 +161,30 @@ class Coordinator:
         detail = event.get("detail") or event.get("error") or ""
         summary = {**(event.get("summary") or {}),
                    **self._ensure_record(instance, f"killed: {detail}" if detail else "killed")}
-        if summary.get("status") in INFRA_STATUSES and attempt <= self.retries and not self.outcome.interrupted:
+        self._count_provider_failure(summary)
+        retry = (outcomes.is_infra(summary.get("status"), summary.get("reason")) and attempt <= self.retries
+                 and not self.outcome.interrupted and not self.outcome.provider_stop)
+        if retry:
             self._keep_attempt(instance, attempt)
             self.todo.append((instance, attempt + 1))
             self.progress.episode_done(slot, instance.key, summary, final=False, detail=detail)
             return
         self.outcome.episodes_run += 1
         self.progress.episode_done(slot, instance.key, summary, detail=detail)
+
+    def _count_provider_failure(self, summary: dict[str, Any]) -> None:
+        """Count model-server failures in a row; at ``max_provider_failures`` stop the evaluation with the cause."""
+        if outcomes.kind_of(summary.get("status"), summary.get("reason")) != "model_server_failed":
+            self.provider_failures = 0
+            return
+        self.provider_failures += 1
+        if self.max_provider_failures and self.provider_failures >= self.max_provider_failures \
+                and not self.outcome.provider_stop:
+            self.outcome.provider_stop = True
+            self.outcome.error = (f"the model server failed {self.provider_failures} episode(s) in a row (after its "
+                                  f"retries); last: {summary.get('reason') or 'no reason recorded'}; stopped so "
+                                  "the remaining episodes do not each spend their retries on it")
+            self.todo.clear()
 
     def _ensure_record(self, instance: Instance, reason: str) -> dict[str, Any]:
         """The episode's summary from its result.json; a ``killed`` record is written first if it has none."""
@@ -168,7 +194,7 @@ class Coordinator:
         except (OSError, ValueError):
             with contextlib.suppress(OSError):
                 return episode_summary(write_killed_record(instance, self.configs[instance], reason))
-        return {"status": "killed", "reason": reason}
+        return {"status": "interrupted" if reason == "interrupted" else "killed", "reason": reason}
 
     def _set_aside_earlier_attempts(self) -> None:
         """Run directories of instances about to run again (crashed, interrupted, infrastructure failures of an

@@ -42,13 +42,16 @@ def isolate_ros_domain() -> int:
 
 
 class _StatusRelay:
-    """The ``progress`` object ``play`` reports to: forwards the agent status after every turn to a callback
-    (phases and the per-second ticks stay in the worker)."""
+    """The ``progress`` object ``play`` reports to: forwards the agent status after every turn, and a message
+    (a model request being retried) as the status's ``last``, to a callback (phases and the per-second ticks stay
+    in the worker)."""
 
     def __init__(self, callback: Callable[[dict[str, Any]], None]):
         self.callback = callback
+        self._last: dict[str, Any] = {}
 
     def turn(self, status: dict[str, Any]) -> None:
+        self._last = dict(status)
         with contextlib.suppress(Exception):
             self.callback(dict(status))
 
@@ -59,7 +62,8 @@ class _StatusRelay:
         pass
 
     def message(self, text: str, *, elapsed_s: float | None = None) -> None:
-        pass
+        with contextlib.suppress(Exception):
+            self.callback({**self._last, "last": text})
 
 
 class EpisodeWorker:
