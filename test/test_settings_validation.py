@@ -61,12 +61,40 @@ def refused(*args, out=None):
     (["--task", "8", "--primitives", "no-vla", "--vla-server-cmd", "true"],
      "--vla-server-cmd starts a VLA policy server for the full primitive set; --primitives no-vla would never"),
     (["--task", "8", "--reference-root", "/nonexistent"], "--reference-root /nonexistent: no PyRUA-Lean sources"),
+    # nan passes every range check (nan <= 0 is False): every cell would get 0.05 s and result.json NaN
+    (["--task", "8", "--cell-timeout-s", "nan"], "--cell-timeout-s expects a finite number; got 'nan'"),
+    (["--task", "8", "--budget-s", "inf"], "--budget-s expects a finite number; got 'inf'"),
+    (["--task", "8", "--budget-s", "1e12"], "--budget-s must be at most 2.592e+06; got 1000000000000.0"),
+    (["--task", "8", "--openai-request-timeout-s=-inf"], "--openai-request-timeout-s expects a finite number"),
+    (["--task", "8", "--seed", "99999999999"], "--seed must be at most 2147483647; got 99999999999"),
 ])
 def test_bad_episode_input_is_refused_before_boot(tmp_path, args, expected):
     out = tmp_path / "run"
     line = refused("play", "--arm", "cells", "--out", str(out), *args, out=out)
     assert expected in line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["play", "run", "eval"])
+def test_an_out_no_run_directory_can_live_in_is_one_line_and_exit_2(command):
+    """/sys accepts no files even for root (whom os.access always answers yes): one line, exit 2, no traceback."""
+    args = {"play": ["--arm", "cells", "--task", "8"], "run": ["--task", "8", "--policy", str(FAKE_PROGRAM)],
+            "eval": ["--arm", "cells", "--suite", "libero_goal", "--task", "8"]}[command]
+    line = refused(command, *args, "--out", "/sys/kernel/pyrua-run")
+    assert "--out /sys/kernel/pyrua-run" in line and "Traceback" not in line
+
+
+def test_a_model_server_that_refuses_the_key_is_refused_before_boot(tmp_path):
+    """401 at the preflight: every model request would fail the same way after the simulator booted."""
+    from pyrua_ros.testing.chat_server import ChatServer
+
+    out = tmp_path / "run"
+    with ChatServer([], models_status=401) as server:
+        line = refused("play", "--arm", "cells", "--task", "8", "--runtime", "openai", "--base-url", server.base_url,
+                       "--out", str(out), out=out)
+        requests = [(r.method, r.outcome) for r in server.requests]
+    assert "refused the API key" in line and "answered HTTP 401" in line and "--no-preflight" in line
+    assert requests == [("GET", "401")] and not out.exists()   # no episode, no model request
 
 
 @pytest.mark.parametrize("command", ["prompt", "api"])
@@ -150,11 +178,12 @@ def test_model_server_check_reads_the_models_endpoint(models_server, monkeypatch
     assert validate.check_model_server(ModelSettings(model="served-model", base_url=url)) == []
     warnings = validate.check_model_server(ModelSettings(model="other", base_url=url))
     assert warnings and "lists served-model, not --model other" in warnings[0]
-    for status in (401, 403):   # a server is there; the key may be wrong, but the episode is not refused
+    for status in (401, 403):   # a server that refuses the key fails every request: refused before the sim boots
         monkeypatch.setattr(_Models, "status", status)
-        warnings = validate.check_model_server(ModelSettings(model="m", base_url=url))
-        assert len(warnings) == 1 and f"refused the API key (GET {url}/models answered HTTP {status})" in warnings[0]
-        assert "check --api-key-env" in warnings[0]
+        with pytest.raises(validate.SettingError) as info:
+            validate.check_model_server(ModelSettings(model="m", base_url=url))
+        assert f"refused the API key (GET {url}/models answered HTTP {status})" in str(info.value)
+        assert "check --api-key-env" in str(info.value) and "--no-preflight" in str(info.value)
     for status in (404, 405, 500, 501):   # any HTTP answer: a server is there, the model id is not checked
         monkeypatch.setattr(_Models, "status", status)
         warnings = validate.check_model_server(ModelSettings(model="m", base_url=url))
@@ -247,6 +276,7 @@ def test_resume_through_the_cli_keeps_a_finished_run_and_exits_with_its_code(tmp
     ("completed", None, 0), ("completed", "model stopped calling tools", 0), ("boot_error", "x", 3),
     ("planner_error", "provider error", 4), ("timeout", "timeout", 5), ("call_budget", "budget", 5),
     ("error", "RuntimeError: sim died", 1), ("error", "interrupted", 130), ("boot_error", "interrupted", 130),
+    ("interrupted", "interrupted", 130),
     ("finished", "terminated", 0), ("error", "exception", 0), ("error", "load", 0),
 ])
 def test_exit_code_table(status, reason, code):

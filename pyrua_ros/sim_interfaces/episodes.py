@@ -22,15 +22,18 @@ FAKE_SUITES: dict[str, int] = {"fake_table": 2}
 SERVED: dict[str, dict[str, int]] = {"sim": LIBERO_SUITES, "fake": FAKE_SUITES}
 
 
+MAX_INDEX = 2**31 - 1   # a seed or task index the driver's integer parameters and the simulator's seeding take
+
+
 def check_episode(suite: str, task: int, seed: int, driver: str = "sim") -> None:
     """ValueError, naming the valid values, unless ``driver`` serves (suite, task, seed).
 
     ``driver="external"``: the suites are the external driver's business; only the seed and task signs are checked.
     """
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"--seed {seed!r} is invalid: the seed is an integer >= 0 (it picks the official init "
-                         "state seed modulo the suite's count)")
-    if isinstance(task, bool) or not isinstance(task, numbers.Integral) or task < 0:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_INDEX:
+        raise ValueError(f"--seed {seed!r} is invalid: the seed is an integer >= 0 and <= {MAX_INDEX} (it picks the "
+                         "official init state seed modulo the suite's count)")
+    if isinstance(task, bool) or not isinstance(task, numbers.Integral) or not 0 <= task <= MAX_INDEX:
         raise ValueError(f"--task {task!r} is invalid: the task is an index >= 0 into the suite")
     suites = SERVED.get(driver)
     if suites is None:

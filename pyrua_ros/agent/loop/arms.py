@@ -14,6 +14,7 @@ with an outside MCP client in the runtime's place.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import threading
@@ -90,7 +91,22 @@ class LoopAgent:
                                             tool_names=self.toolkit.tool_names())
             return
         self.events = JsonlEventSink(ep.out / f"{agent.runtime}_events.jsonl")
-        self.runtime = make_runtime(self.cfg, events=self.events, tools=self.toolkit.tool_specs())
+
+        def sink(event: dict) -> None:
+            self.events(event)
+            self._announce_retry(ep, event)
+
+        self.runtime = make_runtime(self.cfg, events=sink, tools=self.toolkit.tool_specs())
+
+    def _announce_retry(self, ep, event: dict) -> None:
+        """A model request that failed and will be retried, told to the person watching as it happens
+        ("model server: connection refused, retry 3/5 in 4 s"), not after the retries are spent."""
+        if event.get("event") != "error" or event.get("retry_in_s") is None or ep.progress is None:
+            return
+        with contextlib.suppress(Exception):   # a display problem never ends an episode
+            ep.progress.message(f"model server: {retry_cause(event)}, retry {event.get('attempt')}/"
+                                f"{self.cfg.model.max_retries} in {float(event['retry_in_s']):.0f} s",
+                                elapsed_s=time.monotonic() - ep.t0)
 
     @property
     def uses_model(self) -> bool:
@@ -291,6 +307,18 @@ class LoopAgent:
                     ep.progress.tick(self.status())
                 except Exception:   # a display problem never ends an episode
                     pass
+
+
+def retry_cause(event: dict) -> str:
+    """A failed model request's cause in a few words: "connection refused", "HTTP 503", "timeout", ..."""
+    message = " ".join(str(event.get("message") or "").split())
+    lowered = message.lower()
+    for marker in ("connection refused", "connection reset", "name or service not known", "timed out"):
+        if marker in lowered:
+            return marker
+    if event.get("status"):
+        return f"HTTP {event['status']}"
+    return f"{event.get('kind') or 'error'}: {message[:80]}" if message else str(event.get("kind") or "error")
 
 
 def _cli_facts(runtime) -> dict:

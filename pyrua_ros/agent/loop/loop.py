@@ -39,7 +39,7 @@ def run_loop(runtime, toolkit, *, deadline: float, first_prompt: str, first_imag
             if failure.kind in ("timeout", "budget") and time.monotonic() >= deadline - 1e-3:
                 out.status, out.reason = "timeout", "timeout"
             else:
-                out.status, out.reason = "planner_error", f"provider error mid-episode: {failure.kind}: {failure}"
+                out.status, out.reason = "planner_error", f"provider error mid-episode: {failure}"
             break
         out.requests += 1
         if on_request:
@@ -76,6 +76,6 @@ def run_loop(runtime, toolkit, *, deadline: float, first_prompt: str, first_imag
                                                 latency_s=response.latency_s)
                         runtime.add_tool_result(call.id, call.name, reply.text, [])
             except RuntimeFailure as failure:
-                out.notes.append(f"no finish after the call budget: {failure.kind}: {failure}")
+                out.notes.append(f"no finish after the call budget: {failure}")
             break
     return out

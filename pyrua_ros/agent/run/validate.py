@@ -30,12 +30,12 @@ import urllib.error
 import urllib.request
 
 from pyrua_ros.agent.runtimes.replay_runtime import replay_source
+from pyrua_ros.agent.settings import outcomes
 from pyrua_ros.agent.settings.modes import CLI_RUNTIMES, CODE_ARMS
 from pyrua_ros.agent.settings.schema import SettingError
 from pyrua_ros.sim_interfaces import episodes
 
 PREFLIGHT_TIMEOUT_S = 2.0     # one GET of the models endpoint; a healthy local server answers in milliseconds
-FINISHED_STATUSES = ("completed", "timeout", "call_budget")   # statuses of an episode that ran to its end
 
 
 def check_episode(suite: str, task: int, seed: int, driver: str) -> None:
@@ -183,8 +183,7 @@ def _finished_result(path: pathlib.Path) -> dict | None:
         return None
     if not isinstance(data, dict):
         return None
-    reason = str(data.get("reason") or "")
-    return data if data.get("status") in FINISHED_STATUSES and not reason.startswith("killed") else None
+    return data if outcomes.is_final(data.get("status"), data.get("reason")) else None   # ran to its end
 
 
 def check_run_directory(flag: str, out: pathlib.Path, *, overwrite: bool = False, resume: bool | None = False,
@@ -195,7 +194,7 @@ def check_run_directory(flag: str, out: pathlib.Path, *, overwrite: bool = False
     if out.exists() and not out.is_dir():
         raise SettingError(f"{flag} {out} is a file; a run directory must be a folder (or not exist yet)")
     parent = next((p for p in (out, *out.parents) if p.exists()), pathlib.Path("."))
-    if not parent.is_dir() or not _writable(parent):
+    if not parent.is_dir() or not _writable(parent) or _pseudo_file_system(parent):
         raise SettingError(f"{flag} {out}: {parent} is not a writable folder")
     if not out.exists() or not _contents(out):
         return "new"
@@ -208,6 +207,14 @@ def check_run_directory(flag: str, out: pathlib.Path, *, overwrite: bool = False
     resume_hint = "" if resume is None else ", --resume to keep a finished run"
     raise SettingError(f"{flag} {out} is not empty ({listing}); pass --overwrite to move it aside to "
                        f"{out.name}.prev-<time>{resume_hint}, or choose another directory")
+
+
+PSEUDO_ROOTS = ("/proc", "/sys")   # kernel file systems: no run directory can live there
+
+
+def _pseudo_file_system(path: pathlib.Path) -> bool:
+    resolved = str(pathlib.Path(path).resolve())
+    return any(resolved == root or resolved.startswith(root + "/") for root in PSEUDO_ROOTS)
 
 
 def _writable(path: pathlib.Path) -> bool:
@@ -223,29 +230,43 @@ def claim_run_directory(flag: str, out: pathlib.Path, *, overwrite: bool = False
     action = check_run_directory(flag, out, overwrite=overwrite, resume=resume)
     if action == "keep":
         return RunDirectory(out, "keep", result=_finished_result(out))
-    if action == "move":
-        previous = out.with_name(f"{out.name}.prev-{time.strftime('%Y%m%d-%H%M%S')}")
-        n = 1
-        while previous.exists():
-            previous = out.with_name(f"{out.name}.prev-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
-            n += 1
-        out.rename(previous)
-        out.mkdir(parents=True)
-        return RunDirectory(out, "moved", previous=previous)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if action == "move":
+            previous = out.with_name(f"{out.name}.prev-{time.strftime('%Y%m%d-%H%M%S')}")
+            n = 1
+            while previous.exists():
+                previous = out.with_name(f"{out.name}.prev-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
+                n += 1
+            out.rename(previous)
+            out.mkdir(parents=True)
+            return RunDirectory(out, "moved", previous=previous)
+        out.mkdir(parents=True, exist_ok=True)
+        probe_writable(flag, out)
+    except OSError as exc:   # a folder the checks could not foresee: /sys, a read-only mount, a race
+        raise SettingError(f"{flag} {out}: cannot be used as a run directory "
+                           f"({exc.strerror or type(exc).__name__})") from None
     return RunDirectory(out, "new")
+
+
+def probe_writable(flag: str, folder: pathlib.Path) -> None:
+    """Create and remove one file in ``folder``: OSError when files cannot be made there (a pseudo file system such
+    as /sys accepts no files even for root, whom ``os.access`` always answers yes)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".pyrua-probe-"):
+        pass
 
 
 # ---------------------------------------------------------------------------------------------- model server
 
 
 def check_model_server(model, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list[str]:
-    """One GET of ``<base-url>/models``: SettingError only when no server answers at all (a connection that
-    fails, or something that does not speak HTTP). Any HTTP answer means a server is there and the episode
-    boots: 401/403 give a warning that the API key may be wrong (a gateway may guard ``/models`` alone; if the
-    key is wrong, the first model request fails with the same status), 404, 405, 501 or any other error one
-    that ``/models`` is missing (a server that serves chat completions only). ``--model`` is checked only when
-    a list of models comes back. Returns the warnings."""
+    """One GET of ``<base-url>/models``: SettingError when no server answers at all (a connection that fails, or
+    something that does not speak HTTP) and when it refuses the API key (401/403: every model request of the
+    episode would fail the same way, after the simulator booted; ``--no-preflight`` skips the check for a gateway
+    that guards ``/models`` alone). Any other HTTP answer means a server is there and the episode boots: 404, 405,
+    501 or any other error give a warning that ``/models`` is missing (a server that serves chat completions
+    only). ``--model`` is checked only when a list of models comes back. Returns the warnings."""
     url = model.endpoint().rstrip("/") + "/models"
     try:
         key = model.api_key()
@@ -258,9 +279,8 @@ def check_model_server(model, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list
             body = response.read(1 << 20)
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
-            return [f"the model server at {model.base_url} refused the API key (GET {url} answered HTTP "
-                    f"{exc.code}): the key may be wrong, check --api-key-env; starting anyway (--model "
-                    f"{model.model} not checked)"]
+            raise SettingError(f"--base-url {model.base_url}: the model server refused the API key (GET {url} "
+                               f"answered HTTP {exc.code}); check --api-key-env{skip}") from None
         # a server is there; one without a models endpoint still serves chat completions
         return [f"the model server at {model.base_url} has no models endpoint (GET {url} answered HTTP "
                 f"{exc.code}); --model {model.model} not checked"]

@@ -28,6 +28,7 @@ either.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import pathlib
 from typing import Any
@@ -58,9 +59,24 @@ def _choice(flag: str, value: Any, choices: tuple) -> None:
         raise SettingError(f"{flag} must be one of {', '.join(map(str, choices))}; got {value!r}")
 
 
-def _at_least(flag: str, value: Any, low: float, *, strict: bool = False) -> None:
-    if value is not None and (value <= low if strict else value < low):
+MAX_SECONDS = 30 * 86400.0   # [s] the longest budget, timeout or wait a setting may give (timers refuse far larger)
+MAX_COUNT = 2**31 - 1        # the largest count (steps, turns, MiB) a setting may give
+
+
+def _at_least(flag: str, value: Any, low: float, *, strict: bool = False, high: float | None = None) -> None:
+    """SettingError unless ``value`` (None passes) is a finite number ``> low`` (``strict``) or ``>= low``, and at
+    most ``high`` (default: MAX_SECONDS for a float, MAX_COUNT for an int). NaN passes every comparison, so it is
+    refused first by name."""
+    if value is None:
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SettingError(f"{flag} must be a finite number; got {value!r}")
+    if value <= low if strict else value < low:
         raise SettingError(f"{flag} must be {'>' if strict else '>='} {low:g}; got {value!r}")
+    high = high if high is not None else (MAX_SECONDS if isinstance(value, float) else MAX_COUNT)
+    if value > high:
+        raise SettingError(f"{flag} must be at most {high:g}; got {value!r}" if isinstance(high, float)
+                           else f"{flag} must be at most {high}; got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)

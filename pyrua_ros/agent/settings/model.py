@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import ipaddress
+import math
 import os
 import urllib.parse
 
@@ -20,6 +21,8 @@ from pyrua_ros.agent.settings.modes import TOOL_CHOICES
 from pyrua_ros.agent.settings.schema import SettingError, setting
 
 DEFAULT_MODEL = "DAGroup-PKU/PyRUA-Lean-Coder-v0.1-4B"   # the seed's model (PyRUA-Lean Coder v0.1-4B)
+MAX_REQUEST_TIMEOUT_S = 86400.0   # [s] one HTTP attempt at most a day (a timer refuses far larger values)
+MAX_RETRIES = 1000
 NO_KEY_PLACEHOLDER = "not-needed"   # sent when no --api-key-env is given (local servers ignore the key)
 
 
@@ -75,6 +78,7 @@ class ModelSettings:
     chars_per_token: float = 3.5
 
     def __post_init__(self):
+        """Refuse a setting that is not finite or out of range, naming the flag (before anything is built)."""
         if not self.model:
             raise SettingError("--model must be a non-empty model id")
         if self.tool_choice is not None and self.tool_choice not in TOOL_CHOICES:
@@ -84,10 +88,16 @@ class ModelSettings:
             raise SettingError(f"--openai-max-tokens must be a positive integer; got {self.max_tokens!r}")
         if self.extra_body is not None and not isinstance(self.extra_body, dict):
             raise SettingError(f"--openai-extra-body must be a JSON object; got {type(self.extra_body).__name__}")
-        if self.request_timeout_s <= 0:
-            raise SettingError(f"--openai-request-timeout-s must be > 0 seconds; got {self.request_timeout_s!r}")
-        if self.max_retries < 0:
-            raise SettingError(f"--openai-max-retries must be >= 0; got {self.max_retries!r}")
+        for flag, value in (("--openai-request-timeout-s", self.request_timeout_s),
+                            ("--openai-temperature", self.temperature), ("backoff_initial_s", self.backoff_initial_s),
+                            ("backoff_max_s", self.backoff_max_s), ("chars_per_token", self.chars_per_token)):
+            if isinstance(value, float) and not math.isfinite(value):   # nan passes every comparison below
+                raise SettingError(f"{flag} must be a finite number; got {value!r}")
+        if not 0 < self.request_timeout_s <= MAX_REQUEST_TIMEOUT_S:
+            raise SettingError(f"--openai-request-timeout-s must be > 0 and at most {MAX_REQUEST_TIMEOUT_S:g} "
+                               f"seconds; got {self.request_timeout_s!r}")
+        if not 0 <= self.max_retries <= MAX_RETRIES:
+            raise SettingError(f"--openai-max-retries must be 0..{MAX_RETRIES}; got {self.max_retries!r}")
         if self.context_window <= (self.max_tokens or 0):
             raise SettingError(f"--context-window ({self.context_window}) must exceed --openai-max-tokens "
                                f"({self.max_tokens})")

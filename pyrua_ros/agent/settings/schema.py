@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import os
 import pathlib
 import types
@@ -118,7 +119,8 @@ class Leaf:
         try:
             return convert_text(self.kind, text)
         except ValueError:
-            expected = {"int": "an integer", "float": "a number", "bool": "true or false"}.get(self.kind, "a value")
+            expected = {"int": "an integer", "float": "a finite number", "bool": "true or false"}.get(self.kind,
+                                                                                                       "a value")
             raise SettingError(f"{self.flag} expects {expected}; got {text!r}") from None
 
     def text(self, value: Any) -> str:
@@ -150,7 +152,10 @@ def convert_text(kind: str, text: str) -> Any:
     if kind == "int":
         return int(text)
     if kind == "float":
-        return float(text)
+        value = float(text)
+        if not math.isfinite(value):   # nan passes every range check (nan < 0 is False) and is not JSON
+            raise ValueError(f"not a finite number: {text!r}")
+        return value
     if kind == "bool":
         low = text.strip().lower()
         if low not in TRUE_TEXTS + FALSE_TEXTS:
