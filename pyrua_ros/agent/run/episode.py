@@ -469,12 +469,7 @@ class Episode:
             self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
             self.notes.append("host failed before the agent started")
         except KeyboardInterrupt as exc:   # the user's Ctrl-C, or SIGTERM/SIGHUP: its own outcome, in no rate
-            signum = re.fullmatch(r"signal (\d+)", str(exc))
-            self.interrupted_by = int(signum.group(1)) if signum else signal.SIGINT
-            self.status, self.reason, self.error = "interrupted", "interrupted", None
-            self.notes.append(f"interrupted by {signal.Signals(self.interrupted_by).name}")
-            self._judge_quietly()
-            self.environment_success = False   # never a success: the episode did not run to its end
+            self._mark_interrupted(exc)
         except Exception as exc:
             self.status = "boot_error" if stage == "boot" else "error"
             self.reason = f"{type(exc).__name__}: {exc}"
@@ -495,6 +490,16 @@ class Episode:
                         signal.signal(s, handler)
         return result
 
+    def _mark_interrupted(self, exc: KeyboardInterrupt) -> None:
+        """Status ``interrupted`` (never a success, in no rate, resumable), whatever the episode had reached; the
+        step counter and digests only where this episode's own status can be read."""
+        signum = re.fullmatch(r"signal (\d+)", str(exc))
+        self.interrupted_by = int(signum.group(1)) if signum else signal.SIGINT
+        self.status, self.reason, self.error = "interrupted", "interrupted", None
+        self.notes.append(f"interrupted by {signal.Signals(self.interrupted_by).name}")
+        self._judge_quietly()
+        self.environment_success = False   # never a success: the episode did not run to its end
+
     def _judge_quietly(self) -> None:
         """The verdict after a failure, when this episode's own status can still be read (else none is taken)."""
         if self.host is None or self.host.backend is None or self.episode_id is None:
@@ -503,8 +508,14 @@ class Episode:
             self.read_environment_outcome()
 
     def shutdown(self) -> None:
-        """Stop everything this episode started, each step guarded so one failure does not skip the rest."""
-        self.phase("shutdown", "writing the records")
+        """Stop everything this episode started, each step guarded so one failure does not skip the rest. An
+        interrupt meanwhile lets the remaining steps run and makes the episode ``interrupted`` (its records may be
+        incomplete, so it is no measurement)."""
+        interrupt = None
+        try:
+            self.phase("shutdown", "writing the records")
+        except KeyboardInterrupt as exc:
+            interrupt = exc
         steps = [
             ("agent", lambda: self.strategy.close(self)),
             ("streams", self._let_streams_finish),
@@ -517,8 +528,13 @@ class Episode:
         for name, step in steps:
             try:
                 step()
+            except KeyboardInterrupt as exc:
+                interrupt = interrupt or exc
+                self.notes.append(f"shutdown of {name} was interrupted")
             except Exception as exc:
                 self.notes.append(f"shutdown of {name} failed: {type(exc).__name__}: {exc}")
+        if interrupt is not None and self.status != "interrupted":
+            self._mark_interrupted(interrupt)
 
     def _write_calls(self) -> None:
         if self.robot is not None:

@@ -1,0 +1,100 @@
+"""An interrupt at every phase of an episode on a reused host (as an eval worker reuses its driver) ends the episode
+``interrupted``, never a success, with only this episode's facts in its record, and the report counts it apart.
+
+The bug this pins: an episode interrupted during its reset read the reused host's status, which still held the
+previous episode's latched success and step count, into its own record (``summarize --count-errors-as-failures``
+then reported 5/6 for 4 real successes). The interrupt is raised exactly where the episode announces a phase (the
+progress object the episode reports to raises KeyboardInterrupt, as SIGINT would there), on the real fake arm
+driver node and the real episode code, in this process.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pyrua_ros.agent.reports import summarize as S
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "pyrua_ros" / "examples" / "fake_table_cube_on_plate.py"
+
+
+class InterruptAt:
+    """A progress object that raises KeyboardInterrupt (as Ctrl-C would) when the episode reaches ``where``: a phase
+    name, or ``turn`` (the first tool turn, mid-episode)."""
+
+    def __init__(self, where: str | None):
+        self.where = where
+
+    def phase(self, name: str, detail: str = "", *, elapsed_s: float | None = None) -> None:
+        if name == self.where:
+            raise KeyboardInterrupt
+
+    def turn(self, status) -> None:
+        if self.where == "turn":
+            raise KeyboardInterrupt
+
+    def tick(self, status) -> None:
+        pass
+
+    def message(self, text: str, *, elapsed_s: float | None = None) -> None:
+        pass
+
+
+@pytest.fixture
+def host(tmp_path):
+    from pyrua_ros.agent.run.episode import EpisodeHost
+
+    opened = EpisodeHost(_config(tmp_path / "unused").episode)
+    opened.open(tmp_path / "driver.log")
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _config(out: Path, seed: int = 0):
+    from pyrua_ros.agent.settings.config import AgentSettings, EpisodeSettings, OutputSettings, PlayConfig
+
+    return PlayConfig(episode=EpisodeSettings(driver="fake", suite="fake_table", task=0, seed=seed),
+                      agent=AgentSettings(replay=PROGRAM, images="none"),
+                      output=OutputSettings(out=out, video=False, record=False, progress="off"))
+
+
+def test_an_interrupt_at_every_phase_is_interrupted_and_carries_nothing_of_the_episode_before(tmp_path, host):
+    from pyrua_ros.agent.run.episode import play
+
+    runs = tmp_path / "runs"
+    phases = ["reset", "card", "prompt", "agent", "turn", "shutdown"]
+    order = [None, *phases, None]   # a success first: the host's status then holds a latched success
+    for k, where in enumerate(order):
+        play(_config(runs / f"{k}-{where or 'whole'}", seed=k), progress=InterruptAt(where), host=host)
+    records = {p.parent.name: json.loads(p.read_text()) for p in runs.glob("*/result.json")}
+    assert len(records) == len(order)
+    whole = [records["0-whole"], records[f"{len(order) - 1}-whole"]]
+    assert all(r["status"] == "completed" and r["environment_success"] for r in whole), whole
+    for k, where in enumerate(phases, start=1):
+        r = records[f"{k}-{where}"]
+        assert (r["status"], r["reason"], r["environment_success"], r["error"]) == \
+            ("interrupted", "interrupted", False, None), (where, r)
+        if where == "reset":   # no reset of its own answered: no step count, no digest (the previous one's were 400+)
+            assert r["env_steps_total"] is None and r["state_digest"] is None, r
+        else:                  # measured in this episode: at most what this episode stepped
+            assert r["env_steps_total"] is not None and r["env_steps_total"] <= (r["env_steps"] or 0), (where, r)
+    # the report counts by the records: 2 successes over 2 measured episodes, 6 interrupted in no rate
+    for flag in ([], ["--count-errors-as-failures"]):
+        data = _summarize(runs, flag)
+        assert (data["native_sr"], data["native_sr_denominator"]) == (1.0, 2)
+        assert data["outcomes"] == {"success": 2, "failure": 0, "infra": 0, "interrupted": 6, "unknown": 0}
+
+
+def _summarize(path: Path, flags: list[str]) -> dict:
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert S.main([str(path), "--json", *flags]) == 0
+    return json.loads(buffer.getvalue())
