@@ -97,3 +97,24 @@ def test_usage_has_the_taxonomy_table():
     section = usage[usage.index("## Outcomes and the success rate"):]
     for kind in O.KINDS:
         assert f"`{kind.name}`" in section, kind.name
+
+
+def test_a_retried_model_request_is_told_as_it_happens():
+    """The live line said "waiting for the model" for 31 s while connections were refused; each retry is now a
+    progress message with its cause and count."""
+    from types import SimpleNamespace
+
+    from pyrua_ros.agent.loop.arms import LoopAgent, retry_cause
+
+    told = []
+    progress = SimpleNamespace(message=lambda text, elapsed_s=None: told.append(text))
+    agent = LoopAgent.__new__(LoopAgent)
+    agent.cfg = SimpleNamespace(model=SimpleNamespace(max_retries=5))
+    episode = SimpleNamespace(progress=progress, t0=0.0)
+    refused = {"event": "error", "attempt": 3, "kind": "connection", "status": None, "retry_in_s": 4.0,
+               "message": "Connection error. (ConnectError: [Errno 111] Connection refused)"}
+    agent._announce_retry(episode, refused)
+    agent._announce_retry(episode, {**refused, "retry_in_s": None})   # the last attempt: nothing more to wait for
+    agent._announce_retry(episode, {"event": "attempt", "attempt": 1})
+    assert told == ["model server: connection refused, retry 3/5 in 4 s"]
+    assert retry_cause({"kind": "http", "status": 503, "message": "HTTP 503: busy"}) == "HTTP 503"
