@@ -140,6 +140,8 @@ class LoopAgent:
             ep.robot.stop("timeout")
         ep.status, ep.reason = self.outcome.status, self.outcome.reason
         ep.read_environment_outcome()
+        if ep.status == "interrupted":   # an MCP server stopped by its user: never a success (outcomes.py)
+            ep.environment_success = False
         if ep.status == "call_budget" and ep.environment_success:
             ep.status = "completed"
         if ep.status == "planner_error" and self.toolkit.finish is not None:

@@ -11,7 +11,8 @@ model gives it what ``play`` would.
 The episode ends (and result.json is written) when:
 - stdio: the client closes its end (end of input);
 - HTTP (every request with ``Authorization: Bearer <mcp_token>``, the per-run token printed once on stderr next
-  to the URL): the process gets SIGINT or SIGTERM (status ``completed``, reason ``server stopped by signal``);
+  to the URL): the process gets SIGINT or SIGTERM before the client called ``finish`` (status and reason
+  ``interrupted``: the user stopped it, so it is no measurement and in no rate; ``agent.settings.outcomes``);
 - either: ``finish`` was called (the reply is delivered first), or the wall-clock budget ran out (``timeout``;
   the robot is stopped, later calls get ``EpisodeFinished``).
 """
@@ -55,9 +56,11 @@ class McpAgent(LoopAgent):
         ending = self._serve_stdio() if self.cfg.serve.transport == "stdio" else self._serve_http(ep)
         if ending == "timeout":
             outcome.status, outcome.reason = "timeout", "timeout"
+        elif ending == "signal":   # its user stopped the server before the client finished: no measurement
+            outcome.status, outcome.reason = "interrupted", "interrupted"
+            outcome.notes.append("the server was stopped by a signal before the MCP client called finish")
         else:
-            outcome.reason = {"finished": None, "client": "the MCP client disconnected",
-                              "signal": "server stopped by signal"}[ending]
+            outcome.reason = {"finished": None, "client": "the MCP client disconnected"}[ending]
         if self.toolkit.turn_budget_exhausted and outcome.status == "completed":
             outcome.status = "call_budget"
             outcome.reason = f"call budget exhausted ({self.cfg.agent.max_turns})"
