@@ -471,6 +471,9 @@ def test_progress_plain_lines_and_live_view():
     assert "planner_error infra in 3s (provider error mid-episode: connection: request 1 failed)" in lines[5]
     # the one rate, with the buckets outside it named beside it; an interrupt is never a success
     assert "| 5/5 done | success 2/3 (66.7%); infra 1, interrupted 1 |" in lines[6]
+    counted = EvalProgress(1, 1, stream=io.StringIO(), tty=False, count_errors_as_failures=True)
+    counted.episode_done(0, "libero_goal:8:0", {"status": "boot_error", "reason": "x"})
+    assert "success 0/1 (0.0%); infra (in the rate) 1" in counted.headline()   # the final report's rule
 
     live = EvalProgress(4, 2, stream=io.StringIO(), tty=True)
     live.episode_started(1, "libero_goal_swap:3:0")

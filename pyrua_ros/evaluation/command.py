@@ -230,7 +230,8 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
     stream = open(os.devnull, "w") if progress_mode == "off" else sys.stderr   # closed below
     progress = EvalProgress(len(instances), workers or 1, finished_before=len(finished),
                             successes_before=sum(bool(s.get("environment_success")) for s in finished.values()),
-                            stream=stream, tty={"rich": True, "plain": False, "off": False}.get(progress_mode))
+                            stream=stream, tty={"rich": True, "plain": False, "off": False}.get(progress_mode),
+                            count_errors_as_failures=args.count_errors_as_failures)
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     progress.start()
     try:

@@ -33,12 +33,14 @@ class EvalProgress:
     """Counts and shows an evaluation's progress; thread-safe; ``tty`` overrides terminal detection."""
 
     def __init__(self, total: int, slots: int, *, finished_before: int = 0, successes_before: int = 0,
-                 stream: TextIO | None = None, tty: bool | None = None):
+                 stream: TextIO | None = None, tty: bool | None = None, count_errors_as_failures: bool = False):
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.total, self.slots = total, slots
         # episodes finished by earlier runs are never infrastructure failures (those are run again)
         self.done, self.successes, self.infra, self.interrupted = finished_before, successes_before, 0, 0
+        self.infra_solved = 0   # infrastructure failures whose benchmark check had passed
+        self.count_errors_as_failures = count_errors_as_failures   # the final report's rule, here too
         self.failures = finished_before - successes_before
         self.run_now = 0
         self.durations: list[float] = []   # wall time of each episode that ended in this run [s]
@@ -67,7 +69,8 @@ class EvalProgress:
         """The buckets so far (finished episodes of earlier runs included) and the rate over them."""
         return outcomes.RateCounts(episodes=self.done, successes=self.successes, failures=self.failures,
                                    infra=self.infra, interrupted=self.interrupted, unknown=0,
-                                   count_errors_as_failures=False)
+                                   count_errors_as_failures=self.count_errors_as_failures,
+                                   infra_solved=self.infra_solved)
 
     def headline(self) -> str:
         return (f"{self.done}/{self.total} done | success {self.counts().text()} | "
@@ -112,6 +115,7 @@ class EvalProgress:
                 self.run_now += 1
                 if outcome.bucket == outcomes.INFRA:
                     self.infra += 1
+                    self.infra_solved += outcome.solved
                 elif outcome.bucket == outcomes.INTERRUPTED:
                     self.interrupted += 1
                 elif outcome.bucket == outcomes.SUCCESS:
