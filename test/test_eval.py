@@ -485,6 +485,12 @@ def test_progress_plain_lines_and_live_view():
     row = next(line for line in screen.splitlines() if "libero_goal_swap:3:0" in line)
     assert row.split()[:5] == ["w1", "libero_goal_swap:3:0", "7", "410", "52.0k"] and "grasped the bowl" in row
     assert any(line.split()[:2] == ["w0", "idle"] for line in screen.splitlines())
+    live.start()   # an infrastructure failure's cause is printed above the live view
+    live.episode_done(1, "libero_goal_swap:3:0", {"status": "planner_error", "reason": "provider error mid-episode: "
+                                                  "connection: request 2 failed"})
+    live.close()
+    assert "w1 libero_goal_swap:3:0: planner_error: provider error mid-episode: connection: request 2 failed" in \
+        live.stream.getvalue()
 
 
 def test_workers_keep_their_task_when_they_can():

@@ -130,6 +130,12 @@ class EvalProgress:
             retry = " -> retrying" if not final else ""
             extra = f" ({detail})" if detail else ""
             self._line(f"w{slot} done {instance}: {what} in {_duration(wall)}{extra}{retry} | {self.headline()}")
+        elif outcome.bucket == outcomes.INFRA and self._live is not None:   # the cause above the live view
+            from rich.text import Text
+
+            cause = " ".join(str(summary.get("reason") or detail or "no reason recorded").split())[:REASON_CHARS]
+            retry = " -> retrying" if not final else ""
+            self._live.console.print(Text(f"w{slot} {instance}: {status}: {cause}{retry}"))
 
     def close(self) -> None:
         if self._live is not None:
