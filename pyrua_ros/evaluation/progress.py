@@ -135,7 +135,7 @@ class EvalProgress:
 
             cause = " ".join(str(summary.get("reason") or detail or "no reason recorded").split())[:REASON_CHARS]
             retry = " -> retrying" if not final else ""
-            self._live.console.print(Text(f"w{slot} {instance}: {status}: {cause}{retry}"))
+            self._live.console.print(Text(f"w{slot} {instance}: {status}: {cause}{retry}"), soft_wrap=True)
 
     def close(self) -> None:
         if self._live is not None:
