@@ -68,6 +68,10 @@ ESCAPE = ("_f = type(robo).move_to\n"
           "real_open = vars(_g['builtins'])['open']\n")
 
 
+UNCHECKABLE = ("SyntaxError: the code is nested too deeply or is too large to be checked (RecursionError while "
+               "parsing it) and was not run; split long expressions and deep nesting into smaller statements")
+
+
 def imp(name: str) -> str:
     return f"ImportError: {import_refusal(name)}"
 
@@ -177,6 +181,16 @@ CASES = [
     Case("file-size-limit", "with open('big.bin', 'wb') as f:\n    f.write(b'0' * (3 * 2**20))",
          last="OSError: [Errno 27] File too large"),
     Case("huge-output", "print('x' * 10_000_000)", check=_huge_output),
+    # source the host's own checks must parse: too deep for its stack is refused with one line, never raised
+    *[Case(f"uncheckable-{what}", code, exc=UNCHECKABLE, refused=True) for what, code in (
+        ("sum-3000-terms", "x = " + "+".join(["1"] * 3000)), ("unary-3000", "x = " + "-" * 3000 + "1"),
+        ("not-3000", "x = " + "not " * 3000 + "1"))],
+    Case("format-spec-3000-deep", "s = '" + "{:" * 3000 + "}" * 3000 + "'", value=None),
+    Case("brackets-3000-deep", "x = " + "[" * 3000 + "]" * 3000,
+         check=lambda out: out.exception.startswith("SyntaxError: too many nested parentheses")),
+    Case("null-byte", "x = 1\x00", check=lambda out: out.exception.startswith(
+        "SyntaxError: source code string cannot contain null bytes")),
+    Case("huge-shallow-cell", "total = 0\n" + "total += 1\n" * 20_000 + "total", value="20000"),
     Case("rclpy-absent", "import rclpy", last=imp("rclpy")),
 ]
 
@@ -507,12 +521,20 @@ def test_the_workspace_has_a_size_limit(bare_kernel):
     assert bare_kernel.run_cell("open('big.bin', 'wb').close()", 10).exception is None
 
 
+# A chain of ``levels`` folders named ``name`` (made through fds: no path grows past PATH_MAX)
+DEEP = ("def deep(name, levels):\n    fd = os.open('.', os.O_RDONLY)\n    for _ in range(levels):\n"
+        "        os.mkdir(name, dir_fd=fd)\n        sub = os.open(name, os.O_RDONLY, dir_fd=fd)\n"
+        "        os.close(fd)\n        fd = sub\n    os.close(fd)\n")
+
+
 @pytest.mark.parametrize("mode", ["bwrap", "unsafe"])
 def test_links_fifos_and_folders_at_the_next_cell_name_cannot_redirect_the_host(mode, tmp_path):
     canary = tmp_path / "canary.txt"
     with Kernel(Robo(), tmp_path / "ws", sandbox=mode, limits=KernelLimits(interrupt_grace_s=1.0)) as kernel:
         for make in (f"os.symlink('{canary}', 'cell_{{n:03d}}.py')", "os.mkfifo('cell_{n:03d}.py')",
-                     "os.mkdir('cell_{n:03d}.py')\nopen('cell_{n:03d}.py/x', 'w').close()"):
+                     "os.mkdir('cell_{n:03d}.py')\nopen('cell_{n:03d}.py/x', 'w').close()",
+                     # 1500 folders deep: the host's remove of what is in the way must not recurse
+                     DEEP + "deep('cell_{n:03d}.py', 1500)\ndeep('.cell_{n:03d}.py.pyrua-tmp', 1500)"):
             n = kernel.cells + 2
             out = escape(kernel, make.format(n=n))
             assert out.exception is None, out.exception
@@ -521,6 +543,34 @@ def test_links_fifos_and_folders_at_the_next_cell_name_cannot_redirect_the_host(
             record = kernel.workspace / f"cell_{n:03d}.py"
             assert record.is_file() and not record.is_symlink() and record.read_text() == f"print({n})"
         assert not canary.exists()
+
+
+def test_deep_folders_long_names_and_a_million_files_cannot_stop_the_workspace_copy(tmp_path):
+    """Issue 28: a 250-byte file name made the copy's temporary name too long and stopped every later copy;
+    issue 27: a folder 1500 deep at the next cell's temporary name raised RecursionError in the host; a flood of
+    files made every later cell's copy walk all of them. Each file or folder beyond a bound is skipped and said."""
+    limits = KernelLimits(landlock=False, workspace_bytes=64 * 2**20, interrupt_grace_s=1.0)
+    with Kernel(Robo(), tmp_path / "ws", limits=limits) as kernel:
+        # 10,050 files: the copy looks at 10,000 entries and says it stopped there; the episode goes on
+        out = escape(kernel, "os.mkdir('many')\nfor i in range(10_050):\n    real_open(f'many/{i:05d}', 'w').close()")
+        assert out.exception is None, out.exception
+        assert "over 10000 entries: the rest of the workspace was not looked at" in out.stderr   # said to the model
+        assert len(list((kernel.workspace / "many").iterdir())) < 10_000
+        out = escape(kernel, "for name in os.listdir('many'):\n    os.unlink('many/' + name)\nos.rmdir('many')")
+        assert out.exception is None and out.stderr == "" and not (kernel.workspace / "many").exists()
+        # folders 1500 deep (one at the name the host once used for the next record's temporary file), and names
+        # of 245-255 bytes
+        n = kernel.cells + 2
+        out = escape(kernel, DEEP + f"deep('.cell_{n:03d}.py.pyrua-tmp', 1500)\ndeep('nest', 1500)\n"
+                                    "for k in range(245, 256):\n    real_open('L' * k, 'w').write(str(k))\n")
+        assert out.exception is None, out.exception
+        assert "deeper than 32 folders" in out.stderr   # said to the model
+        follow = kernel.run_cell(f"print({n})", 10)
+        assert (follow.cell, follow.stdout, follow.exception) == (n, f"{n}\n", None)
+        assert (kernel.workspace / f"cell_{n:03d}.py").read_text() == f"print({n})"
+        for k in range(245, 256):   # every long name was copied, and the copy went on after them
+            assert (kernel.workspace / ("L" * k)).read_text() == str(k)
+        assert kernel.run_cell("1 + 1", 10).value == "2"
 
 
 def test_run_program_reads_the_file_it_checked_never_a_link(bare_kernel):
