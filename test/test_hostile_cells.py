@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pyrua_ros.agent.kernel import RESTART_NOTICE, Kernel, KernelLimits, sandbox
+from pyrua_ros.agent.kernel import workspace as wsfiles
 from pyrua_ros.agent.kernel.policy import import_refusal, refusal_text
 from pyrua_ros.driver.rosenv import claim_domain_id
 from pyrua_ros.testing import spin_until
@@ -543,6 +544,16 @@ def test_links_fifos_and_folders_at_the_next_cell_name_cannot_redirect_the_host(
             record = kernel.workspace / f"cell_{n:03d}.py"
             assert record.is_file() and not record.is_symlink() and record.read_text() == f"print({n})"
         assert not canary.exists()
+    _remove_all(tmp_path / "ws")   # (what the kernel left: pytest's own recursive cleanup would not survive it)
+
+
+def _remove_all(folder: Path) -> None:
+    fd = wsfiles.open_dir(folder)
+    try:
+        for name in os.listdir(fd):
+            wsfiles.remove_entry(fd, name)
+    finally:
+        os.close(fd)
 
 
 def test_deep_folders_long_names_and_a_million_files_cannot_stop_the_workspace_copy(tmp_path):

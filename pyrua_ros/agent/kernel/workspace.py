@@ -89,7 +89,7 @@ REMOVE_MAX_ENTRIES = 200_000  # entries one removal deletes at most (it raises p
 TMP_PREFIX = ".pyrua-tmp-"    # temporary names of write_file: short whatever the file's name (never copied)
 
 
-def _remove(dir_fd: int, name: str, max_entries: int = REMOVE_MAX_ENTRIES) -> None:
+def remove_entry(dir_fd: int, name: str, max_entries: int = REMOVE_MAX_ENTRIES) -> None:
     """Remove the entry ``name`` whatever it is (a folder with everything in it), never following a link and
     without recursion: at most ``REMOVE_OPEN_DEPTH`` folders are open at once, and a folder deeper than that is
     first renamed into ``dir_fd`` under a temporary name, then removed in its turn, so a folder of any depth is
@@ -164,7 +164,7 @@ def write_file(dir_fd: int, name: str, data: bytes, *, owner: int | None = None,
     if info is not None and not stat.S_ISREG(info.st_mode):
         if not replace:
             return False
-        _remove(dir_fd, name)
+        remove_entry(dir_fd, name)
     tmp = f"{TMP_PREFIX}{secrets.token_hex(8)}"   # (a name of its own: never one a cell made, never too long)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
     try:
@@ -283,7 +283,7 @@ class _Copier:
             for entry in list(os.scandir(dst_fd)):
                 if entry.name in present or (not prefix and entry.name in self.protected):
                     continue
-                _remove(dst_fd, entry.name)
+                remove_entry(dst_fd, entry.name)
                 self.cache.pop(f"{prefix}{entry.name}", None)
                 self.report.removed += 1
 
@@ -301,7 +301,7 @@ class _Copier:
             return
         try:
             if not _is_dir(dst_fd, name):
-                _remove(dst_fd, name)
+                remove_entry(dst_fd, name)
                 os.mkdir(name, 0o755, dir_fd=dst_fd)
                 if self.owner is not None:
                     os.chown(name, self.owner, self.owner, dir_fd=dst_fd, follow_symlinks=False)
