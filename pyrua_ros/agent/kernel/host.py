@@ -486,7 +486,9 @@ class Kernel:
                 if op in ("call", "get"):
                     protocol.write_frame(self._proc.stdin.fileno(), {**self._serve(msg), "id": job})
                 elif len(images) + len(refused_images) < self.limits.max_images:
-                    png, why = accept_image(msg["png"], self.limits.max_image_bytes)
+                    png, why = (None, "sent after the time limit; not decoded") if (
+                        time.monotonic() > self._job_deadline) else accept_image(msg["png"],
+                                                                                 self.limits.max_image_bytes)
                     if png is not None:
                         images.append(png)
                     else:
