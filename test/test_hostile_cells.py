@@ -803,3 +803,20 @@ def test_the_ledger_keeps_a_bounded_summary_of_huge_arguments():
     assert record.kwargs["xyz"] == [0.1, 0.2, 0.3]
     assert record.kwargs["junk"] == {"summary": "list of 2000000 items", "len": 2000000, "head": list(range(8))}
     assert record.kwargs["mask"]["summary"] == "array bool shape [1024, 1024]"
+
+
+def test_the_ledger_keeps_its_first_calls_and_counts_the_rest(tmp_path):
+    """Issue 28: a 300 s cell made 0.5-1.3 million robo calls, every one kept (up to 1 GB). The ledger keeps the
+    first ``max_records`` whole and counts the rest, so result.json's counts stay true."""
+    from pyrua_ros.robo.ledger import MAX_RECORDS, Dropped, Ledger
+
+    assert Ledger().max_records == MAX_RECORDS == 20_000
+    ledger = Ledger(max_records=100)
+    for i in range(250):
+        record = ledger.append(tool="move_to", kwargs={"i": i, "junk": "x" * 1000}, started_at=0.0, elapsed_s=0.0,
+                               ok=True, stateful=i % 2 == 0, env_steps=2)
+        assert record.index == i
+    assert len(ledger.records) == 100 and len(ledger) == 250 and ledger.dropped == Dropped(150, 75, 300)
+    assert (ledger.stateful_calls(), ledger.env_steps()) == (125, 500)
+    ledger.write_jsonl(tmp_path / "calls.jsonl")
+    assert len((tmp_path / "calls.jsonl").read_text().splitlines()) == 100

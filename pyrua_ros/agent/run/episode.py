@@ -417,6 +417,14 @@ class Episode:
             return tuple(self.calls_written)
         return tuple(self.robot.ledger.records) if self.robot is not None else ()
 
+    def call_counts(self, calls: tuple) -> dict[str, int]:
+        """result.json's ``calls``, ``stateful_calls`` and ``env_steps``: of the records ``calls`` plus the calls
+        a full ledger counted without keeping (``Ledger.dropped``)."""
+        dropped = self.robot.ledger.dropped if self.robot is not None else None
+        return {"calls": len(calls) + (dropped.calls if dropped else 0),
+                "stateful_calls": sum(1 for r in calls if r.stateful) + (dropped.stateful if dropped else 0),
+                "env_steps": sum(r.env_steps for r in calls) + (dropped.env_steps if dropped else 0)}
+
     def episode_status(self) -> dict:
         """The driver's episode status as a small dict (empty when it cannot be read)."""
         with contextlib.suppress(Exception):
@@ -511,6 +519,10 @@ class Episode:
         if self.robot is not None:
             self.calls_written = list(self.robot.ledger.records)
             self.records.write_jsonl("calls.jsonl", (r.to_json() for r in self.calls_written))
+            dropped = self.robot.ledger.dropped
+            if dropped.calls:
+                self.notes.append(f"calls.jsonl holds the first {len(self.calls_written)} robo calls; "
+                                  f"{dropped.calls} more were counted in calls/stateful_calls/env_steps, not kept")
 
     def _let_streams_finish(self) -> None:
         """The driver renders stream frames off its control path (niced, so under load far behind), so when the
