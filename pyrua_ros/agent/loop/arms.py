@@ -93,6 +93,11 @@ class LoopAgent:
         self.runtime = make_runtime(self.cfg, events=self.events, tools=self.toolkit.tool_specs())
 
     @property
+    def wall_budget_s(self) -> float:
+        """The agent's wall-clock budget [s], from its start (the episode's watchdog adds its margin)."""
+        return self.cfg.agent.budget_s
+
+    @property
     def uses_model(self) -> bool:
         """True when a model made the calls (not a replay, not an outside MCP client)."""
         return self.cfg.agent.runtime not in ("replay", MCP_RUNTIME)

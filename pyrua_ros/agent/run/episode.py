@@ -24,6 +24,7 @@ host.log (driver output), episode.mp4 and episode.mcap.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pathlib
 import re
@@ -36,6 +37,8 @@ import traceback
 from typing import Any, Protocol
 
 from pyrua_ros.agent.records.records import CardRecord, ErrorInfo, RunRecords
+from pyrua_ros.agent.run.watchdog import MARGIN_S as WATCHDOG_MARGIN_S
+from pyrua_ros.agent.run.watchdog import Watchdog
 from pyrua_ros.driver.rosenv import PARENT_PID_VAR
 
 STREAM_QUIET_S = 1.0        # [s] no new camera frame for this long: the driver's stream backlog is done
@@ -453,11 +456,15 @@ class Episode:
             for s in old:
                 signal.signal(s, _raise_interrupt)
         stage = "boot"
+        watchdog = None
         try:
             self.prepare()
             self.boot()
             stage = "agent"
             self.strategy.start(self)
+            budget = getattr(self.strategy, "wall_budget_s", None)
+            if budget is not None and math.isfinite(budget):   # outside this process: see watchdog.py
+                watchdog = Watchdog.start(self.out, budget + WATCHDOG_MARGIN_S)
             self.strategy.run(self)
             self.read_environment_outcome()
         except BootError as exc:
@@ -486,6 +493,8 @@ class Episode:
                 self.shutdown()
             finally:
                 result = self.write_result()
+                if watchdog is not None:
+                    watchdog.stop()
                 for s, handler in old.items():
                     with contextlib.suppress(ValueError, TypeError):
                         signal.signal(s, handler)
