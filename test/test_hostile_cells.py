@@ -548,6 +548,8 @@ def test_links_fifos_and_folders_at_the_next_cell_name_cannot_redirect_the_host(
 
 
 def _remove_all(folder: Path) -> None:
+    if not folder.is_dir():
+        return
     fd = wsfiles.open_dir(folder)
     try:
         for name in os.listdir(fd):
@@ -820,3 +822,52 @@ def test_the_ledger_keeps_its_first_calls_and_counts_the_rest(tmp_path):
     assert (ledger.stateful_calls(), ledger.env_steps()) == (125, 500)
     ledger.write_jsonl(tmp_path / "calls.jsonl")
     assert len((tmp_path / "calls.jsonl").read_text().splitlines()) == 100
+
+
+def test_nothing_the_model_sends_raises_out_of_the_host_and_the_episode_goes_on(tmp_path):
+    """Issue 27, end to end (``pyrualean play``, fake arm, a scripted model server): a 3000-term sum, arguments
+    nested 100000 deep, a number out of range, a folder 1500 deep at the name the host once used for the next
+    record, names of 245-255 bytes and a JPEG scan bomb each end as an error the model sees, and the episode goes on
+    to its finish (each once ended it as ``error``, left out of the success rate)."""
+    import subprocess
+    import sys
+
+    from pyrua_ros.testing.chat_server import ChatServer, Reply
+
+    bomb = ("import io, struct\nfrom PIL import Image\nbuf = io.BytesIO()\n"
+            "Image.new('RGB', (4096, 4096)).save(buf, format='JPEG', progressive=True)\n"
+            "empty = b'\\xff\\xda' + struct.pack('>H', 8) + bytes([1, 1, 0, 1, 63, 0])\n"
+            "display(buf.getvalue()[:-2] + empty * 20000 + b'\\xff\\xd9')\n")
+    files = ESCAPE + DEEP + ("deep('.cell_004.py.pyrua-tmp', 1500)\n"
+                             "for k in range(245, 256):\n    real_open('L' * k, 'w').write(str(k))\n")
+    script = [Reply(tool_calls=(("python", {"code": "x = " + "+".join(["1"] * 3000)}),)),
+              Reply(tool_calls=(("python", '{"code": ' + "[" * 100_000 + "]" * 100_000 + "}"),)),
+              Reply(tool_calls=(("python", '{"code": "print(1)", "n": 1e400}'),)),
+              Reply(tool_calls=(("python", {"code": files}),)),
+              Reply(tool_calls=(("python", {"code": bomb}),)),
+              Reply(tool_calls=(("python", {"code": "print('still here')"}),)),
+              Reply(tool_calls=(("finish", {"status": "success", "summary": "survived"}),))]
+    out = tmp_path / "run"
+    with ChatServer(script) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells", "--suite",
+             "fake_table", "--task", "0", "--driver", "fake", "--runtime", "openai", "--base-url", server.base_url,
+             "--images", "none", "--feedback", "pure", "--no-video", "--no-record", "--progress", "off",
+             "--no-preflight", "--cell-timeout-s", "20"],
+            capture_output=True, text=True, timeout=300, cwd=sandbox.PACKAGE_ROOT)
+    try:
+        result = json.loads((out / "result.json").read_text())
+        assert result["status"] == "completed", (result["status"], result["reason"], proc.stderr[-2000:])
+        assert result["finish"]["summary"] == "survived" and result["tool_turns"] == 7
+        transcript = json.loads((out / "transcript.json").read_text())
+        answers = [json.loads(m["content"]) for m in transcript if m["role"] == "tool"]
+        assert answers[0]["exception"].startswith("SyntaxError: the code is nested too deeply or is too large")
+        assert answers[1]["error"] == ("invalid tool arguments: the arguments are not usable JSON: nested more than "
+                                       "64 levels deep")
+        assert "the number 1e400 is out of range" in answers[2]["error"]
+        assert "exception" not in answers[3] and "deeper than 32 folders" in answers[3]["stderr"]
+        assert "[display() image refused: 20010 JPEG scans is over the 100 scan limit]" in answers[4]["stderr"]
+        assert answers[5]["stdout"] == "still here\n"
+        assert all((out / "workspace" / ("L" * k)).read_text() == str(k) for k in range(245, 256))
+    finally:
+        _remove_all(out / "workspace")   # (the kernel's deep folder, if it got that far)
