@@ -534,3 +534,19 @@ def test_a_dead_model_server_stops_the_evaluation_after_k_episodes(tmp_path):
     assert episode_lines(proc.stderr, "done") == 2 and "planner_error infra in" in proc.stderr
     assert "(provider error mid-episode: connection: request 1 failed" in proc.stderr   # the cause on the line
     assert "infrastructure failures and their causes:" in proc.stdout and "stopped: the model server" in proc.stdout
+
+
+def test_a_private_ray_instance_gets_a_session_folder_no_other_user_can_reach():
+    """Issue 28: a private Ray instance used the machine-wide /tmp/ray, where uid 65534 renamed a running
+    instance's root-owned log. Its folder now lies in a 0700 folder of ours (Ray itself makes the folder it is
+    given 0777), short enough for Ray's socket paths."""
+    from pyrua_ros.evaluation.ray_engine import private_temp_dir
+
+    first, second = private_temp_dir(), private_temp_dir()
+    try:
+        assert first.parent != second.parent and first.name == "r" and len(str(first)) < 40
+        info = first.parent.stat()
+        assert info.st_uid == os.geteuid() and info.st_mode & 0o777 == 0o700
+    finally:
+        first.parent.rmdir()
+        second.parent.rmdir()

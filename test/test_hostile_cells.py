@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pyrua_ros.agent.kernel import RESTART_NOTICE, Kernel, KernelLimits, sandbox
+from pyrua_ros.agent.kernel import workspace as wsfiles
 from pyrua_ros.agent.kernel.policy import import_refusal, refusal_text
 from pyrua_ros.driver.rosenv import claim_domain_id
 from pyrua_ros.testing import spin_until
@@ -66,6 +67,10 @@ ESCAPE = ("_f = type(robo).move_to\n"
           "_imp = vars(_g['builtins'])['__imp' + 'ort__']\n"
           "os, socket = _imp('os'), _imp('socket')\n"
           "real_open = vars(_g['builtins'])['open']\n")
+
+
+UNCHECKABLE = ("SyntaxError: the code is nested too deeply or is too large to be checked (RecursionError while "
+               "parsing it) and was not run; split long expressions and deep nesting into smaller statements")
 
 
 def imp(name: str) -> str:
@@ -177,6 +182,16 @@ CASES = [
     Case("file-size-limit", "with open('big.bin', 'wb') as f:\n    f.write(b'0' * (3 * 2**20))",
          last="OSError: [Errno 27] File too large"),
     Case("huge-output", "print('x' * 10_000_000)", check=_huge_output),
+    # source the host's own checks must parse: too deep for its stack is refused with one line, never raised
+    *[Case(f"uncheckable-{what}", code, exc=UNCHECKABLE, refused=True) for what, code in (
+        ("sum-3000-terms", "x = " + "+".join(["1"] * 3000)), ("unary-3000", "x = " + "-" * 3000 + "1"),
+        ("not-3000", "x = " + "not " * 3000 + "1"))],
+    Case("format-spec-3000-deep", "s = '" + "{:" * 3000 + "}" * 3000 + "'", value=None),
+    Case("brackets-3000-deep", "x = " + "[" * 3000 + "]" * 3000,
+         check=lambda out: out.exception.startswith("SyntaxError: too many nested parentheses")),
+    Case("null-byte", "x = 1\x00", check=lambda out: out.exception.startswith(
+        "SyntaxError: source code string cannot contain null bytes")),
+    Case("huge-shallow-cell", "total = 0\n" + "total += 1\n" * 20_000 + "total", value="20000"),
     Case("rclpy-absent", "import rclpy", last=imp("rclpy")),
 ]
 
@@ -507,12 +522,20 @@ def test_the_workspace_has_a_size_limit(bare_kernel):
     assert bare_kernel.run_cell("open('big.bin', 'wb').close()", 10).exception is None
 
 
+# A chain of ``levels`` folders named ``name`` (made through fds: no path grows past PATH_MAX)
+DEEP = ("def deep(name, levels):\n    fd = os.open('.', os.O_RDONLY)\n    for _ in range(levels):\n"
+        "        os.mkdir(name, dir_fd=fd)\n        sub = os.open(name, os.O_RDONLY, dir_fd=fd)\n"
+        "        os.close(fd)\n        fd = sub\n    os.close(fd)\n")
+
+
 @pytest.mark.parametrize("mode", ["bwrap", "unsafe"])
 def test_links_fifos_and_folders_at_the_next_cell_name_cannot_redirect_the_host(mode, tmp_path):
     canary = tmp_path / "canary.txt"
     with Kernel(Robo(), tmp_path / "ws", sandbox=mode, limits=KernelLimits(interrupt_grace_s=1.0)) as kernel:
         for make in (f"os.symlink('{canary}', 'cell_{{n:03d}}.py')", "os.mkfifo('cell_{n:03d}.py')",
-                     "os.mkdir('cell_{n:03d}.py')\nopen('cell_{n:03d}.py/x', 'w').close()"):
+                     "os.mkdir('cell_{n:03d}.py')\nopen('cell_{n:03d}.py/x', 'w').close()",
+                     # 1500 folders deep: the host's remove of what is in the way must not recurse
+                     DEEP + "deep('cell_{n:03d}.py', 1500)\ndeep('.cell_{n:03d}.py.pyrua-tmp', 1500)"):
             n = kernel.cells + 2
             out = escape(kernel, make.format(n=n))
             assert out.exception is None, out.exception
@@ -521,6 +544,46 @@ def test_links_fifos_and_folders_at_the_next_cell_name_cannot_redirect_the_host(
             record = kernel.workspace / f"cell_{n:03d}.py"
             assert record.is_file() and not record.is_symlink() and record.read_text() == f"print({n})"
         assert not canary.exists()
+    _remove_all(tmp_path / "ws")   # (what the kernel left: pytest's own recursive cleanup would not survive it)
+
+
+def _remove_all(folder: Path) -> None:
+    if not folder.is_dir():
+        return
+    fd = wsfiles.open_dir(folder)
+    try:
+        for name in os.listdir(fd):
+            wsfiles.remove_entry(fd, name)
+    finally:
+        os.close(fd)
+
+
+def test_deep_folders_long_names_and_a_million_files_cannot_stop_the_workspace_copy(tmp_path):
+    """Issue 28: a 250-byte file name made the copy's temporary name too long and stopped every later copy;
+    issue 27: a folder 1500 deep at the next cell's temporary name raised RecursionError in the host; a flood of
+    files made every later cell's copy walk all of them. Each file or folder beyond a bound is skipped and said."""
+    limits = KernelLimits(landlock=False, workspace_bytes=64 * 2**20, interrupt_grace_s=1.0)
+    with Kernel(Robo(), tmp_path / "ws", limits=limits) as kernel:
+        # 10,050 files: the copy looks at 10,000 entries and says it stopped there; the episode goes on
+        out = escape(kernel, "os.mkdir('many')\nfor i in range(10_050):\n    real_open(f'many/{i:05d}', 'w').close()")
+        assert out.exception is None, out.exception
+        assert "over 10000 entries: the rest of the workspace was not looked at" in out.stderr   # said to the model
+        assert len(list((kernel.workspace / "many").iterdir())) < 10_000
+        out = escape(kernel, "for name in os.listdir('many'):\n    os.unlink('many/' + name)\nos.rmdir('many')")
+        assert out.exception is None and out.stderr == "" and not (kernel.workspace / "many").exists()
+        # folders 1500 deep (one at the name the host once used for the next record's temporary file), and names
+        # of 245-255 bytes
+        n = kernel.cells + 2
+        out = escape(kernel, DEEP + f"deep('.cell_{n:03d}.py.pyrua-tmp', 1500)\ndeep('nest', 1500)\n"
+                                    "for k in range(245, 256):\n    real_open('L' * k, 'w').write(str(k))\n")
+        assert out.exception is None, out.exception
+        assert "deeper than 32 folders" in out.stderr   # said to the model
+        follow = kernel.run_cell(f"print({n})", 10)
+        assert (follow.cell, follow.stdout, follow.exception) == (n, f"{n}\n", None)
+        assert (kernel.workspace / f"cell_{n:03d}.py").read_text() == f"print({n})"
+        for k in range(245, 256):   # every long name was copied, and the copy went on after them
+            assert (kernel.workspace / ("L" * k)).read_text() == str(k)
+        assert kernel.run_cell("1 + 1", 10).value == "2"
 
 
 def test_run_program_reads_the_file_it_checked_never_a_link(bare_kernel):
@@ -742,3 +805,69 @@ def test_the_ledger_keeps_a_bounded_summary_of_huge_arguments():
     assert record.kwargs["xyz"] == [0.1, 0.2, 0.3]
     assert record.kwargs["junk"] == {"summary": "list of 2000000 items", "len": 2000000, "head": list(range(8))}
     assert record.kwargs["mask"]["summary"] == "array bool shape [1024, 1024]"
+
+
+def test_the_ledger_keeps_its_first_calls_and_counts_the_rest(tmp_path):
+    """Issue 28: a 300 s cell made 0.5-1.3 million robo calls, every one kept (up to 1 GB). The ledger keeps the
+    first ``max_records`` whole and counts the rest, so result.json's counts stay true."""
+    from pyrua_ros.robo.ledger import MAX_RECORDS, Dropped, Ledger
+
+    assert Ledger().max_records == MAX_RECORDS == 20_000
+    ledger = Ledger(max_records=100)
+    for i in range(250):
+        record = ledger.append(tool="move_to", kwargs={"i": i, "junk": "x" * 1000}, started_at=0.0, elapsed_s=0.0,
+                               ok=True, stateful=i % 2 == 0, env_steps=2)
+        assert record.index == i
+    assert len(ledger.records) == 100 and len(ledger) == 250 and ledger.dropped == Dropped(150, 75, 300)
+    assert (ledger.stateful_calls(), ledger.env_steps()) == (125, 500)
+    ledger.write_jsonl(tmp_path / "calls.jsonl")
+    assert len((tmp_path / "calls.jsonl").read_text().splitlines()) == 100
+
+
+def test_nothing_the_model_sends_raises_out_of_the_host_and_the_episode_goes_on(tmp_path):
+    """Issue 27, end to end (``pyrualean play``, fake arm, a scripted model server): a 3000-term sum, arguments
+    nested 100000 deep, a number out of range, a folder 1500 deep at the name the host once used for the next
+    record, names of 245-255 bytes and a JPEG scan bomb each end as an error the model sees, and the episode goes on
+    to its finish (each once ended it as ``error``, left out of the success rate)."""
+    import subprocess
+    import sys
+
+    from pyrua_ros.testing.chat_server import ChatServer, Reply
+
+    bomb = ("import io, struct\nfrom PIL import Image\nbuf = io.BytesIO()\n"
+            "Image.new('RGB', (4096, 4096)).save(buf, format='JPEG', progressive=True)\n"
+            "empty = b'\\xff\\xda' + struct.pack('>H', 8) + bytes([1, 1, 0, 1, 63, 0])\n"
+            "display(buf.getvalue()[:-2] + empty * 20000 + b'\\xff\\xd9')\n")
+    files = ESCAPE + DEEP + ("deep('.cell_004.py.pyrua-tmp', 1500)\n"
+                             "for k in range(245, 256):\n    real_open('L' * k, 'w').write(str(k))\n")
+    script = [Reply(tool_calls=(("python", {"code": "x = " + "+".join(["1"] * 3000)}),)),
+              Reply(tool_calls=(("python", '{"code": ' + "[" * 100_000 + "]" * 100_000 + "}"),)),
+              Reply(tool_calls=(("python", '{"code": "print(1)", "n": 1e400}'),)),
+              Reply(tool_calls=(("python", {"code": files}),)),
+              Reply(tool_calls=(("python", {"code": bomb}),)),
+              Reply(tool_calls=(("python", {"code": "print('still here')"}),)),
+              Reply(tool_calls=(("finish", {"status": "success", "summary": "survived"}),))]
+    out = tmp_path / "run"
+    with ChatServer(script) as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells", "--suite",
+             "fake_table", "--task", "0", "--driver", "fake", "--runtime", "openai", "--base-url", server.base_url,
+             "--images", "none", "--feedback", "pure", "--no-video", "--no-record", "--progress", "off",
+             "--no-preflight", "--cell-timeout-s", "20"],
+            capture_output=True, text=True, timeout=300, cwd=sandbox.PACKAGE_ROOT)
+    try:
+        result = json.loads((out / "result.json").read_text())
+        assert result["status"] == "completed", (result["status"], result["reason"], proc.stderr[-2000:])
+        assert result["finish"]["summary"] == "survived" and result["tool_turns"] == 7
+        transcript = json.loads((out / "transcript.json").read_text())
+        answers = [json.loads(m["content"]) for m in transcript if m["role"] == "tool"]
+        assert answers[0]["exception"].startswith("SyntaxError: the code is nested too deeply or is too large")
+        assert answers[1]["error"] == ("invalid tool arguments: the arguments are not usable JSON: nested more than "
+                                       "64 levels deep")
+        assert "the number 1e400 is out of range" in answers[2]["error"]
+        assert "exception" not in answers[3] and "deeper than 32 folders" in answers[3]["stderr"]
+        assert "[display() image refused: 20010 JPEG scans is over the 100 scan limit]" in answers[4]["stderr"]
+        assert answers[5]["stdout"] == "still here\n"
+        assert all((out / "workspace" / ("L" * k)).read_text() == str(k) for k in range(245, 256))
+    finally:
+        _remove_all(out / "workspace")   # (the kernel's deep folder, if it got that far)

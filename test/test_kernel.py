@@ -11,6 +11,7 @@ import io
 import os
 import signal
 import threading
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -212,6 +213,42 @@ def test_display_returns_png_images_in_order(kernel):
     assert sizes == [(6, 4), (3, 3), (2, 2)]
     assert last_line(run(kernel, "display('not an image')").exception) == (
         "TypeError: display() takes a numpy array, a PIL image or PNG bytes, got str")
+
+
+# A progressive JPEG (4096 x 4096, black) followed by ``scans`` empty scans of its first component, built in the
+# cell: 0.2 MiB for 20000 scans, each of which costs libjpeg a pass over all 262144 blocks
+JPEG_BOMB = ("import io, struct\nfrom PIL import Image\nbuf = io.BytesIO()\n"
+             "Image.new('RGB', (4096, 4096)).save(buf, format='JPEG', progressive=True)\n"
+             "empty = b'\\xff\\xda' + struct.pack('>H', 8) + bytes([1, 1, 0, 1, 63, 0])\n"
+             "bomb = buf.getvalue()[:-2] + empty * {scans} + b'\\xff\\xd9'\n")
+
+
+def test_a_progressive_jpeg_scan_bomb_is_refused_before_it_is_decoded(kernel):
+    """Issue 28: 20000 empty scans held the agent process 22-48 s in the decoder under a 5 s cell limit. The
+    scans are counted before any decoding, and the cell ends within its limit with the refusal shown."""
+    out = run(kernel, JPEG_BOMB.format(scans=20_000) + "display(bomb)\nlen(bomb) < 2**20", timeout_s=5.0)
+    assert (out.exception, out.value, out.images) == (None, "True", [])
+    assert out.stderr == "\n[display() image refused: 20010 JPEG scans is over the 100 scan limit]"
+    honest = run(kernel, JPEG_BOMB.format(scans=0) + "display(bomb)")   # a progressive JPEG of its own 10 scans
+    assert honest.exception is None and [Image.open(io.BytesIO(p)).size for p in honest.images] == [(1024, 1024)]
+
+
+def test_floods_of_jpeg_segments_and_png_chunks_are_refused_and_late_images_are_not_decoded(kernel):
+    """Tiny segments before a JPEG's first scan, or tiny PNG chunks, cost Pillow's Python parsers seconds per
+    image; an image sent after the cell's time limit is not decoded at all."""
+    code = ("import io, struct\nfrom PIL import Image\n"
+            "jpg, png = io.BytesIO(), io.BytesIO()\n"
+            "Image.new('RGB', (8, 8)).save(jpg, format='JPEG')\nImage.new('RGB', (8, 8)).save(png, format='PNG')\n"
+            "jpg, png = jpg.getvalue(), png.getvalue()\n"
+            f"junk = struct.pack('>I', 0) + b'prVt' + struct.pack('>I', {zlib.crc32(b'prVt')})\n"
+            "display(jpg[:2] + b'\\xff\\xfe\\x00\\x02' * 2**20 + jpg[2:])\n"
+            "display(png[:33] + junk * 350_000 + png[33:])\n"
+            "try:\n    while True:\n        pass\nexcept KeyboardInterrupt:\n    display(png)\n")
+    out = run(kernel, code, timeout_s=3.0)
+    assert out.images == [] and out.stderr == (
+        "\n[display() image refused: more than 256 JPEG segments before the first scan]"
+        "\n[display() image refused: more than 8192 PNG chunks]"
+        "\n[display() image refused: sent after the time limit; not decoded]")
 
 
 # ------------------------------------------------------------------------------------------ isolation

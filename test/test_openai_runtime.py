@@ -180,6 +180,41 @@ def test_invalid_argument_json_sets_parse_error_and_history_stays_valid_json():
     assert arguments[0] == {"invalid_arguments": '{"code": "print(1)'}
 
 
+def test_arguments_nested_100000_deep_or_out_of_range_are_the_models_invalid_call_and_the_episode_goes_on():
+    """Issue 27: arguments nested 100000 deep raised RecursionError out of the runtime; ``1e400`` parsed as
+    infinity, which no record can hold as JSON. Each is the model's invalid call, answered like any other."""
+    deep = '{"code": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    script = [Reply(tool_calls=(("python", deep), ("python", '{"code": "print(1)", "n": 1e400}'),
+                                ("python", '{"code": NaN}'), ("python", '{"code": "print(2)"}'))),
+              Reply(content="ok")]
+    with ChatServer(script) as server:
+        runtime = make(server)
+        runtime.start("task", [])
+        response = runtime.respond(deadline())
+        nested, huge, nan, fine = response.tool_calls
+        assert nested.arguments is None and nested.parse_error == (
+            "the arguments are not usable JSON: nested more than 64 levels deep")
+        assert huge.arguments is None and "the number 1e400 is out of range" in huge.parse_error
+        assert nan.arguments is None and "NaN is not a JSON number" in nan.parse_error
+        assert fine.arguments == {"code": "print(2)"} and fine.parse_error is None
+        for c in response.tool_calls:
+            runtime.add_tool_result(c.id, "python", json.dumps({"error": c.parse_error or "ran"}), [])
+        assert runtime.respond(deadline()).content == "ok"
+        sent = server.completion_bodies()[1]["messages"][1]
+    echoed = json.loads(sent["tool_calls"][0]["function"]["arguments"])["invalid_arguments"]
+    assert echoed == deep[:4000] + f"\n... [{len(deep) - 8000} chars omitted] ...\n" + deep[-4000:]
+
+
+def test_qwen_xml_values_too_deep_or_out_of_range_stay_text():
+    from pyrua_ros.agent.runtimes.qwen_xml import parse_xml_calls
+
+    deep = "[" * 100_000 + "]" * 100_000
+    text = (f"<tool_call><function=f><parameter=a>{deep}</parameter><parameter=b>1e400</parameter>"
+            "<parameter=c>[1, 2]</parameter></function></tool_call>")
+    (found,), _rest = parse_xml_calls(text, {"f": {"a": "array", "b": "number", "c": "array"}})
+    assert found.arguments == {"a": deep, "b": "1e400", "c": [1, 2]} and found.error is None
+
+
 def test_qwen_xml_tool_call_in_content_is_recognised_and_recorded():
     xml = ("I will look.\n<tool_call>\n<function=python>\n<parameter=code>\nx = 1\nprint(x < 2)\n</parameter>\n"
            "</function>\n</tool_call>")

@@ -133,6 +133,18 @@ def test_run_records_make_every_text_safe(tmp_path):
     assert (tmp_path / "last_message.md").read_text("utf-8") == "bad \\ud800 text"
 
 
+def test_result_and_transcript_escape_line_and_paragraph_separators(tmp_path):
+    """Issue 28: result.json and transcript.json kept raw U+2028/U+2029, which line-based readers split at."""
+    records = R.RunRecords(tmp_path)
+    text = "a\u2028b\u2029c\x85d"
+    assert records.write_json("transcript.json", [{"content": text}])
+    R.write_json(tmp_path / "result.json", {"finish": {"summary": text}})
+    for name in ("transcript.json", "result.json"):
+        raw = (tmp_path / name).read_bytes()
+        assert "\u2028".encode() not in raw and "\u2029".encode() not in raw and "\x85".encode() not in raw
+        assert b"\\u2028" in raw and text in json.dumps(json.loads(raw), ensure_ascii=False)
+
+
 def test_a_record_that_cannot_be_written_is_reported_not_raised(tmp_path):
     records = R.RunRecords(tmp_path)
     looped: list = []

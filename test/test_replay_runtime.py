@@ -116,3 +116,28 @@ def test_deadline_passed_is_a_budget_failure(tmp_path):
     with pytest.raises(RuntimeFailure) as info:
         ReplayRuntime(path, "cells").respond(time.monotonic() - 1)
     assert info.value.kind == "budget"
+
+
+def test_a_run_directory_is_read_without_following_links_out_of_it(tmp_path):
+    """Issue 28: ``--replay RUNDIR`` followed links out of the source (a cell file linked to a secret was replayed
+    as code, and sent to the kernel and the records)."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET = 'outside the run directory'\n")
+    source = run_dir(tmp_path, cells=["x = 1\n"], finish={"status": "success", "summary": "ok"})
+    (source / "workspace" / "cell_002.py").symlink_to(secret)
+    with pytest.raises(ValueError, match=r"workspace/cell_002\.py: cannot open \(a link\)"):
+        ReplayRuntime(source, "cells")
+    (source / "workspace" / "cell_002.py").unlink()
+    (source / "result.json").rename(tmp_path / "outside.json")
+    (source / "result.json").symlink_to(tmp_path / "outside.json")
+    with pytest.raises(ValueError, match=r"result\.json: cannot open \(a link\)"):
+        ReplayRuntime(source, "cells")
+    (source / "result.json").unlink()
+    (source / "result.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested more than 64 levels deep"):
+        ReplayRuntime(source, "cells")
+    (source / "result.json").unlink()
+    (source / "workspace").rename(tmp_path / "elsewhere")
+    (source / "workspace").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="without workspace/"):
+        ReplayRuntime(source, "cells")

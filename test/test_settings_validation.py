@@ -258,6 +258,27 @@ def test_overwrite_moves_the_old_run_aside_and_resume_keeps_a_finished_one(tmp_p
     assert again.action == "moved" and not (out / "result.json").exists()
 
 
+@pytest.mark.parametrize("flag", ["overwrite", "resume"])
+def test_overwrite_and_resume_move_only_a_run_directory_aside(tmp_path, flag):
+    """Issue 28: ``--out ~ --overwrite`` moved the home folder aside. A folder without an earlier run's
+    result.json (or with one that is a link, or not a record) is refused and left as it was."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("x")
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"status": "completed"}))
+    for result in (None, "link", '{"no": "status"}', "[" * 100_000):
+        if result == "link":
+            (home / "result.json").symlink_to(tmp_path / "elsewhere.json")
+        elif result is not None:
+            (home / "result.json").unlink()
+            (home / "result.json").write_text(result)
+        with pytest.raises(validate.SettingError, match=f"not a run directory .*--{flag} only moves an earlier run"):
+            validate.claim_run_directory("--out", home, **{flag: True})
+        assert (home / ".bashrc").is_file() and not list(tmp_path.glob("home.prev-*"))
+    line = refused("play", "--arm", "cells", "--task", "8", "--out", str(home), f"--{flag}")
+    assert "is not a run directory" in line
+
+
 def test_resume_through_the_cli_keeps_a_finished_run_and_exits_with_its_code(tmp_path):
     out = tmp_path / "run"
     out.mkdir()

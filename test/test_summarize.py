@@ -98,6 +98,38 @@ def test_summarize_cli(tmp_path, capsys):
     assert "no result.json in it or in its sub-folders" in capsys.readouterr().err
 
 
+ESCAPES = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[31m\u2028\u202e\x9b"
+
+
+def test_terminal_escapes_in_a_hostile_result_are_printed_escaped(tmp_path, capsys):
+    """Issue 28: a result.json's strings reached the terminal raw (an OSC 52 clipboard write, CSI 2J clearing
+    the screen). Every report shows them as escapes; the JSON output stays valid and escaped too."""
+    run_dir(tmp_path, "evil", status=f"completed{ESCAPES}", system=f"x{ESCAPES}", suite=ESCAPES,
+            notes=[f"note{ESCAPES}"], seed=[1], calls="many", policy_wall_s="slow")
+    html, markdown = tmp_path / "r.html", tmp_path / "r.md"
+    for args in ([], ["--json"], ["--html", str(html), "--markdown", str(markdown)]):
+        assert S.main([str(tmp_path), *args]) == 0
+        out = capsys.readouterr().out
+        assert not any(c in out for c in "\x1b\x07\x9b\u2028\u202e"), repr(out)
+    assert "completed\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J" in out
+    for page in (html, markdown):
+        assert not any(c in page.read_text() for c in "\x1b\x07\x9b\u2028\u202e")
+    (m,) = M.load_metrics([tmp_path])
+    assert (m.seed, m.calls, m.wall_time_s) == (0, None, None) and m.notes[0].startswith("note\\x1b]52")
+
+
+@pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, '{"schema": "pyrualean-episode-v2", "x": 1e400}',
+                                  '{"a": NaN}', "\x00not json", '{"schema": {"a": [1, 2]}}'])
+def test_a_hostile_result_json_is_one_clear_line_not_a_crash(tmp_path, capsys, body):
+    folder = tmp_path / "evil\x1b[2J"
+    folder.mkdir()
+    (folder / "result.json").write_text(body)
+    assert S.main([str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and captured.err.startswith("summarize: ")
+    assert "\x1b" not in captured.err and "Traceback" not in captured.err
+
+
 def test_run_directories_are_found_at_any_depth_but_not_in_workspaces(tmp_path):
     """An eval's OUT/<suite>/<task>/<seed>/ layout is read in natural order; a result.json an agent wrote in its
     workspace, or one under a hidden folder (earlier attempts), is not an episode."""

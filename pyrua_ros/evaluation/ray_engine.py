@@ -47,6 +47,20 @@ def loopback_ray_environment(env: dict[str, str] | None = None) -> dict[str, str
     return env
 
 
+def private_temp_dir() -> pathlib.Path:
+    """A new folder of this process's own for a private Ray instance's session files (logs, sockets, the
+    object store's spill files), to pass as ``_temp_dir``: ``/tmp/pyrua-ray-XXXX/r``, where ``pyrua-ray-XXXX``
+    is mode 0700 and ours (Ray makes the folder it is given mode 0777 itself, so the private one is its parent;
+    short, as Ray's socket paths must fit 107 bytes). Ray's default, /tmp/ray, is shared by every user of the
+    machine: another user (uid 65534, the kernel's) could rename a running instance's logs there. Remove the
+    parent when done."""
+    private = pathlib.Path(tempfile.mkdtemp(prefix="pyrua-ray-", dir="/tmp"))   # (mkdtemp: 0700, ours)
+    info = private.stat()
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise OSError(f"{private} is not a private folder (mode {oct(info.st_mode & 0o777)}, uid {info.st_uid})")
+    return private / "r"
+
+
 def cluster_token_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     """Joining a cluster: turn token authentication on when a token is at hand (``RAY_AUTH_TOKEN``,
     ``RAY_AUTH_TOKEN_PATH`` or ~/.ray/auth_token) and the mode was not chosen, as Ray does for local clusters."""
@@ -177,6 +191,7 @@ class RayEngine:
         self.running: dict[Any, int] = {}   # object ref -> slot
         self.statuses = None
         self.closing = False
+        self.temp_dir: pathlib.Path | None = None   # a private instance's own session folder (private_temp_dir)
 
     def start(self) -> None:
         if self.address:   # both are read when ray is imported: they must come first
@@ -192,8 +207,10 @@ class RayEngine:
             ray.init(address=self.address, logging_level="WARNING", log_to_driver=False)
         else:
             slots = self.slots or os.cpu_count() or 1
+            self.temp_dir = private_temp_dir()
             ray.init(num_cpus=max(1, int(slots * self.cpus + 0.999)), include_dashboard=False,
-                     logging_level="WARNING", log_to_driver=False, _node_ip_address="127.0.0.1")
+                     logging_level="WARNING", log_to_driver=False, _node_ip_address="127.0.0.1",
+                     _temp_dir=str(self.temp_dir))
         if self.slots is None:
             fit = int(ray.cluster_resources().get("CPU", 1) / self.cpus)
             self.slots = max(1, min(fit, self.max_slots or fit))
@@ -283,5 +300,7 @@ class RayEngine:
             self.statuses.shutdown()
         if ray.is_initialized():
             ray.shutdown()
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir.parent, ignore_errors=True)
         with contextlib.suppress(OSError):
             (self.out / ".eval" / TOKEN_FILE).unlink()

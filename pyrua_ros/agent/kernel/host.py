@@ -340,8 +340,11 @@ class Kernel:
         self.cells += 1
         filename = f"cell_{self.cells:03d}.py"
         self._save_record(filename, code)
-        flags = policy.audit_source(code, self.workspace)
-        blocked = policy.blocked_names(code)
+        try:
+            flags = policy.audit_source(code, self.workspace)
+            blocked = policy.blocked_names(code)
+        except policy.UncheckableSource as exc:
+            return CellOutcome(cell=self.cells, exception=str(exc), refused=True)
         if blocked:
             return CellOutcome(cell=self.cells, exception=policy.refusal_text(blocked, "cell"), refused=True,
                                sandbox_flags=flags)
@@ -380,9 +383,12 @@ class Kernel:
             self.programs += 1
             filename = f"program_{self.programs:02d}.py"
             self._save_record(filename, code)
-        flags = policy.audit_source(code, self.workspace)
-        blocked = policy.blocked_names(code)
-        base = {"program": self.programs, "file": filename, "sandbox_flags": flags, "code": code}
+        base = {"program": self.programs, "file": filename, "code": code}
+        try:
+            base["sandbox_flags"] = policy.audit_source(code, self.workspace)
+            blocked = policy.blocked_names(code)
+        except policy.UncheckableSource as exc:
+            return ProgramOutcome(status="error", exception=str(exc), refused=True, **base)
         if blocked:
             return ProgramOutcome(status="error", exception=policy.refusal_text(blocked, "program"), refused=True,
                                   **base)
@@ -480,7 +486,9 @@ class Kernel:
                 if op in ("call", "get"):
                     protocol.write_frame(self._proc.stdin.fileno(), {**self._serve(msg), "id": job})
                 elif len(images) + len(refused_images) < self.limits.max_images:
-                    png, why = accept_image(msg["png"], self.limits.max_image_bytes)
+                    png, why = (None, "sent after the time limit; not decoded") if (
+                        time.monotonic() > self._job_deadline) else accept_image(msg["png"],
+                                                                                 self.limits.max_image_bytes)
                     if png is not None:
                         images.append(png)
                     else:

@@ -80,6 +80,25 @@ class SandboxError(Exception):
     """Policy code used something the sandbox does not allow (raised inside the kernel, reported as text)."""
 
 
+class UncheckableSource(SandboxError):
+    """Source the static checks cannot parse without running out of stack or memory (``1+1+...+1`` with thousands
+    of terms, thousands of nested brackets): it is refused, never run unchecked, and never raises further."""
+
+
+def _parse(source: str) -> ast.AST | None:
+    """The syntax tree of ``source``; None for source that is not valid Python (the SyntaxError is reported when
+    it runs); raises :class:`UncheckableSource` for source too deep or too large to parse here."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    except (RecursionError, MemoryError) as exc:
+        raise UncheckableSource(
+            f"SyntaxError: the code is nested too deeply or is too large to be checked ({type(exc).__name__} "
+            f"while parsing it) and was not run; split long expressions and deep nesting into smaller "
+            f"statements") from None
+
+
 def refusal_text(names: Iterable[str], what: str = "cell") -> str:
     """The contract's refusal for code that names a blocked name; ``what`` is ``cell`` or ``program``."""
     return (f"SandboxError: {', '.join(names)} may not be used by policy code; the {what} was not run. "
@@ -90,10 +109,10 @@ def blocked_names(source: str) -> list[str]:
     """Blocked names the source uses (sorted, unique): as a bare name, an attribute, an import, a keyword, a whole
     string constant (the reference's rule: ``getattr(f, "__globals__")``), or an attribute a constant format string
     reads (``"{0.__globals__}".format(f)``). A string that only mentions a name (``print("no __globals__ here")``)
-    is not a use and is not refused. Unparsable source returns [] (the SyntaxError is reported when the cell runs)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    is not a use and is not refused. Unparsable source returns [] (the SyntaxError is reported when the cell runs);
+    source too deep to parse raises :class:`UncheckableSource`."""
+    tree = _parse(source)
+    if tree is None:
         return []
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -113,9 +132,10 @@ def blocked_names(source: str) -> list[str]:
     return sorted(found)
 
 
-def _format_field_attributes(text: str) -> set[str]:
+def _format_field_attributes(text: str, depth: int = 0) -> set[str]:
     """Blocked names the replacement fields of ``text``, used as a format string, would read as attributes
-    (nested fields in format specs included). Text that is not a valid format string is scanned whole."""
+    (nested fields in format specs included). Text that is not a valid format string, or nests fields deeper than
+    ``str.format`` itself allows, is scanned whole."""
     found: set[str] = set()
     try:
         fields = list(string.Formatter().parse(text))
@@ -125,16 +145,16 @@ def _format_field_attributes(text: str) -> set[str]:
         if field:
             found.update(_FIELD_ATTR_RE.findall(field))
         if spec and "{" in spec:
-            found.update(_format_field_attributes(spec))
+            found.update(_format_field_attributes(spec, depth + 1) if depth < 4 else _FIELD_ATTR_RE.findall(spec))
     return found
 
 
 def audit_source(source: str, workspace: Path | None = None) -> list[str]:
     """Informational flags (contract section 5): ``import:``, ``host-attr:``, ``private-attr:``, ``escape:``,
-    ``probe:``, ``path:``; de-duplicated, in source order, at most 40. Unparsable source returns []."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    ``probe:``, ``path:``; de-duplicated, in source order, at most 40. Unparsable source returns []; source too
+    deep to parse raises :class:`UncheckableSource`."""
+    tree = _parse(source)
+    if tree is None:
         return []
     flags: list[str] = []
 

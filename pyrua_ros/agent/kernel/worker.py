@@ -295,14 +295,17 @@ class Worker:
                                    "interrupted": False}
         try:
             tree = ast.parse(code, filename)
+            last = None
+            if split_last and tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            body = compile(tree, filename, "exec")
+            tail = compile(last, filename, "eval") if last is not None else None
         except SyntaxError as exc:
             outcome["exception"] = f"SyntaxError: {exc.msg} ({filename}, line {exc.lineno})"
             return outcome
-        last = None
-        if split_last and tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
-        body = compile(tree, filename, "exec")
-        tail = compile(last, filename, "eval") if last is not None else None
+        except (ValueError, RecursionError, MemoryError) as exc:   # null bytes, too deep or too large to compile
+            outcome["exception"] = f"SyntaxError: {filename} cannot be compiled ({type(exc).__name__}: {exc})"
+            return outcome
         self._execute(lambda: self._exec_body(body, tail, namespace, outcome), outcome)
         return outcome
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
+import secrets
 import stat
 from collections.abc import Iterable
 
@@ -82,22 +84,70 @@ def read_file(dir_fd: int, rel: str, limit: int) -> bytes:
             os.close(fd)
 
 
-def _remove(dir_fd: int, name: str) -> None:
-    """Remove the entry ``name`` whatever it is (a folder with everything in it), never following a link."""
-    try:
-        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(info.st_mode):
-        sub = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+REMOVE_OPEN_DEPTH = 16        # folders held open at once while removing; deeper ones are moved up first
+REMOVE_MAX_ENTRIES = 200_000  # entries one removal deletes at most (it raises past that, the rest is left)
+TMP_PREFIX = ".pyrua-tmp-"    # temporary names of write_file: short whatever the file's name (never copied)
+
+
+def remove_entry(dir_fd: int, name: str, max_entries: int = REMOVE_MAX_ENTRIES) -> None:
+    """Remove the entry ``name`` whatever it is (a folder with everything in it), never following a link and
+    without recursion: at most ``REMOVE_OPEN_DEPTH`` folders are open at once, and a folder deeper than that is
+    first renamed into ``dir_fd`` under a temporary name, then removed in its turn, so a folder of any depth is
+    removed. Raises ``OSError`` (``E2BIG``) after ``max_entries`` entries (a hostile tree of millions of files
+    is not the host's to delete entry by entry)."""
+    pending, count = [name], 0
+    while pending:
+        top = pending.pop()
         try:
-            for entry in list(os.scandir(sub)):
-                _remove(sub, entry.name)
+            info = os.stat(top, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(top, dir_fd=dir_fd)
+            continue
+        stack = [(dir_fd, top, os.open(top, _DIR_FLAGS, dir_fd=dir_fd), [])]   # (parent fd, name, own fd, batch)
+        try:
+            while stack:
+                parent, own_name, fd, batch = stack[-1]
+                if not batch:
+                    batch.extend(_entries(fd))
+                    if not batch:   # empty: remove it and go back up
+                        stack.pop()
+                        os.close(fd)
+                        os.rmdir(own_name, dir_fd=parent)
+                        continue
+                entry_name, is_dir = batch.pop()
+                count += 1
+                if count > max_entries:
+                    raise OSError(errno.E2BIG, f"more than {max_entries} entries to remove under {name!r}")
+                if not is_dir:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry_name, dir_fd=fd)
+                elif len(stack) < REMOVE_OPEN_DEPTH:
+                    with contextlib.suppress(FileNotFoundError):
+                        stack.append((fd, entry_name, os.open(entry_name, _DIR_FLAGS, dir_fd=fd), []))
+                else:
+                    moved = f"{TMP_PREFIX}{secrets.token_hex(8)}"
+                    os.rename(entry_name, moved, src_dir_fd=fd, dst_dir_fd=dir_fd)
+                    pending.append(moved)
         finally:
-            os.close(sub)
-        os.rmdir(name, dir_fd=dir_fd)
-    else:
-        os.unlink(name, dir_fd=dir_fd)
+            for _parent, _name, fd, _batch in stack:
+                os.close(fd)
+
+
+def _entries(dir_fd: int, batch: int = 1024) -> list[tuple[str, bool]]:
+    """Up to ``batch`` entries of the folder ``dir_fd`` as (name, is a folder, links not followed); [] when it
+    is empty."""
+    found = []
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            try:
+                found.append((entry.name, entry.is_dir(follow_symlinks=False)))
+            except OSError:
+                found.append((entry.name, False))
+            if len(found) >= batch:
+                break
+    return found
 
 
 def write_file(dir_fd: int, name: str, data: bytes, *, owner: int | None = None, replace: bool = True) -> bool:
@@ -114,20 +164,23 @@ def write_file(dir_fd: int, name: str, data: bytes, *, owner: int | None = None,
     if info is not None and not stat.S_ISREG(info.st_mode):
         if not replace:
             return False
-        _remove(dir_fd, name)
-    tmp = f".{name}.pyrua-tmp"
-    with contextlib.suppress(FileNotFoundError):
-        _remove(dir_fd, tmp)
+        remove_entry(dir_fd, name)
+    tmp = f"{TMP_PREFIX}{secrets.token_hex(8)}"   # (a name of its own: never one a cell made, never too long)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if owner is not None:
-            os.fchown(fd, owner, owner)
-    finally:
-        os.close(fd)
-    os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if owner is not None:
+                os.fchown(fd, owner, owner)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
     return True
 
 
@@ -191,23 +244,29 @@ class _Copier:
         self.report = CopyReport()
         self.entries = 0
         self.bytes = 0
+        self.full = False   # the entry limit was reached: the rest of the source was not listed
 
     def copy_dir(self, src_fd: int, dst_fd: int, prefix: str, depth: int) -> None:
+        if self.full:
+            return
         present: set[str] = set()
-        with os.scandir(src_fd) as entries:
-            listing = list(entries)
+        listing = []
+        with os.scandir(src_fd) as entries:   # (read only as far as the entry limit: a folder of a million files
+            for entry in entries:             # costs no more than one of ten thousand)
+                if (not prefix and entry.name in self.protected) or entry.name.startswith(TMP_PREFIX):
+                    continue
+                if self.entries >= self.limits.entries:
+                    self.full = True
+                    self.report.skip(f"{prefix}{entry.name}", f"over {self.limits.entries} entries: the rest of "
+                                                                "the workspace was not looked at")
+                    break
+                self.entries += 1
+                listing.append(entry)
         for entry in listing:
             name, rel = entry.name, f"{prefix}{entry.name}"
-            if (not prefix and name in self.protected) or name.endswith(".pyrua-tmp"):
-                continue
             try:
                 info = entry.stat(follow_symlinks=False)
             except OSError:
-                continue
-            self.entries += 1
-            if self.entries > self.limits.entries:
-                self.report.skip(rel, f"over {self.limits.entries} entries")
-                present.add(name)
                 continue
             if stat.S_ISDIR(info.st_mode):
                 present.add(name)
@@ -220,11 +279,11 @@ class _Copier:
                 self.copy_file(src_fd, dst_fd, name, rel)
             else:
                 self.report.skip(rel, "a link" if stat.S_ISLNK(info.st_mode) else "not a regular file")
-        if self.delete_extra:
+        if self.delete_extra and not self.full:   # (what was not looked at is not known to be gone)
             for entry in list(os.scandir(dst_fd)):
                 if entry.name in present or (not prefix and entry.name in self.protected):
                     continue
-                _remove(dst_fd, entry.name)
+                remove_entry(dst_fd, entry.name)
                 self.cache.pop(f"{prefix}{entry.name}", None)
                 self.report.removed += 1
 
@@ -242,7 +301,7 @@ class _Copier:
             return
         try:
             if not _is_dir(dst_fd, name):
-                _remove(dst_fd, name)
+                remove_entry(dst_fd, name)
                 os.mkdir(name, 0o755, dir_fd=dst_fd)
                 if self.owner is not None:
                     os.chown(name, self.owner, self.owner, dir_fd=dst_fd, follow_symlinks=False)
@@ -279,7 +338,11 @@ class _Copier:
             self.report.skip(rel, f"would leave less than {self.limits.reserve_bytes // 2**20} MiB free for the "
                                   "run's records")
             return
-        write_file(dst_fd, name, bytes(data), owner=self.owner)
+        try:
+            write_file(dst_fd, name, bytes(data), owner=self.owner)
+        except OSError as exc:   # (this one file: the copy goes on)
+            self.report.skip(rel, exc.strerror or str(exc))
+            return
         self.bytes += len(data)
         self.report.bytes += len(data)
         self.report.copied += 1

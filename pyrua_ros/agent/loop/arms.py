@@ -109,6 +109,11 @@ class LoopAgent:
                                 elapsed_s=time.monotonic() - ep.t0)
 
     @property
+    def wall_budget_s(self) -> float:
+        """The agent's wall-clock budget [s], from its start (the episode's watchdog adds its margin)."""
+        return self.cfg.agent.budget_s
+
+    @property
     def uses_model(self) -> bool:
         """True when a model made the calls (not a replay, not an outside MCP client)."""
         return self.cfg.agent.runtime not in ("replay", MCP_RUNTIME)
@@ -241,8 +246,7 @@ class LoopAgent:
             budget_mode=agent.budget_mode,
             environment_success=bool(ep.environment_success), status=status, reason=reason, error=ep.error,
             finish=self.toolkit.finish if self.toolkit else None,
-            calls=len(calls), stateful_calls=sum(1 for r in calls if r.stateful),
-            env_steps=sum(r.env_steps for r in calls), tool_turns=len(turns),
+            **ep.call_counts(calls), tool_turns=len(turns),
             policy_wall_s=ep.policy_wall_s, startup_s=ep.startup_s,
             total_wall_s=round(time.monotonic() - ep.t0, 3), timeout_s=agent.budget_s,
             max_episode_steps=e.max_episode_steps,

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pyrua_ros.agent.records import bounded
 from pyrua_ros.agent.records.text import safe_data, safe_text
 from pyrua_ros.agent.settings.modes import BUDGET_MODES, FINISH_STATUSES, PLAY_STATUSES
 
@@ -108,9 +109,11 @@ def jsonl_line(row: Any) -> str:
 
 
 def json_bytes(data: Any) -> bytes:
-    """Indented UTF-8 JSON of ``data`` with every string made safe (:func:`safe_data`), newline-terminated."""
-    return (json.dumps(safe_data(data), indent=2, ensure_ascii=False, default=lambda v: safe_text(str(v)))
-            + "\n").encode("utf-8")
+    """Indented UTF-8 JSON of ``data`` with every string made safe (:func:`safe_data`), newline-terminated; the
+    characters a reader could take as line ends (U+2028, U+2029, U+0085) escaped, as in :func:`jsonl_line`
+    (JavaScript before ES2019 and line-based tools split a ``result.json`` or ``transcript.json`` at them)."""
+    text = json.dumps(safe_data(data), indent=2, ensure_ascii=False, default=lambda v: safe_text(str(v)))
+    return (text.translate(_LINE_BREAKS) + "\n").encode("utf-8")
 
 
 def write_json(path: Path | str, data: Any) -> Path:
@@ -465,16 +468,18 @@ def _fit(result: dict[str, Any], room: int, why: str) -> bytes:
 
 
 def read_result(path: Path | str) -> dict[str, Any]:
-    """Load a ``result.json`` (file or run directory) as a dict; a clear error when it is missing or not JSON."""
+    """Load a ``result.json`` (file or run directory) as a dict; a clear error when it is missing or not JSON.
+    Read as hostile (``bounded.read_file``): never through a link, at most 64 MiB, nested at most 64 deep,
+    numbers finite; each refusal is a ``ValueError`` of one line naming the file."""
     path = Path(path)
     if path.is_dir():
         path = path / "result.json"
     if not path.is_file():
         raise FileNotFoundError(f"no result.json at {path}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON: {exc}") from exc
+        data = bounded.read_file(path)
+    except OSError as exc:
+        raise ValueError(f"{path} cannot be read: {exc.strerror or exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} holds a {type(data).__name__}, expected a JSON object")
     return data

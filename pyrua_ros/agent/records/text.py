@@ -8,7 +8,12 @@ publish would raise and could end an episode or lose a record. Every text that l
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# C0 and C1 controls, DEL, the line and paragraph separators and the bidirectional overrides: what a terminal
+# or a viewer would act on (OSC 52 clipboard writes, CSI 2J, a reordered line) instead of showing
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def safe_text(text: str) -> str:
@@ -30,3 +35,11 @@ def safe_data(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [safe_data(v) for v in value]
     return value
+
+
+def printable(text: str) -> str:
+    """``text`` (made safe) with every control character written as its escape (``\\x1b``, ``\\n``,
+    ``\\u2028``): what a report prints of a run directory's strings, which a hostile ``result.json`` may fill
+    with terminal escape sequences."""
+    text = safe_text(text)
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)

@@ -10,7 +10,7 @@ the single-shot ``run`` record (``system = "pyrualean"``) are read. RPent transc
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 import os
 import re
 import statistics
@@ -18,7 +18,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pyrua_ros.agent.records import bounded
 from pyrua_ros.agent.records.records import TOKEN_KEYS, read_result
+from pyrua_ros.agent.records.text import printable
 from pyrua_ros.agent.settings import outcomes
 
 # (header, width, kind) as the reference prints them: "s" left-aligned text cut to the width, "r" right-aligned
@@ -64,13 +66,35 @@ class EpisodeMetrics:
     outcome: str = ""
     reason: str | None = None
 
-    def __post_init__(self) -> None:
-        if not self.outcome:
-            object.__setattr__(self, "outcome", outcomes.kind_of(self.status))
-
     def classified(self) -> outcomes.Outcome:
         """This episode's outcome kind and bucket (success, failure, infra, interrupted, unknown)."""
         return outcomes.outcome_of_kind(self.outcome, self.environment_success)
+
+    def __post_init__(self) -> None:
+        """Run directories are hostile: every text is made printable (a ``result.json`` holding OSC 52 or CSI 2J
+        reaches a terminal as ``\\x1b]52;...``), every count that is not an integer and every time that is not a
+        finite number is taken as missing, so no report crashes on what it reads."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "notes":
+                value = tuple(printable(str(n)) for n in (value if isinstance(value, list | tuple) else ()))
+            elif f.name in _TEXT_FIELDS:
+                value = printable(str(value))
+            elif f.name == "seed":
+                value = value if _is_int(value) else int(value) if isinstance(value, str) and value.isdigit() else 0
+            elif f.name == "environment_success":
+                value = value if value is None or isinstance(value, bool) else bool(value)
+            elif f.name in _FLOAT_FIELDS:
+                value = float(value) if _is_number(value) and math.isfinite(value) else None
+            elif f.name == "outcome":
+                value = str(value or "")
+            elif f.name == "reason":
+                value = None if value is None else printable(str(value))
+            elif not _is_int(value):
+                value = None
+            object.__setattr__(self, f.name, value)
+        if not self.outcome:
+            object.__setattr__(self, "outcome", outcomes.kind_of(self.status))
 
     @property
     def suite(self) -> str:
@@ -95,6 +119,18 @@ class EpisodeMetrics:
                       "reason": _reason(data.get("reason"))})
 
 
+_TEXT_FIELDS = ("system", "backend", "task", "status", "source")
+_FLOAT_FIELDS = ("wall_time_s", "startup_s")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _token(generation: dict[str, Any], name: str, alias: str | None = None) -> int | None:
     value = generation.get(name)
     if value is None and alias is not None:
@@ -103,7 +139,16 @@ def _token(generation: dict[str, Any], name: str, alias: str | None = None) -> i
 
 
 def metrics_from_result(data: dict[str, Any], source: str = "") -> EpisodeMetrics:
-    """Metrics of a pyrualean ``result.json`` (play or single-shot run)."""
+    """Metrics of a pyrualean ``result.json`` (play or single-shot run); a ``ValueError`` of one line for a
+    record whose fields have the wrong shapes (a hostile run directory)."""
+    try:
+        return _metrics_from_result(data, source)
+    except (TypeError, AttributeError, KeyError, OverflowError) as exc:
+        raise ValueError(f"{source or 'result'}: not a readable pyrualean result ({type(exc).__name__}: "
+                         f"{printable(str(exc))[:200]})") from None
+
+
+def _metrics_from_result(data: dict[str, Any], source: str) -> EpisodeMetrics:
     schema = data.get("schema", "")
     if not str(schema).startswith("pyrualean-"):
         raise ValueError(f"{source or 'result'}: not a pyrualean result (schema {schema!r}); "
@@ -129,7 +174,7 @@ def metrics_from_result(data: dict[str, Any], source: str = "") -> EpisodeMetric
         success = False   # an interrupt is never a success, whatever an old record carried
     return EpisodeMetrics(
         system=system, backend=str(data.get("backend", data.get("robot", "libero"))),
-        task=f"{data.get('suite')}:{data.get('task')}", seed=int(data.get("seed", 0)),
+        task=f"{data.get('suite')}:{data.get('task')}", seed=data.get("seed", 0),
         environment_success=bool(success), status=str(data.get("status", "unknown")),
         calls=data.get("calls"), stateful_calls=data.get("stateful_calls"), env_steps=data.get("env_steps"),
         turns=turns, wall_time_s=data.get("policy_wall_s"), startup_s=data.get("startup_s"),
@@ -144,7 +189,10 @@ def _reason(value: Any) -> str | None:
 
 
 def _metrics_from_json_file(path: Path) -> list[EpisodeMetrics]:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        data = bounded.read_file(path)
+    except OSError as exc:
+        raise ValueError(f"{path} cannot be read: {exc.strerror or exc}") from None
     if isinstance(data, dict) and "schema" in data:
         return [metrics_from_result(data, str(path))]
     if isinstance(data, dict):

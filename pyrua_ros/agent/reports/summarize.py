@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pyrua_ros.agent.records.records import now_iso
+from pyrua_ros.agent.records.text import printable
 from pyrua_ros.agent.reports import report as report_mod
 from pyrua_ros.agent.reports.metrics import EpisodeMetrics, aggregate, format_table, load_metrics
 from pyrua_ros.agent.reports.report import suite_report
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         metrics = load_metrics(args.paths)
     except (OSError, ValueError) as exc:
-        print(f"summarize: {exc}", file=sys.stderr)
+        print(f"summarize: {printable(str(exc))}", file=sys.stderr)
         return 2
     summary = summary_json(metrics, count_errors_as_failures=args.count_errors_as_failures)
     title = args.title or "pyrua_ros evaluation: " + ", ".join(str(p) for p in args.paths)

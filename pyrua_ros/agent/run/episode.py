@@ -24,6 +24,7 @@ host.log (driver output), episode.mp4 and episode.mcap.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pathlib
 import re
@@ -36,6 +37,8 @@ import traceback
 from typing import Any, Protocol
 
 from pyrua_ros.agent.records.records import CardRecord, ErrorInfo, RunRecords
+from pyrua_ros.agent.run.watchdog import MARGIN_S as WATCHDOG_MARGIN_S
+from pyrua_ros.agent.run.watchdog import Watchdog
 from pyrua_ros.driver.rosenv import PARENT_PID_VAR
 
 STREAM_QUIET_S = 1.0        # [s] no new camera frame for this long: the driver's stream backlog is done
@@ -419,6 +422,14 @@ class Episode:
             return tuple(self.calls_written)
         return tuple(self.robot.ledger.records) if self.robot is not None else ()
 
+    def call_counts(self, calls: tuple) -> dict[str, int]:
+        """result.json's ``calls``, ``stateful_calls`` and ``env_steps``: of the records ``calls`` plus the calls
+        a full ledger counted without keeping (``Ledger.dropped``)."""
+        dropped = self.robot.ledger.dropped if self.robot is not None else None
+        return {"calls": len(calls) + (dropped.calls if dropped else 0),
+                "stateful_calls": sum(1 for r in calls if r.stateful) + (dropped.stateful if dropped else 0),
+                "env_steps": sum(r.env_steps for r in calls) + (dropped.env_steps if dropped else 0)}
+
     def episode_status(self) -> dict:
         """The driver's episode status as a small dict (empty when it cannot be read)."""
         with contextlib.suppress(Exception):
@@ -457,11 +468,15 @@ class Episode:
             for s in old:
                 signal.signal(s, _raise_interrupt)
         stage = "boot"
+        watchdog = None
         try:
             self.prepare()
             self.boot()
             stage = "agent"
             self.strategy.start(self)
+            budget = getattr(self.strategy, "wall_budget_s", None)
+            if budget is not None and math.isfinite(budget):   # outside this process: see watchdog.py
+                watchdog = Watchdog.start(self.out, budget + WATCHDOG_MARGIN_S)
             self.strategy.run(self)
             self.read_environment_outcome()
         except BootError as exc:
@@ -485,6 +500,8 @@ class Episode:
                 self.shutdown()
             finally:
                 result = self.write_result()
+                if watchdog is not None:
+                    watchdog.stop()
                 for s, handler in old.items():
                     with contextlib.suppress(ValueError, TypeError):
                         signal.signal(s, handler)
@@ -540,6 +557,10 @@ class Episode:
         if self.robot is not None:
             self.calls_written = list(self.robot.ledger.records)
             self.records.write_jsonl("calls.jsonl", (r.to_json() for r in self.calls_written))
+            dropped = self.robot.ledger.dropped
+            if dropped.calls:
+                self.notes.append(f"calls.jsonl holds the first {len(self.calls_written)} robo calls; "
+                                  f"{dropped.calls} more were counted in calls/stateful_calls/env_steps, not kept")
 
     def _let_streams_finish(self) -> None:
         """The driver renders stream frames off its control path (niced, so under load far behind), so when the

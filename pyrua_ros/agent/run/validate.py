@@ -29,6 +29,7 @@ import time
 import urllib.error
 import urllib.request
 
+from pyrua_ros.agent.records import bounded
 from pyrua_ros.agent.runtimes.replay_runtime import replay_source
 from pyrua_ros.agent.settings import outcomes
 from pyrua_ros.agent.settings.modes import CLI_RUNTIMES, CODE_ARMS
@@ -176,12 +177,19 @@ def _contents(path: pathlib.Path) -> list[str]:
     return sorted(p.name for p in path.iterdir())
 
 
-def _finished_result(path: pathlib.Path) -> dict | None:
+def _recorded_result(path: pathlib.Path) -> dict | None:
+    """The ``result.json`` object of the folder ``path`` when it is a run directory (a regular ``result.json``,
+    not a link, holding a JSON object with a ``status``), else None. Read with ``records.bounded``."""
     try:
-        data = json.loads((path / "result.json").read_text(encoding="utf-8"))
+        data = bounded.read_file(path / "result.json")
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict):
+    return data if isinstance(data, dict) and isinstance(data.get("status"), str) else None
+
+
+def _finished_result(path: pathlib.Path) -> dict | None:
+    data = _recorded_result(path)
+    if data is None:
         return None
     return data if outcomes.is_final(data.get("status"), data.get("reason")) else None   # ran to its end
 
@@ -198,6 +206,12 @@ def check_run_directory(flag: str, out: pathlib.Path, *, overwrite: bool = False
         raise SettingError(f"{flag} {out}: {parent} is not a writable folder")
     if not out.exists() or not _contents(out):
         return "new"
+    if (resume or overwrite) and _recorded_result(out) is None:   # (--out ~ --overwrite moved the home folder)
+        shown = _contents(out)
+        raise SettingError(f"{flag} {out} is not empty ({', '.join(shown[:4])}{', ...' if len(shown) > 4 else ''}) "
+                           f"and is not a run directory (no result.json of an earlier run): "
+                           f"{'--resume' if resume else '--overwrite'} only moves an earlier run aside; choose "
+                           f"another directory")
     if resume:
         return "keep" if _finished_result(out) is not None else "move"
     if overwrite:

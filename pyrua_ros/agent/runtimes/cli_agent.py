@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import pathlib
 import shutil
@@ -42,6 +41,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from pyrua_ros.agent.records import bounded
 from pyrua_ros.agent.records.records import JsonlRecord
 from pyrua_ros.agent.runtimes.base import LoopOutcome
 from pyrua_ros.agent.settings.model import is_loopback_url, key_from_env
@@ -284,8 +284,8 @@ class CliRuntime:
 
     # -- the run -------------------------------------------------------------------------------------------
     def _line(self, line: str) -> None:
-        try:
-            event = json.loads(line)
+        try:   # (bounded: the model's tool input arrives inside these events, as deep as it made it)
+            event = bounded.loads(line, finite=False)
         except ValueError:
             event = {"type": "non_json_output", "text": line[:2000]}
         if not isinstance(event, dict):

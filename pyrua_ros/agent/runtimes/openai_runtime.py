@@ -20,7 +20,10 @@ Decisions:
 - **Tool calls.** Several per response are returned in order. Arguments that are not a JSON object give
   ``ToolCall.parse_error`` (the loop answers with an error tool message); the assistant message sent back then
   carries ``{"invalid_arguments": <raw text>}`` as its arguments, because servers that render templates parse
-  the arguments JSON of history messages and would reject the raw text. Qwen3 XML calls in ``content`` (or in
+  the arguments JSON of history messages and would reject the raw text (a raw text over 8000 chars is sent back
+  as its first and last 4000 around an omission marker: 200 KB of brackets would fill the context). Arguments
+  are parsed with bounds (``records.bounded``): nested deeper than 64, over ``MAX_ARGUMENT_BYTES``, ``NaN`` or
+  ``1e400`` are invalid arguments like any other. Qwen3 XML calls in ``content`` (or in
   ``reasoning_content``) are recognised when there are no structured calls, recorded as an event and a note,
   and sent back as structured ``tool_calls`` with the XML removed from the content.
 - **Context.** See context.py: measured (estimated) before every request, degraded oldest-first.
@@ -37,6 +40,7 @@ import re
 import time
 from collections.abc import Callable
 
+from pyrua_ros.agent.records import bounded
 from pyrua_ros.agent.settings.model import NO_KEY_PLACEHOLDER, ModelSettings
 
 from .base import EventSink, ModelResponse, RuntimeFailure, ToolCall, Usage, UsageTotals
@@ -46,6 +50,8 @@ from .qwen_xml import has_xml_call, param_types_of, parse_xml_calls, split_think
 CONTEXT_ERROR_MARKERS = ("context length", "context_length", "maximum context", "too long", "too many tokens",
                          "exceeds the model")
 MAX_CONTEXT_RETRIES = 3
+MAX_ARGUMENT_BYTES = 4 * 2**20   # a tool call's arguments text; longer is the model's invalid call
+INVALID_ECHO_CHARS = 4000        # invalid arguments sent back in history: this many first and last chars
 
 
 def image_mime(data: bytes) -> str:
@@ -314,7 +320,7 @@ class OpenAIRuntime:
                 raise _Retryable("context", f"HTTP {status}: {body}", status) from None
             raise RuntimeFailure("http", f"HTTP {status} (not retried): {body}") from None
         try:
-            data = json.loads(text)
+            data = bounded.loads(text, max_depth=bounded.MAX_DEPTH + 16, finite=False)
             message = data["choices"][0]["message"]
             if not isinstance(message, dict):
                 raise TypeError("message is not an object")
@@ -382,16 +388,16 @@ class OpenAIRuntime:
         call_id = call.get("id") or f"call_{index}_{k}"
         error = None
         arguments = None
-        if isinstance(raw, dict):
+        if isinstance(raw, dict) and not bounded.depth_over(raw):
             arguments, raw = raw, json.dumps(raw, ensure_ascii=False)
         elif raw is None or (isinstance(raw, str) and not raw.strip()):
             arguments, raw = {}, raw or ""
         else:
             raw = raw if isinstance(raw, str) else json.dumps(raw)
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                error = f"the arguments are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            try:   # (bounded: a model's arguments nested 100000 deep are its own invalid call, not a crash)
+                value = bounded.loads(raw, max_bytes=MAX_ARGUMENT_BYTES)
+            except bounded.JSONRefused as exc:
+                error = f"the arguments are not usable JSON: {exc}"
             else:
                 if isinstance(value, dict):
                     arguments = value
@@ -409,7 +415,11 @@ class OpenAIRuntime:
 def _history_arguments(call: ToolCall) -> str:
     """Arguments as sent back in the assistant message: always a JSON object text (see module docstring)."""
     if call.parse_error is not None:
-        return json.dumps({"invalid_arguments": call.raw_arguments}, ensure_ascii=False)
+        raw = call.raw_arguments
+        if len(raw) > 2 * INVALID_ECHO_CHARS:
+            raw = f"{raw[:INVALID_ECHO_CHARS]}\n... [{len(raw) - 2 * INVALID_ECHO_CHARS} chars omitted] ...\n" \
+                  f"{raw[-INVALID_ECHO_CHARS:]}"
+        return json.dumps({"invalid_arguments": raw}, ensure_ascii=False)
     return call.raw_arguments if call.raw_arguments.strip() else "{}"
 
 

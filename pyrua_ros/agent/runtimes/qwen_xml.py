@@ -11,8 +11,9 @@ in the prompt, so the generated text holds only ``</think>``; everything before 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
+
+from pyrua_ros.agent.records import bounded
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _FUNCTION = re.compile(r"<function=([^>\s]+)\s*>(.*?)(?:</function>|\Z)", re.DOTALL)
@@ -45,8 +46,8 @@ def _convert(value: str, schema_type: str | None):
     if schema_type in (None, "string"):
         return value
     try:
-        return json.loads(value)
-    except json.JSONDecodeError:
+        return bounded.loads(value)   # (too deep, NaN or not JSON: the text itself, which the tool then refuses)
+    except bounded.JSONRefused:
         return value
 
 

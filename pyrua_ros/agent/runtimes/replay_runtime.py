@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import pathlib
 import re
 import time
 from collections.abc import Callable
 
+from pyrua_ros.agent.kernel import workspace as wsfiles
+from pyrua_ros.agent.records import bounded
 from pyrua_ros.agent.settings.schema import SettingError
 
 from .base import EventSink, ModelResponse, RuntimeFailure, ToolCall, Usage, UsageTotals
@@ -29,6 +32,7 @@ from .tools import ARMS
 
 _CELL = re.compile(r"cell_(\d{3})\.py")
 _PROGRAM = re.compile(r"program_(\d{2})\.py")
+SOURCE_BYTES = 4 * 2**20   # a recorded cell or program read at most (the kernel's own program limit)
 
 
 def _defines_run(source: str, path: pathlib.Path) -> None:
@@ -78,28 +82,56 @@ class ReplayRuntime:
         src = self.source
         tool = "python" if self.arm == "cells" else "run_program"
         if src.is_dir():
-            workspace = src / "workspace"
-            if not workspace.is_dir():
-                raise ValueError(f"replay source {src} is a directory without workspace/ (expected a run directory)")
-            pattern = _CELL if self.arm == "cells" else _PROGRAM
-            files = sorted((p for p in workspace.iterdir() if pattern.fullmatch(p.name)),
-                           key=lambda p: int(pattern.fullmatch(p.name).group(1)))
-            if not files:
-                kind = "cell_NNN.py" if self.arm == "cells" else "program_NN.py"
-                raise ValueError(f"replay source {src}: workspace/ holds no {kind} files for the {self.arm} arm")
-            finish = None
-            result_path = src / "result.json"
-            if result_path.is_file():
-                recorded = json.loads(result_path.read_text()).get("finish")
-                if isinstance(recorded, dict) and recorded.get("status"):
-                    finish = {"status": recorded["status"], "summary": recorded.get("summary") or ""}
-            return [(tool, {"code": p.read_text()}) for p in files], finish
+            return self._load_run_directory(src, tool)
         if src.is_file():
             source = src.read_text()
             _defines_run(source, src)
             code = source.rstrip("\n") + "\n\nrun(robo)\n" if self.arm == "cells" else source
             return [(tool, {"code": code})], None
         raise ValueError(f"replay source {src} does not exist (give a run directory or a .py file defining run(robo))")
+
+    def _load_run_directory(self, src: pathlib.Path, tool: str) -> tuple[list[tuple[str, dict]], dict | None]:
+        """The recorded calls and finish of the run directory ``src``, read as hostile: every file is opened
+        relative to ``src`` with no link followed on the way (``kernel.workspace.read_file``), sizes bounded,
+        ``result.json`` parsed with ``records.bounded``."""
+        root = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            try:
+                ws = os.open("workspace", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=root)
+            except OSError:
+                raise ValueError(f"replay source {src} is a directory without workspace/ (expected a run "
+                                 "directory; a link is not followed)") from None
+            try:
+                names = os.listdir(ws)
+            finally:
+                os.close(ws)
+            pattern = _CELL if self.arm == "cells" else _PROGRAM
+            files = sorted((n for n in names if pattern.fullmatch(n)), key=lambda n: int(pattern.fullmatch(n).group(1)))
+            if not files:
+                kind = "cell_NNN.py" if self.arm == "cells" else "program_NN.py"
+                raise ValueError(f"replay source {src}: workspace/ holds no {kind} files for the {self.arm} arm")
+            calls = []
+            for name in files:
+                try:
+                    code = wsfiles.read_file(root, f"workspace/{name}", SOURCE_BYTES).decode("utf-8", "replace")
+                except wsfiles.UnsafePath as exc:
+                    raise ValueError(f"replay source {src}: {exc}") from None
+                calls.append((tool, {"code": code}))
+            finish = None
+            try:
+                recorded = bounded.loads(wsfiles.read_file(root, "result.json", bounded.MAX_FILE_BYTES))
+            except wsfiles.UnsafePath as exc:
+                if "No such file" not in str(exc):
+                    raise ValueError(f"replay source {src}: {exc}") from None
+                recorded = None
+            except bounded.JSONRefused as exc:
+                raise ValueError(f"replay source {src}: result.json: {exc}") from None
+            recorded = recorded.get("finish") if isinstance(recorded, dict) else None
+            if isinstance(recorded, dict) and recorded.get("status"):
+                finish = {"status": recorded["status"], "summary": recorded.get("summary") or ""}
+            return calls, finish
+        finally:
+            os.close(root)
 
     def _emit(self, event: str, **fields) -> None:
         record = {"event": event, "t": round(self._clock() - self._t0, 3), "wall": round(time.time(), 3), **fields}
