@@ -246,8 +246,9 @@ class _Args:
 
 def problem() -> str | None:
     """Why the bubblewrap boundary cannot be set up on this machine (one line), or None when it can: bubblewrap
-    is installed, ``setpriv`` too when running as root, and a minimal sandbox with the kernel's namespaces starts
-    and exits. The front ends ask this before anything boots (``validate.check_sandbox``)."""
+    is installed, ``setpriv`` too when running as root, the seccomp filter has this architecture's tables, and a
+    minimal sandbox with the kernel's namespaces and filter starts and exits.
+    The front ends ask this before anything boots (``validate.check_sandbox``)."""
     import subprocess
 
     bwrap = bwrap_path()
@@ -263,15 +264,23 @@ def problem() -> str | None:
             "--die-with-parent", "--new-session"]
     if not root:
         argv += ["--unshare-user", "--disable-userns"]
-    argv += ["--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-             "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--", "/usr/bin/true"]
+    program = seccomp.program()
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, program)   # a few KiB: the pipe takes it whole
+    os.close(write_fd)
+    argv += ["--seccomp", str(read_fd), "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink",
+             "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--",
+             "/usr/bin/true"]
     try:
-        done = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, capture_output=True, timeout=10.0)
+        done = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, capture_output=True, timeout=10.0,
+                              pass_fds=(read_fd,))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap could not be run ({type(exc).__name__}: {exc})"
+    finally:
+        os.close(read_fd)
     if done.returncode != 0:
         lines = done.stderr.decode(errors="replace").strip().splitlines()
-        return (f"bubblewrap cannot create the sandbox's namespaces here "
+        return (f"bubblewrap cannot create the sandbox's namespaces or load its seccomp filter here "
                 f"({lines[-1] if lines else f'exit status {done.returncode}'})")
     return None
 
