@@ -99,6 +99,30 @@ def test_speed_is_clipped_per_axis_to_the_configured_limit():
     assert ev.kind == "clipped" and ev.executed[:2] == (1.0, 0.5)
 
 
+def test_no_arm_command_moves_the_end_effector_faster_than_the_speed_limit():
+    """A hostile episode once moved the fake arm's end effector 0.06 m in one 0.05 s step: twists at the limits
+    with a fast turn swung it sideways through the IK, and a trajectory set point jumped it 0.44 m. Every step of
+    either path now moves it at most max_linear_speed * dt along each axis."""
+    from pyrua_ros.fake_arm.kinematics import POSITION_SLACK_M
+
+    core, out = make_core()
+    reach = 1.0 * core.dt
+    for _ in range(32):   # at the linear limit on every axis while turning at 10 rad/s (0.062 m at step 29 before)
+        p0 = core.model.ee_pose()[0]
+        core.on_twist((1.0, 1.0, 1.0), (0.0, -10.0, 0.0), "", 0.0)
+        assert np.all(np.abs(core.model.ee_pose()[0] - p0) <= reach + POSITION_SLACK_M)
+    core, out = make_core()
+    goal = core.start_trajectory([ARM[0], ARM[1]], [(0.05, [1.5, 0.8], [])], {}, {}, 0.0)
+    for _ in range(8):
+        p0 = core.model.ee_pose()[0]
+        core.tick()
+        assert np.all(np.abs(core.model.ee_pose()[0] - p0) <= reach + 1e-6)
+    clips = [e for e in out.events if e.kind == "clipped" and e.reason.startswith("joint set point")]
+    assert clips and "beyond the per-axis limit 1.0 m/s" in clips[0].reason
+    assert abs(core.arm_positions()[0]) > 0.05   # it does move toward the target, at the allowed speed
+    run_goal(core, goal)
+
+
 def test_gripper_goal_reaches_then_a_stall_succeeds_only_when_allowed():
     core, _ = make_core()
     goal = core.start_gripper(0.0)

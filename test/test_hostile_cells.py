@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent.kernel import RESTART_NOTICE, Kernel, KernelLimits, sandbox
+from pyrua_ros.agent.kernel import RESTART_NOTICE, Kernel, KernelLimits, sandbox, seccomp
 from pyrua_ros.agent.kernel import workspace as wsfiles
 from pyrua_ros.agent.kernel.policy import import_refusal, refusal_text
 from pyrua_ros.driver.rosenv import claim_domain_id
@@ -275,7 +276,8 @@ def bare_kernel(tmp_path_factory):
     """A bubblewrap kernel with Landlock off and fork allowed; the host process holds a fake API key."""
     old = os.environ.get("OPENAI_API_KEY")
     os.environ["OPENAI_API_KEY"] = FAKE_KEY
-    limits = KernelLimits(landlock=False, processes=None, workspace_bytes=8 * 2**20, interrupt_grace_s=1.0)
+    limits = KernelLimits(landlock=False, processes=None, workspace_bytes=8 * 2**20, workspace_inodes=400,
+                          interrupt_grace_s=1.0)
     try:
         with Kernel(Robo(), tmp_path_factory.mktemp("bare_ws"), limits=limits) as k:
             yield k
@@ -295,11 +297,13 @@ def escape(kernel, body: str, timeout_s: float = 20.0):
 def test_escape_reaches_the_real_os_inside_an_unprivileged_sandbox(bare_kernel):
     """The premise of this section: policy code does get real ``os``; it runs as an unprivileged user with no
     capabilities, in its own PID namespace, and the kernel's view has no network interface but its own lo."""
-    out = escape(bare_kernel, "print(os.getuid(), os.geteuid(), os.getpid() < 10, socket.if_nameindex())\n"
+    out = escape(bare_kernel, "print(os.getuid(), os.geteuid(), os.getpid() < 10, sorted(line.split(':')[0].strip() "
+                              "for line in real_open('/proc/self/net/dev').read().splitlines()[2:]))\n"
                               "print(real_open('/proc/self/status').read().split('CapEff:')[1].split()[0])")
-    expected_uid = 65534 if os.geteuid() == 0 else os.geteuid()
+    expected_uid = bare_kernel.uid
+    assert expected_uid in (sandbox.EPISODE_UIDS if os.geteuid() == 0 else (os.geteuid(),))
     assert out.exception is None
-    assert out.stdout == f"{expected_uid} {expected_uid} True [(1, 'lo')]\n0000000000000000\n"
+    assert out.stdout == f"{expected_uid} {expected_uid} True ['lo']\n0000000000000000\n"
     status = Path(f"/proc/{bare_kernel.pid}/status").read_text()
     assert f"Uid:\t{expected_uid}\t{expected_uid}" in status and "CapEff:\t0000000000000000" in status
 
@@ -510,6 +514,147 @@ def test_a_frame_that_breaks_the_protocol_restarts_the_kernel(bare_kernel):
     out = escape(bare_kernel, FORGE + "_struct = _imp('struct')\nos.write(w.out_fd, _struct.pack('>II', 2**31, 0))\n"
                                       "time.sleep(5)")
     assert out.restarted and out.exception.startswith("KernelDied: the kernel process broke the protocol")
+    assert bare_kernel.run_cell("1 + 1", 10).value == "2"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Round 4: the Linux kernel's own attack surface. A cell with the real os and ctypes tries the first steps of the
+# usual exploits; the seccomp allow-list (sandbox.py, seccomp.py) refuses each, whatever the namespaces allow.
+
+def _syscall_probe(calls: dict[str, tuple]) -> str:
+    """Cell code (after ESCAPE) that makes each raw system call and prints name -> 'ok' or its errno."""
+    numbers = seccomp.numbers()
+    code = ("ctypes = _imp('ctypes')\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
+            "got = {}\n")
+    for name, (call, *args) in calls.items():
+        code += (f"r = libc.syscall({numbers[call]}, {', '.join(map(str, args))})\n"
+                 f"got[{name!r}] = 'ok' if r >= 0 else ctypes.get_errno()\n")
+    return code
+
+
+EXPLOIT_STEPS = {   # name: (system call, its arguments as cell expressions)
+    "unshare_user_net": ("unshare", 0x10000000 | 0x40000000),          # CLONE_NEWUSER | CLONE_NEWNET
+    "io_uring_setup": ("io_uring_setup", 1, "ctypes.create_string_buffer(120)"),
+    "userfaultfd": ("userfaultfd", 1 | 0o2000000),                     # UFFD_USER_MODE_ONLY | O_CLOEXEC
+    "memfd_create": ("memfd_create", "b'pages'", 0),
+    "shmget": ("shmget", 0, 1536 * 2**20, 0o1600),                      # IPC_PRIVATE, 1.5 GiB, IPC_CREAT
+    "msgget": ("msgget", 0, 0o1600),
+    "ptrace_traceme": ("ptrace", 0, 0, 0, 0),
+    "process_vm_readv": ("process_vm_readv", "os.getpid()", 0, 0, 0, 0, 0),
+    "keyctl_user_keyring": ("keyctl", 0, -4, 0),                       # KEYCTL_GET_KEYRING_ID, user keyring
+    "dumpable_again": ("prctl", 4, 1, 0, 0, 0),                        # PR_SET_DUMPABLE 1
+    "bpf": ("bpf", 0, 0, 0),
+}
+
+
+def test_the_first_steps_of_kernel_exploits_are_refused(bare_kernel):
+    """Once: unshare(CLONE_NEWUSER|CLONE_NEWNET) gave a cell every capability in a namespace of its own, where
+    AF_PACKET and NETLINK_NETFILTER sockets opened; io_uring, userfaultfd, memfd (6 GiB held against a 4 GiB
+    RLIMIT_AS), SysV shared memory and AF_VSOCK (bound) were open, and exec ran any program of the view."""
+    code = _syscall_probe(EXPLOIT_STEPS) + (
+        "for name, family, kind, proto in (('packet', 17, socket.SOCK_RAW, 768), ('netlink_netfilter', 16, "
+        "socket.SOCK_RAW, 12), ('vsock', 40, socket.SOCK_STREAM, 0)):\n"
+        "    try:\n"
+        "        s = socket.socket(family, kind, proto)\n"
+        "        got[name] = 'ok'\n"
+        "        if family == 40:\n"
+        "            s.bind((0xFFFFFFFF, 40000))\n"
+        "            got[name] = 'bound'\n"
+        "    except OSError as e:\n"
+        "        got.setdefault(name, e.errno)\n"
+        "sys = _imp('sys')\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    try:\n"
+        "        os.execv(sys.executable, [sys.executable, '-c', 'pass'])\n"
+        "    except OSError as e:\n"
+        "        os._exit(e.errno)\n"
+        "got['exec'] = os.waitpid(child, 0)[1] >> 8\n"
+        "print(got)")
+    try:
+        out = escape(bare_kernel, code)
+        assert out.exception is None, out.exception
+        got = eval(out.stdout)   # a dict of str -> str | int printed by the cell
+        refused = {name: errno.EPERM for name in EXPLOIT_STEPS}
+        refused.update(packet=errno.EAFNOSUPPORT, netlink_netfilter=errno.EAFNOSUPPORT, vsock=errno.EAFNOSUPPORT,
+                       exec=errno.EPERM)
+        assert got == refused
+    finally:
+        bare_kernel.restart()   # (where a step was not refused, this kernel is no longer what the tests expect)
+
+
+def test_the_kernel_is_filtered_undumpable_and_its_own_user(kernel):
+    """Seen from outside: two seccomp filters (bubblewrap's, then the worker's without execve), no_new_privs, and
+    as root a uid of this episode's own; another process of that very uid can neither read nor trace it."""
+    status = Path(f"/proc/{kernel.pid}/status").read_text()
+    assert "Seccomp:\t2" in status and "Seccomp_filters:\t2" in status and "NoNewPrivs:\t1" in status
+    assert kernel.isolation["dumpable"] == 0 and kernel.isolation["seccomp"] == "allow-list without execve"
+    if os.geteuid() != 0:
+        pytest.skip("the kernel runs as this user in a user namespace; the uid checks are root's")
+    uid = kernel.uid
+    assert uid in sandbox.EPISODE_UIDS and f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}" in status
+    import subprocess
+    import sys
+
+    as_uid = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    read = subprocess.run([*as_uid, "cat", f"/proc/{kernel.pid}/environ"], capture_output=True, text=True)
+    assert read.returncode != 0 and "Permission denied" in read.stderr
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    attach = ("import ctypes, os, sys\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+              "r = libc.ptrace(16, int(sys.argv[1]), 0, 0)\n"   # PTRACE_ATTACH
+              "print('attached' if r == 0 else os.strerror(ctypes.get_errno()))\n"
+              "r == 0 and libc.ptrace(17, int(sys.argv[1]), 0, 0)")
+    traced = subprocess.run([*as_uid, python, "-I", "-c", attach, str(kernel.pid)], capture_output=True, text=True)
+    assert traced.stdout.strip() == "Operation not permitted", traced.stderr[-500:]
+    assert kernel.run_cell("1 + 1", 10).value == "2"
+
+
+def test_a_key_added_in_one_episode_is_not_read_in_the_next(kernel, tmp_path):
+    """Every kernel once ran as uid 65534 of this machine: a key one episode added to the user keyring was read
+    by a later, separate episode. Now each episode has its own uid and no kernel reaches a keyring at all."""
+    name, numbers = f"pyrua-probe-{TAG}", seccomp.numbers()
+    # add_key("user", name, payload, 11 bytes, -4: the user keyring), then request_key in another episode
+    add = ESCAPE + ("ctypes = _imp('ctypes')\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                    f"r = libc.syscall({numbers['add_key']}, b'user', {name.encode()!r}, b'left behind', 11, -4)\n"
+                    "print(r if r >= 0 else -ctypes.get_errno())")
+    out = kernel.run_cell(add, 10)
+    assert out.stdout == f"{-errno.EPERM}\n", (out.stdout, out.exception)
+    find = ESCAPE + ("ctypes = _imp('ctypes')\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                     f"r = libc.syscall({numbers['request_key']}, b'user', {name.encode()!r}, None, 0)\n"
+                     "print(r if r >= 0 else -ctypes.get_errno())")
+    with Kernel(Robo(), tmp_path / "ws", limits=KernelLimits(interrupt_grace_s=1.0)) as other:
+        assert other.uid != kernel.uid or os.geteuid() != 0
+        later = other.run_cell(find, 10)
+    assert later.stdout == f"{-errno.EPERM}\n", (later.stdout, later.exception)
+
+
+def test_the_sandbox_tmpfs_hold_a_bounded_number_of_files(bare_kernel):
+    """1,000,000 empty files in the 256 MiB workspace once grew the machine's kernel memory by 1.26 GiB: both
+    tmpfs mounts now have nr_inodes (root sets it from outside; KernelLimits.workspace_inodes, 400 here)."""
+    if os.geteuid() != 0:
+        pytest.skip("nr_inodes is set from outside the sandbox, which needs root")
+    root = f"/proc/{bare_kernel.pid}/root"
+    assert os.statvfs(f"{root}{bare_kernel.workspace}").f_files == 400
+    assert os.statvfs(f"{root}/tmp").f_files == sandbox.TMP_INODES
+    code = ("made = {}\n"
+            "for folder in ('flood', '/tmp/flood'):\n"
+            "    os.mkdir(folder)\n"
+            "    n = 0\n"
+            "    try:\n"
+            "        while n < 5000:\n"
+            "            real_open(f'{folder}/{n:0200d}', 'w').close()\n"
+            "            n += 1\n"
+            "    except OSError as e:\n"
+            "        made[folder] = (n, e.errno)\n"
+            "    for i in range(n):\n"
+            "        os.unlink(f'{folder}/{i:0200d}')\n"
+            "    os.rmdir(folder)\n"
+            "print(made)")
+    out = escape(bare_kernel, code)
+    assert out.exception is None, out.exception
+    made = eval(out.stdout)
+    assert (made["flood"][1], made["/tmp/flood"][1]) == (errno.ENOSPC, errno.ENOSPC), made
+    assert made["flood"][0] < 400 and made["/tmp/flood"][0] < sandbox.TMP_INODES
     assert bare_kernel.run_cell("1 + 1", 10).value == "2"
 
 

@@ -402,3 +402,25 @@ def test_the_kernel_view_holds_only_its_own_sources(kernel):
     listing = Path(f"/proc/{kernel.pid}/root{sandbox.INSIDE_SRC}/pyrua_ros")
     found = sorted(str(p.relative_to(listing.parent)) for p in listing.rglob("*.py"))
     assert found == sorted(sandbox.KERNEL_SOURCES)
+
+
+def test_the_seccomp_tables_agree_with_libseccomp():
+    """Every system call number of seccomp.py's tables, on both architectures, as libseccomp resolves the name
+    (a wrong number would allow one call and refuse another)."""
+    import ctypes
+    import ctypes.util
+
+    from pyrua_ros.agent.kernel import seccomp
+
+    found = ctypes.util.find_library("seccomp")
+    if found is None:
+        pytest.skip("libseccomp is not installed here to compare with")
+    resolve = ctypes.CDLL(found).seccomp_syscall_resolve_name_arch
+    resolve.restype, resolve.argtypes = ctypes.c_int, [ctypes.c_uint32, ctypes.c_char_p]
+    for arch, (audit, _column) in seccomp.ARCHES.items():
+        numbers = seccomp.numbers(arch)
+        known = {name: resolve(audit, name.encode()) for name in numbers}
+        wrong = {name: (nr, known[name]) for name, nr in numbers.items() if known[name] >= 0 and known[name] != nr}
+        assert not wrong, (arch, wrong)
+        assert sum(v >= 0 for v in known.values()) >= len(numbers) - 5   # (calls newer than this libseccomp)
+    assert len(seccomp.program("aarch64")) // 8 < 4096 > len(seccomp.program("x86_64")) // 8   # BPF_MAXINSNS

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,10 @@ def test_without_a_delegated_cgroup_the_kernel_says_rlimits_bound_it(tmp_path):
         assert kernel.description.endswith(
             f"CPU and memory bounded by rlimits only (RLIMIT_CPU 1800 s, RLIMIT_AS 4096 MiB): no cgroup, {why}")
         assert kernel.isolation["RLIMIT_CPU"] == 1800 and kernel.isolation["RLIMIT_AS"] == 4 * 2**30
+        # what RLIMIT_AS does not count is bounded too, and result.json says how
+        files = "at most 16384 and 1024 files" if os.geteuid() == 0 else "their file count not capped"
+        assert (f"memory outside RLIMIT_AS: memfd and SysV shared memory refused, files in the 256 MiB workspace "
+                f"and 16 MiB /tmp tmpfs, {files}") in kernel.description
         assert kernel.run_cell("1 + 1", 10).value == "2"
 
 

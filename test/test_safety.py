@@ -10,6 +10,7 @@ from pyrua_ros.driver import convert
 from pyrua_ros.driver.clock import LockstepClock, RateGate, RealtimeClock, make_clock
 from pyrua_ros.driver.tf_buffer import TransformError, TransformStore
 from pyrua_ros.safety import EStop, SafetyFilter, SafetyLimits, refusal
+from pyrua_ros.safety.filter import rotation_vector
 from pyrua_ros.sim_interfaces import EpisodeStatus
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
@@ -47,6 +48,26 @@ def test_workspace_box_stops_at_the_wall_but_lets_the_arm_back_in():
     assert outside.event is None and outside.v[2] == pytest.approx(0.2)   # moving back in is allowed
     deeper = flt.filter_twist([0.0, 0.0, -0.2], [0, 0, 0], [0.0, 0.0, 0.85], DT, step=0)
     assert deeper.v[2] == 0.0
+
+
+def test_a_joint_step_runs_only_as_far_as_the_limits_allow():
+    """A joint set point is judged by the end-effector motion it gives: here a 'robot' whose end effector sits at
+    (q0, 0, 1.1 + q1) and turns by q2 about z."""
+    def pose_at(q):
+        return np.array([q[0], 0.0, 1.1 + q[1]]), np.array([0.0, 0.0, np.sin(q[2] / 2), np.cos(q[2] / 2)])
+
+    f = SafetyFilter(LIMITS)
+    q, event = f.filter_joint_step([0.0, 0.0, 0.0], [0.01, -0.02, 0.05], pose_at, DT, step=4)
+    assert event is None and list(q) == [0.01, -0.02, 0.05]                  # 0.2, 0.4 m/s and 1 rad/s: inside
+    q, event = f.filter_joint_step([0.0, 0.0, 0.0], [0.3, 0.0, 0.0], pose_at, DT, step=4)   # 6 m/s along x
+    assert q[0] == pytest.approx(0.5 * DT, abs=1e-5) and event.kind == "clipped" and event.step == 4
+    assert event.requested[0] == pytest.approx(6.0) and event.executed[0] == pytest.approx(0.5, abs=1e-3)
+    assert "linear speed x +6.000 m/s beyond the per-axis limit 0.5 m/s" in event.reason
+    q, event = f.filter_joint_step([0.0, 0.0, 0.0], [0.0, 0.0, 1.0], pose_at, DT, step=5)   # 20 rad/s about z
+    assert q[2] == pytest.approx(2.0 * DT, abs=1e-5) and "angular speed z" in event.reason
+    q, event = f.filter_joint_step([0.49, 0.0, 0.0], [0.51, 0.0, 0.0], pose_at, DT, step=6)  # out of the box
+    assert q[0] == pytest.approx(0.5, abs=1e-5) and "x would reach 0.510 m > workspace max 0.5 m" in event.reason
+    np.testing.assert_allclose(rotation_vector([0, 0, 0, 1], [np.sin(0.15), 0, 0, np.cos(0.15)]), [0.3, 0, 0])
 
 
 def test_limits_reject_bad_configuration():

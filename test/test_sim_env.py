@@ -422,6 +422,22 @@ def test_joint_control_converges_then_osc_is_back(bowl_episode):
     assert ep.eef_pose()[0][2] - start[2] > 0.03
 
 
+def test_eef_pose_at_is_forward_kinematics_that_moves_nothing(bowl_episode):
+    """What the safety filter judges a joint set point by: the pose the arm would have, the simulation untouched."""
+    ep = bowl_episode
+    before, q = ep.physics_state(), ep.joint_state()[1][:7]
+    here = ep.eef_pose_at(q)
+    np.testing.assert_allclose(here[0], ep.eef_pose()[0], atol=1e-9)
+    np.testing.assert_allclose(np.abs(here[1] @ ep.eef_pose()[1]), 1.0, atol=1e-9)
+    turned = q.copy()
+    turned[0] += 0.3   # the base joint: the grip site swings about the base's vertical axis at its own height
+    there = ep.eef_pose_at(turned)[0]
+    assert there[2] == pytest.approx(here[0][2], abs=1e-6) and np.linalg.norm(there - here[0]) > 0.05
+    np.testing.assert_array_equal(ep.physics_state(), before)
+    with pytest.raises(ValueError, match="7 finite joint positions"):
+        ep.eef_pose_at([0.0] * 6)
+
+
 def test_link_transforms_chain_to_the_eef_pose(bowl_episode):
     ep = bowl_episode
     ep.step(np.array([0.3, 0.2, -0.2, 0, 0, 0, OPEN]))

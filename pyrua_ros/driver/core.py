@@ -32,7 +32,10 @@ Goals
   the active one, which ends **aborted** with "preempted by a newer goal" (ros2_controllers report it canceled,
   which an rclpy action server cannot do without a cancel request from the client). Goals are rejected at once
   while motion is refused (e-stop, episode over), and trajectory goals that fail validation are rejected with the
-  reason on the safety-events topic (kind ``rejected``). Cancel ends a goal **canceled** at the next control
+  reason on the safety-events topic (kind ``rejected``). Every set point of a trajectory passes the safety filter
+  too (``SafetyFilter.filter_joint_step``): a step that would move the end effector faster than the speed limits
+  or out of the box runs only as far as it may (a ``clipped`` event), so the arm lags the trajectory instead.
+  Cancel ends a goal **canceled** at the next control
   step: the arm holds where it is, the gripper's target becomes its current gap.
 E-stop (``/estop`` true latches until false)
   Within one control step: active goals **abort**, the held twist is forgotten, the gripper target becomes its
@@ -310,7 +313,11 @@ class DriverCore:
     def _goal_step(self) -> None:
         trajectory = self.goals.get("trajectory")
         if trajectory is not None:
-            self._step(self.model.step_joints, trajectory.runner.setpoint())
+            q, event = self.safety.filter_joint_step(self.arm_positions(), trajectory.runner.setpoint(),
+                                                     self.model.ee_pose_at, self.dt, self.model.last_step().step)
+            if event:
+                self.out.publish_event(event)
+            self._step(self.model.step_joints, q)
         else:
             self._step(self.model.step_twist, np.zeros(3), np.zeros(3))
 

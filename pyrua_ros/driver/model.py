@@ -102,6 +102,10 @@ class ArmModel(Protocol):
     def ee_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """End-effector position (3,) [m] and orientation (x, y, z, w) in the world frame."""
 
+    def ee_pose_at(self, q_arm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """End-effector position and orientation (as :meth:`ee_pose`) if the arm joints were at ``q_arm`` [rad]
+        (forward kinematics; nothing moves): how the safety filter judges a joint set point."""
+
     def joint_state(self) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Names (arm joints, then finger joints), positions [rad | m], velocities [rad/s | m/s]."""
 

@@ -65,6 +65,10 @@ class FakeArm:
         T = self.episode.T_world_ee()
         return T[:3, 3].copy(), matrix_to_quat(T[:3, :3])
 
+    def ee_pose_at(self, q_arm):
+        T = self.episode.panda.fk(np.clip(np.asarray(q_arm, dtype=float), kin.Q_MIN, kin.Q_MAX))
+        return T[:3, 3].copy(), matrix_to_quat(T[:3, :3])
+
     def joint_state(self):
         e, half = self.episode, self.episode.opening / 2
         rate = e.opening_rate / 2

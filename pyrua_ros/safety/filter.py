@@ -2,7 +2,9 @@
 
 Pure Python + numpy. Units: metres, seconds, m/s, rad/s, all in the world frame.
 A command that would leave the box or exceeds a limit is clipped (and executed clipped); a command that must not
-run at all (e-stop, episode over, ...) is refused. Both produce a :class:`SafetyEvent`, which drivers publish on
+run at all (e-stop, episode over, ...) is refused. Every arm command passes here: twists (:meth:`SafetyFilter.
+filter_twist`) and joint set points (:meth:`SafetyFilter.filter_joint_step`, judged by the end-effector motion they
+give through the model's forward kinematics). Both produce a :class:`SafetyEvent`, which drivers publish on
 ``/safety/events`` as JSON ``{"kind", "requested", "executed", "reason", "step"}``.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -68,6 +70,24 @@ def _six(v, w) -> tuple[float, ...]:
     return tuple(round(float(x), 6) for x in (*v, *w))
 
 
+def rotation_vector(q_from: Sequence[float], q_to: Sequence[float]) -> np.ndarray:
+    """The rotation (axis times angle [rad], world frame) that turns orientation ``q_from`` into ``q_to`` (x, y, z, w
+    quaternions), the short way round."""
+    x0, y0, z0, w0 = (float(c) for c in q_from)
+    x1, y1, z1, w1 = (float(c) for c in q_to)
+    # q_to * conj(q_from)
+    w = w1 * w0 + x1 * x0 + y1 * y0 + z1 * z0
+    xyz = np.array([x1 * w0 - w1 * x0 - y1 * z0 + z1 * y0,
+                    y1 * w0 - w1 * y0 - z1 * x0 + x1 * z0,
+                    z1 * w0 - w1 * z0 - x1 * y0 + y1 * x0])
+    if w < 0:
+        w, xyz = -w, -xyz
+    norm = float(np.linalg.norm(xyz))
+    if norm < 1e-12:
+        return np.zeros(3)
+    return xyz / norm * (2.0 * np.arctan2(norm, w))
+
+
 def refusal(v: Sequence[float], w: Sequence[float], reason: str, step: int) -> SafetyEvent:
     """The event for a command that is not executed at all."""
     return SafetyEvent("refused", _six(v, w), (0.0,) * 6, reason, step)
@@ -107,6 +127,50 @@ class SafetyFilter:
         if reasons:
             event = SafetyEvent("clipped", _six(v_req, w_req), _six(v_out, w_out), "; ".join(reasons), step)
         return FilteredTwist(v_out, w_out, event)
+
+    def _step_problems(self, p0: np.ndarray, p1: np.ndarray, v: np.ndarray, w: np.ndarray) -> list[str]:
+        """Why an end-effector step from ``p0`` to ``p1`` at twist (``v``, ``w``) breaks a limit (empty: it does
+        not). Moving back toward the box is allowed."""
+        out = []
+        for name, vec, limit, unit in (("linear", v, self.limits.max_linear_speed, "m/s"),
+                                       ("angular", w, self.limits.max_angular_speed, "rad/s")):
+            over = [f"{axis} {vec[i]:+.3f}" for i, axis in enumerate("xyz") if abs(vec[i]) > limit * (1 + 1e-9)]
+            if over:
+                out.append(f"{name} speed {', '.join(over)} {unit} beyond the per-axis limit {limit} {unit}")
+        for i, axis in enumerate("xyz"):
+            if p1[i] > self._hi[i] and p1[i] > p0[i]:
+                out.append(f"{axis} would reach {p1[i]:.3f} m > workspace max {self._hi[i]} m")
+            elif p1[i] < self._lo[i] and p1[i] < p0[i]:
+                out.append(f"{axis} would reach {p1[i]:.3f} m < workspace min {self._lo[i]} m")
+        return out
+
+    def filter_joint_step(self, q_from: Sequence[float], q_to: Sequence[float],
+                          pose_at: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], dt: float,
+                          step: int) -> tuple[np.ndarray, SafetyEvent | None]:
+        """The joint set point [rad] to run for ``dt`` seconds from posture ``q_from`` toward ``q_to``: all of it
+        when the end-effector motion it gives (``pose_at(q)``: position [m] and orientation (x, y, z, w) by forward
+        kinematics) keeps every axis within its speed limit and the box, else the largest fraction of the step
+        that does (bisection), with a ``clipped`` event whose twists are the end-effector motion per second."""
+        q0, q1 = np.asarray(q_from, dtype=float), np.asarray(q_to, dtype=float)
+        p0, r0 = (np.asarray(x, dtype=float) for x in pose_at(q0))
+
+        def motion(fraction: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            p, r = pose_at(q0 + fraction * (q1 - q0))
+            p = np.asarray(p, dtype=float)
+            return p, (p - p0) / dt, rotation_vector(r0, r) / dt
+
+        p, v_req, w_req = motion(1.0)
+        reasons = self._step_problems(p0, p, v_req, w_req)
+        if not reasons:
+            return q1, None
+        lo, hi = 0.0, 1.0
+        for _ in range(20):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if not self._step_problems(p0, *motion(mid)) else (lo, mid)
+        _p, v_out, w_out = motion(lo)
+        event = SafetyEvent("clipped", _six(v_req, w_req), _six(v_out, w_out),
+                            f"joint set point: {'; '.join(reasons)}; {lo:.0%} of the step executed", step)
+        return q0 + lo * (q1 - q0), event
 
 
 class EStop:

@@ -66,6 +66,9 @@ class LiberoArm:
     def ee_pose(self):
         return self.episode.eef_pose()
 
+    def ee_pose_at(self, q_arm):
+        return self.episode.eef_pose_at(q_arm)
+
     def physics_state(self) -> np.ndarray:
         return self.episode.physics_state()
 

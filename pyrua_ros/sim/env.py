@@ -356,6 +356,25 @@ class LiberoEpisode:
         d, ids = self._data, self._ids
         return d.site_xpos[ids.grip_site].copy(), cameras.wxyz_to_xyzw(d.xquat[ids.hand_body])
 
+    def eef_pose_at(self, q_arm) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`eef_pose` if the 7 arm joints were at ``q_arm`` [rad] and everything else as now: forward
+        kinematics on a scratch copy of the state (the simulation itself is not touched)."""
+        import mujoco
+
+        self._require()
+        q = np.asarray(q_arm, dtype=np.float64)
+        if q.shape != (7,) or not np.all(np.isfinite(q)):
+            raise ValueError(f"q_arm must be 7 finite joint positions [rad], got {q_arm!r}")
+        scratch = getattr(self, "_scratch", None)
+        if scratch is None or scratch[0] is not self._model:
+            scratch = self._scratch = (self._model, mujoco.MjData(self._model))
+        d, ids = scratch[1], self._ids
+        d.qpos[:] = self._data.qpos
+        d.mocap_pos[:], d.mocap_quat[:] = self._data.mocap_pos, self._data.mocap_quat
+        d.qpos[ids.qpos[:7]] = q
+        mujoco.mj_kinematics(self._model, d)
+        return d.site_xpos[ids.grip_site].copy(), cameras.wxyz_to_xyzw(d.xquat[ids.hand_body])
+
     def joint_state(self) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Names (7 arm joints then 2 finger joints), positions [rad | m] and velocities [rad/s | m/s]."""
         self._require()

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent.kernel import cgroup, policy, protocol, sandbox
+from pyrua_ros.agent.kernel import cgroup, mounts, policy, protocol, sandbox, seccomp
 from pyrua_ros.agent.kernel import workspace as wsfiles
 from pyrua_ros.agent.kernel.child import BOOT, child_environment, describe_exit, only_child, read_bwrap_info
 from pyrua_ros.agent.kernel.frames import clean_done, frame_problem
@@ -59,6 +59,20 @@ RESTART_NOTICE = "the kernel was restarted; the namespace (variables, functions,
 MAX_EVENTS = 100
 FULL_BELOW_BYTES = 64 * 1024   # a workspace with less free space than this is reported full to the model
 PROGRAM_BYTES = 4 * 2**20   # largest program file run_program(path=...) reads
+
+
+def _filter_fd() -> int:
+    """A pipe's read end holding the kernel's seccomp filter (what ``bwrap --seccomp FD`` reads)."""
+    program = seccomp.program()
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, program)   # a few KiB: the pipe takes it whole
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return read_fd
 
 
 class Kernel:
@@ -116,6 +130,11 @@ class Kernel:
         return self._pid if self._proc is not None else None
 
     @property
+    def uid(self) -> int | None:
+        """The uid the kernel runs as, seen from outside (as root: this episode's own, kept across restarts)."""
+        return self._uid
+
+    @property
     def mirrored(self) -> bool:
         """True when the kernel writes its own workspace (a tmpfs) and the run directory holds a copy."""
         return self._ws_fd is not None and self._ws_fd != self._host_fd
@@ -125,11 +144,13 @@ class Kernel:
         deadline = t0 + self.limits.start_timeout_s
         self._log = tempfile.TemporaryFile(prefix="pyrua-kernel-", suffix=".log")
         info_r, info_w = os.pipe() if self.sandbox == "bwrap" else (None, None)
+        filter_fd = None
         try:
             try:
+                filter_fd = _filter_fd() if self.sandbox == "bwrap" else None
                 launch = sandbox.plan(self.workspace, workspace_bytes=self.limits.workspace_bytes,
-                                      isolation=self.sandbox, info_fd=info_w)
-            except sandbox.SandboxUnavailable as exc:
+                                      isolation=self.sandbox, uid=self._uid, info_fd=info_w, seccomp_fd=filter_fd)
+            except (sandbox.SandboxUnavailable, ValueError) as exc:
                 raise SandboxUnavailable(str(exc)) from None
             self.description = launch.description
             self._uid = launch.uid
@@ -137,13 +158,15 @@ class Kernel:
             self._proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                 cwd=self.workspace if self.sandbox == "unsafe" else "/", env=child_environment(self.workspace),
-                start_new_session=True, close_fds=True, pass_fds=(info_w,) if info_w is not None else (), bufsize=0)
+                start_new_session=True, close_fds=True,
+                pass_fds=tuple(fd for fd in (info_w, filter_fd) if fd is not None), bufsize=0)
         finally:
-            if info_w is not None:
-                os.close(info_w)
+            for fd in (info_w, filter_fd):
+                if fd is not None:
+                    os.close(fd)
         self._reader = protocol.FrameReader(self._proc.stdout.fileno(), host_results,
                                             max_frame_bytes=self.limits.max_frame_bytes, text_filter=safe_text)
-        limits = {"memory_bytes": self.limits.memory_bytes, "cpu_s": self.limits.cpu_s,
+        limits = {"memory_bytes": self.limits.memory_bytes, "cpu_s": self.limits.cpu_s, "seccomp": True,
                   "file_size_bytes": self.limits.file_size_bytes, "open_files": self.limits.open_files,
                   "processes": self.limits.processes, "landlock": self.limits.landlock}
         ready, sandbox_pid = None, None
@@ -171,6 +194,10 @@ class Kernel:
             self._pid, self._ws_fd = self._proc.pid, self._host_fd
         else:
             self._pid = only_child(sandbox_pid)
+            files = self._limit_files(f"/proc/{sandbox_pid}/root")   # before any file or cell reaches it
+            self.description += (f"; memory outside RLIMIT_AS: memfd and SysV shared memory refused, files in "
+                                 f"the {self.limits.workspace_bytes // 2**20} MiB workspace and "
+                                 f"{sandbox.TMP_BYTES // 2**20} MiB /tmp tmpfs, {files}")
             self._ws_fd = wsfiles.open_dir(f"/proc/{sandbox_pid}/root{self.workspace}")
             owner = self._uid if os.geteuid() == 0 else None
             if owner is not None:
@@ -183,6 +210,18 @@ class Kernel:
         self._bound({self._proc.pid, sandbox_pid, self._pid} - {None})
         self.starts += 1
         self.start_times_s.append(round(time.monotonic() - t0, 4))
+
+    def _limit_files(self, root: str) -> str:
+        """Cap the inodes of the sandbox's tmpfs mounts (``mounts.limit_inodes``; root only); says what holds."""
+        if os.geteuid() != 0:
+            return "their file count not capped (setting nr_inodes needs root)"
+        try:
+            mounts.limit_inodes(root, str(self.workspace), self.limits.workspace_inodes)
+            mounts.limit_inodes(root, "/tmp", sandbox.TMP_INODES)
+        except (OSError, ValueError) as exc:
+            self._event(f"the sandbox's file count could not be capped: {exc}")
+            return f"their file count not capped ({exc})"
+        return f"at most {self.limits.workspace_inodes} and {sandbox.TMP_INODES} files"
 
     _cgroup: cgroup.KernelCgroup | None = None
 

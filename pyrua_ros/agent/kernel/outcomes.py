@@ -16,7 +16,8 @@ class KernelLimits:
     ``file_size_bytes``: RLIMIT_FSIZE (largest file a write may make). ``open_files``: RLIMIT_NOFILE.
     ``processes``: RLIMIT_NPROC (0 = no fork and no threads; None = not set, the PID namespace alone contains
     what the kernel starts). ``workspace_bytes``: size of the workspace tmpfs (the kernel's whole writable
-    space besides a 16 MiB /tmp). ``interrupt_grace_s``: after a cell's timeout the child gets SIGINT, and is
+    space besides a 16 MiB /tmp); ``workspace_inodes``: the files and folders it may hold (root only: see
+    ``mounts.py``). ``interrupt_grace_s``: after a cell's timeout the child gets SIGINT, and is
     killed if the cell has not stopped this many seconds later. ``start_timeout_s``: deadline for a child to
     start. ``max_images`` / ``max_image_bytes``: ``display()`` images kept per cell, and the largest PNG accepted.
     ``max_frame_bytes``: largest frame accepted from the child. ``landlock``: confine the child's filesystem
@@ -32,6 +33,7 @@ class KernelLimits:
     open_files: int = 256
     processes: int | None = 0
     workspace_bytes: int = 256 * 2**20
+    workspace_inodes: int = 16384
     interrupt_grace_s: float = 2.0
     start_timeout_s: float = 60.0
     max_images: int = 32
@@ -42,8 +44,8 @@ class KernelLimits:
     cpus: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("memory_bytes", "cpu_s", "file_size_bytes", "open_files", "workspace_bytes", "max_images",
-                     "max_image_bytes", "max_frame_bytes"):
+        for name in ("memory_bytes", "cpu_s", "file_size_bytes", "open_files", "workspace_bytes", "workspace_inodes",
+                     "max_images", "max_image_bytes", "max_frame_bytes"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"KernelLimits.{name} must be positive, got {getattr(self, name)!r}")
         if self.processes is not None and self.processes < 0:

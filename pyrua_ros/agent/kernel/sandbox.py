@@ -6,16 +6,22 @@ clear early answers). ``plan()`` builds the command that starts the kernel under
 - **namespaces**: its own network namespace (no interface but its own loopback: no DDS, no UDP or TCP to this
   machine, no abstract unix sockets), PID namespace with ``--die-with-parent`` (every descendant dies with the
   kernel or the episode), IPC, UTS and cgroup namespaces, ``--new-session`` (no terminal to inject into);
-- **a genuinely unprivileged identity**: as root, a user namespace alone would map the sandbox back to root
-  outside (SANDBOX-MEASURED.md fact 1), so bwrap runs without one and ``setpriv`` drops to ``uid``/``gid``
-  (default 65534, nobody) with no groups and every capability set cleared before Python starts; as a normal user,
-  bwrap's user namespace maps the sandbox to that same unprivileged user and ``--disable-userns`` forbids nesting;
+- **a genuinely unprivileged identity of its own**: as root, a user namespace alone would map the sandbox back to
+  root outside (SANDBOX-MEASURED.md fact 1), so bwrap runs without one and ``setpriv`` drops to a uid/gid of the
+  episode's own (:func:`episode_uid`: a random id above 2**30 that no running process holds, so kernels of
+  different episodes share no user keyring, no per-user limit and cannot ptrace each other) with no groups and
+  every capability set cleared before Python starts; as a normal user, bwrap's user namespace maps the sandbox to
+  that same unprivileged user and ``--disable-userns`` forbids nesting;
+- **a system call allow-list**: bwrap loads :mod:`.seccomp`'s filter (``--seccomp FD``) before ``setpriv`` runs:
+  no namespaces, keyrings, memfd, SysV IPC, io_uring, userfaultfd, ptrace, bpf, perf events or mounts, sockets of
+  AF_UNIX/INET/INET6 only; the worker adds the same list without ``execve`` and makes itself undumpable;
 - **a narrow read-only view**: the interpreter binary, its shared library and stdlib (its ``site-packages``
   hidden), only the distributions of the allowed modules (``policy.ALLOWED_MODULES`` and what they require) under
   ``/opt/pyrua/site``, only the kernel's own source files under ``/opt/pyrua/src``, the system libraries
   (``/usr/lib``), ``/etc/ld.so.cache``; never root's home, the repository, the venv or the run directory;
 - **one writable place**: the workspace, a tmpfs of ``workspace_bytes`` (default 256 MiB) mounted at the
-  workspace's own path, owned by the sandbox user; a small private ``/tmp``; everything else is read-only
+  workspace's own path, owned by the sandbox user; a small private ``/tmp`` (the host caps both tmpfs' inodes
+  once the kernel is up, :mod:`.mounts`); everything else is read-only
   (``--remount-ro /``). The host copies the workspace back into the run directory itself, never following a
   link (``workspace.py``);
 - **a clean environment**: only the variables of ``child_environment`` (no API keys, no ROS_*, no PYTHONPATH).
@@ -33,19 +39,22 @@ import functools
 import importlib.metadata
 import importlib.util
 import os
+import platform
+import random
 import re
 import shutil
 import sys
 import sysconfig
 from pathlib import Path
 
-from pyrua_ros.agent.kernel import policy
+from pyrua_ros.agent.kernel import policy, seccomp
 
 ISOLATIONS = ("bwrap", "unsafe")
 INSIDE_SRC = "/opt/pyrua/src"      # the kernel's own source files, read-only
 INSIDE_SITE = "/opt/pyrua/site"    # the allowed distributions, read-only
-SANDBOX_UID = 65534                # nobody
+EPISODE_UIDS = range(2**30, 2**31 - 2**16)   # where each episode's kernel uid is drawn (root mode)
 TMP_BYTES = 16 * 2**20             # the private /tmp
+TMP_INODES = 1024                  # files and folders the private /tmp may hold
 UNSAFE_NOTE = ("--unsafe-sandbox: cells ran in a plain child process (rlimits and Landlock only), without the "
                "bubblewrap boundary (no network, PID or mount namespace, not dropped to an unprivileged user)")
 
@@ -57,6 +66,7 @@ KERNEL_SOURCES = (
     "pyrua_ros/agent/kernel/policy.py",
     "pyrua_ros/agent/kernel/protocol.py",
     "pyrua_ros/agent/kernel/proxy.py",
+    "pyrua_ros/agent/kernel/seccomp.py",
     "pyrua_ros/agent/kernel/worker.py",
     "pyrua_ros/robo/__init__.py",
     "pyrua_ros/robo/errors.py",
@@ -80,6 +90,27 @@ class Launch:
     isolation: str
     uid: int
     description: str
+
+
+def _uids_in_use() -> set[int]:
+    """Real, effective, saved and filesystem uids of every process this machine shows in /proc."""
+    found: set[int] = set()
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+                line = next((x for x in fh if x.startswith("Uid:")), "")
+                found.update(int(v) for v in line.split()[1:] if v.isdigit())
+    return found
+
+
+def episode_uid() -> int:
+    """A uid (and gid) for one episode's kernel, as root: drawn at random from ``EPISODE_UIDS`` (about 2**30 ids,
+    no account of this machine), and held by no running process."""
+    in_use = _uids_in_use()
+    while True:
+        uid = random.SystemRandom().choice(EPISODE_UIDS)
+        if uid not in in_use:
+            return uid
 
 
 def bwrap_path() -> str | None:
@@ -215,8 +246,9 @@ class _Args:
 
 def problem() -> str | None:
     """Why the bubblewrap boundary cannot be set up on this machine (one line), or None when it can: bubblewrap
-    is installed, ``setpriv`` too when running as root, and a minimal sandbox with the kernel's namespaces starts
-    and exits. The front ends ask this before anything boots (``validate.check_sandbox``)."""
+    is installed, ``setpriv`` too when running as root, the seccomp filter has this architecture's tables, and a
+    minimal sandbox with the kernel's namespaces and filter starts and exits.
+    The front ends ask this before anything boots (``validate.check_sandbox``)."""
     import subprocess
 
     bwrap = bwrap_path()
@@ -225,28 +257,42 @@ def problem() -> str | None:
     root = os.geteuid() == 0
     if root and shutil.which("setpriv", path="/usr/bin:/bin") is None:
         return "the cell sandbox needs setpriv (util-linux) to drop root"
+    if seccomp.machine() is None:
+        return (f"the cell sandbox's seccomp filter has system call tables for {', '.join(seccomp.ARCHES)} only, "
+                f"not {platform.machine()!r}")
     argv = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session"]
     if not root:
         argv += ["--unshare-user", "--disable-userns"]
-    argv += ["--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-             "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--", "/usr/bin/true"]
+    program = seccomp.program()
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, program)   # a few KiB: the pipe takes it whole
+    os.close(write_fd)
+    argv += ["--seccomp", str(read_fd), "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink",
+             "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--",
+             "/usr/bin/true"]
     try:
-        done = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, capture_output=True, timeout=10.0)
+        done = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, capture_output=True, timeout=10.0,
+                              pass_fds=(read_fd,))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap could not be run ({type(exc).__name__}: {exc})"
+    finally:
+        os.close(read_fd)
     if done.returncode != 0:
         lines = done.stderr.decode(errors="replace").strip().splitlines()
-        return (f"bubblewrap cannot create the sandbox's namespaces here "
+        return (f"bubblewrap cannot create the sandbox's namespaces or load its seccomp filter here "
                 f"({lines[-1] if lines else f'exit status {done.returncode}'})")
     return None
 
 
-def plan(workspace: Path, *, workspace_bytes: int, isolation: str = "bwrap", uid: int = SANDBOX_UID,
-         info_fd: int | None = None) -> Launch:
+def plan(workspace: Path, *, workspace_bytes: int, isolation: str = "bwrap", uid: int | None = None,
+         info_fd: int | None = None, seccomp_fd: int | None = None) -> Launch:
     """The command that starts the kernel for ``workspace`` (the host path; inside, a tmpfs of
-    ``workspace_bytes`` is mounted at the same path). ``info_fd``: an fd bwrap writes its JSON info to (the
-    sandbox's child pid). Raises SandboxUnavailable when ``isolation="bwrap"`` and bubblewrap is missing."""
+    ``workspace_bytes`` is mounted at the same path). ``uid``: the uid to drop to as root (None: a fresh
+    :func:`episode_uid`; a kernel restarted within its episode keeps its own). ``info_fd``: an fd bwrap writes
+    its JSON info to (the sandbox's child pid). ``seccomp_fd``: an fd holding :func:`seccomp.program`, which
+    bwrap loads (None only for tests of the bare namespaces). Raises SandboxUnavailable when
+    ``isolation="bwrap"`` and bubblewrap is missing."""
     if isolation not in ISOLATIONS:
         raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)}; got {isolation!r}")
     exe = os.path.realpath(sys.executable)
@@ -266,6 +312,8 @@ def plan(workspace: Path, *, workspace_bytes: int, isolation: str = "bwrap", uid
         args.argv += ["--unshare-user", "--disable-userns"]
     if info_fd is not None:
         args.argv += ["--info-fd", str(info_fd)]
+    if seccomp_fd is not None:
+        args.argv += ["--seccomp", str(seccomp_fd)]
     for source, dest in _system_binds():
         args.ro_bind(source, dest)
     args.argv += ["--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin"]
@@ -289,13 +337,17 @@ def plan(workspace: Path, *, workspace_bytes: int, isolation: str = "bwrap", uid
     ws = str(Path(workspace).resolve())
     args.tmpfs(ws, workspace_bytes, "0700" if root else "0755")
     args.argv += ["--chdir", ws, "--remount-ro", "/", "--remount-ro", "/dev", "--"]
+    if root and uid is None:
+        uid = episode_uid()
     if root:
         args.argv += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                       "--bounding-set=-all"]
     args.argv += [exe, "-I", "-B", "-S"]
-    who = f"uid {uid} (dropped from root with setpriv)" if root else f"uid {os.geteuid()} in a user namespace"
-    description = (f"bubblewrap: own network, PID, IPC, UTS and mount namespaces; {who}, no capabilities; "
-                   f"read-only view of the interpreter, the allowed packages and the kernel's own files; the "
-                   f"workspace ({workspace_bytes // 2**20} MiB tmpfs) the only writable place")
+    who = (f"uid {uid}, the episode's own (dropped from root with setpriv)" if root
+           else f"uid {os.geteuid()} in a user namespace")
+    filtered = f"; {seccomp.DESCRIPTION}" if seccomp_fd is not None else ""
+    description = (f"bubblewrap: own network, PID, IPC, UTS and mount namespaces; {who}, no capabilities, not "
+                   f"dumpable{filtered}; read-only view of the interpreter, the allowed packages and the kernel's "
+                   f"own files; the workspace ({workspace_bytes // 2**20} MiB tmpfs) the only writable place")
     return Launch(argv=args.argv, sys_path=[INSIDE_SRC, INSIDE_SITE], isolation="bwrap",
                   uid=uid if root else os.geteuid(), description=description)

@@ -14,7 +14,10 @@ Start-up, all before any policy code runs:
    write fails with EFBIG), RLIMIT_NOFILE, RLIMIT_CORE=0, RLIMIT_NPROC=0 (no fork, no threads); then Landlock
    where available (writes only in the workspace, reads only in the Python installation, the system library
    dirs and the workspace, no TCP, no signals or abstract sockets outside) with no_new_privs; then every
-   capability is dropped (as root, RLIMIT_NPROC only binds without CAP_SYS_RESOURCE/CAP_SYS_ADMIN);
+   capability is dropped (as root, RLIMIT_NPROC only binds without CAP_SYS_RESOURCE/CAP_SYS_ADMIN); the process
+   makes itself undumpable (no ptrace, no /proc/PID/mem or environ for a process of the same uid) and stacks
+   the seccomp allow-list of ``seccomp.py`` without ``execve`` on itself (under bubblewrap it already runs under
+   the list with ``execve``; with ``--unsafe-sandbox`` this is its only filter);
 4. ``ready`` with a report of what took effect.
 
 Interrupts: the host sends SIGINT when a cell runs past its timeout. The handler raises ``KeyboardInterrupt``
@@ -41,7 +44,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent.kernel import policy, protocol, proxy
+from pyrua_ros.agent.kernel import policy, protocol, proxy, seccomp
 
 KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
 _BLOCKED_TOP = ("rclpy", "rcl", "rclpy_message_converter", "rosidl_runtime_py", "rpyutils", "ament_index_python")
@@ -184,7 +187,25 @@ def isolate(workspace: str, limits: dict) -> dict:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     report["landlock"] = _landlock(workspace) if limits.get("landlock", True) else "disabled"
     report["capabilities"] = _drop_capabilities()
+    report["dumpable"] = _undumpable()
+    report["seccomp"] = _filter() if limits.get("seccomp", True) else "disabled"
     return report
+
+
+def _undumpable() -> int | str:
+    """PR_SET_DUMPABLE 0; returns the flag as the Linux kernel then reports it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(seccomp.PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        return f"not set ({os.strerror(ctypes.get_errno())})"
+    return libc.prctl(3, 0, 0, 0, 0)   # PR_GET_DUMPABLE
+
+
+def _filter() -> str:
+    try:
+        seccomp.install(seccomp.program(exec_allowed=False))
+    except (OSError, ValueError) as exc:
+        return f"not installed ({exc})"
+    return "allow-list without execve"
 
 
 # ---------------------------------------------------------------------------------------------- images
