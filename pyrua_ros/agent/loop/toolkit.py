@@ -215,12 +215,20 @@ class ArmToolkit:
         self.last_code = outcome.code
         if outcome.restarted:
             self.kernel_restarts += 1
-        payload: dict[str, Any] = {k: getattr(outcome, k) for k in (
-            "program", "file", "status", "reason", "exception", "stdout", "stderr", "elapsed_s")}
+        # the reference's keys: a program that was refused or did not load is only program, file, exception;
+        # one that ran adds status, reason and exception when set, stdout, stderr, elapsed_s, programs_left
+        payload: dict[str, Any] = {"program": outcome.program, "file": outcome.file}
+        if outcome.refused or not outcome.loaded:
+            payload["exception"] = outcome.exception
+        else:
+            payload["status"] = outcome.status
+            payload.update({k: getattr(outcome, k) for k in ("reason", "exception") if getattr(outcome, k)})
+            payload.update(stdout=outcome.stdout, stderr=outcome.stderr, elapsed_s=outcome.elapsed_s)
         if outcome.notice:
             payload["notice"] = outcome.notice
-        payload["programs_left"] = (None if self.cfg.max_programs is None
-                                    else self.cfg.max_programs - self.programs)
+        if not (outcome.refused or not outcome.loaded):
+            payload["programs_left"] = (None if self.cfg.max_programs is None
+                                        else self.cfg.max_programs - self.programs)
         images = [(f"display_{i}", png) for i, png in enumerate(outcome.images)]
         return ToolReply(payload, images), list(outcome.sandbox_flags)
 
