@@ -314,3 +314,10 @@ def test_a_segment_miss_says_what_sam3_says_and_never_lists_the_scene(robo, host
     assert "plate_1" not in repr(miss) and "plate_1" in host.ledger.records[-1].note
     low = robo.segment("round plate", min_score=0.99)
     assert not low.found and low.error == f"top score {low.score:.3f} is below min_score 0.990"
+
+
+def test_the_audit_flags_blocked_names_reached_through_getattr_strings(toolkit):
+    """``sandbox.py::audit_source`` adds ``escape:<name>`` for a string constant naming an escape name, so the
+    turn's record shows what ``getattr(x, '__globals__')`` reached for (the cell itself is refused)."""
+    toolkit.execute("python", {"code": "f = robo.state\ngetattr(f, '__globals__')"})
+    assert toolkit.sandbox_flags == [{"turn": 0, "flags": ["probe:getattr", "escape:__globals__"]}]
