@@ -584,3 +584,26 @@ def test_suites_of_every_kind_reset_and_step(ep, suite):
     assert last.step == 3 and not last.truncated
     assert np.all(np.isfinite(ep.eef_pose()[0]))
     assert time.monotonic() - start < 60
+
+
+def test_prompt_command_renders_the_card_an_episode_would_get(ep, capsys):
+    """``pyrualean prompt --suite S --task N --seed K``: the card is made from the simulator reset as the sim node
+    resets it (no model, no ROS): the instruction, the sorted objects, the step-0 gripper position and opening
+    robo.state() reads, the card image names; ``--seed`` picks the init state."""
+    from pyrua_ros.cli.main import main
+
+    assert main(["prompt", "--arm", "cells", "--suite", "libero_goal_swap", "--task", "1", "--seed", "1"]) == 0
+    text = capsys.readouterr().out
+    info = ep.reset("libero_goal_swap", 1, 1)
+    eef = ", ".join(f"{float(v):.3f}" for v in ep.eef_pose()[0])
+    card = text[text.index("# Task card"):]
+    assert "- suite: libero_goal_swap\n- task: 1\n- seed: 1\n" in card
+    assert f"- task instruction (authoritative): {info.task_language!r}" in card
+    assert f"- movable objects in the scene: {', '.join(sorted(info.object_names))}" in card
+    assert f"- initial gripper position [x, y, z]: [{eef}] m, opening {ep.gripper_opening():.3f}" in card
+    assert "agentview (agentview_high.png), wrist (wrist_high.png)" in card
+    assert "- simulator step budget: 10000" in card and "pi0_pick" not in text
+    assert main(["prompt", "--suite", "libero_goal_swap", "--seed", "1"]) == 2
+    assert "--suite and --seed need --task" in capsys.readouterr().err
+    assert main(["prompt", "--task", "10", "--suite", "libero_goal_swap"]) == 2
+    assert "out of range" in capsys.readouterr().err
