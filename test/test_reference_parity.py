@@ -321,3 +321,9 @@ def test_the_audit_flags_blocked_names_reached_through_getattr_strings(toolkit):
     turn's record shows what ``getattr(x, '__globals__')`` reached for (the cell itself is refused)."""
     toolkit.execute("python", {"code": "f = robo.state\ngetattr(f, '__globals__')"})
     assert toolkit.sandbox_flags == [{"turn": 0, "flags": ["probe:getattr", "escape:__globals__"]}]
+
+
+def test_tool_call_errors_are_the_reference_words(program_toolkit):
+    """``arms.py::ArmToolkit.execute_tool`` / ``_run_program``: an unknown tool and a run_program without source."""
+    assert program_toolkit.execute("python", {"code": "1"}).payload == {"error": "unknown tool: python"}
+    assert program_toolkit.execute("run_program", {}).payload == {"error": "run_program needs `code` or `path`"}

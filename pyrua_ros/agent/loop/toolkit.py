@@ -131,7 +131,7 @@ class ArmToolkit:
         elif name in self._primitives:
             reply = self._primitive(name, arguments or {})
         else:
-            reply = ToolReply({"error": f"unknown tool: {name} (available: {', '.join(self.tool_names())})"}, [])
+            reply = ToolReply({"error": f"unknown tool: {name}"}, [])   # the reference's words
         moved, env_steps = self._motion_since(ledger_mark, steps_mark)
         if self._counted(name) and self.cfg.feedback == "rich" and "error" not in reply.payload:
             self._add_rich(reply.payload, ledger_mark, moved, env_steps)
@@ -204,7 +204,7 @@ class ArmToolkit:
             return ToolReply(payload, []), []
         code, rel = args.get("code"), args.get("path")
         if not code and not rel:
-            return ToolReply({"error": "run_program needs `code` or a workspace `path`"}, []), []
+            return ToolReply({"error": "run_program needs `code` or `path`"}, []), []
         if not isinstance(code or "", str) or not isinstance(rel or "", str):
             return ToolReply({"error": "run_program: `code` and `path` must be strings"}, []), []
         try:
