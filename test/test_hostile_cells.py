@@ -105,7 +105,7 @@ CASES = [
     Case("subclasses-by-string", "getattr(object, '__subcl' + 'asses__')()",
          last="AttributeError: SandboxError: attribute '__subclasses__' may not be used by policy code"),
     Case("generator-frame-walk", "def g():\n    yield 1\nx = g()\nx.gi_frame.f_back.f_globals",
-         exc=refusal_text(["f_back", "f_globals", "gi_frame"]), refused=True),
+         exc=refusal_text(["f_globals", "f_back", "gi_frame"]), refused=True),
     Case("generator-frame-by-string", "g = (i for i in [1])\ngetattr(g, 'gi_' + 'frame')",
          last="AttributeError: SandboxError: attribute 'gi_frame' may not be used by policy code"),
     Case("traceback-frame", "try:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame.f_globals",

@@ -332,10 +332,14 @@ def test_program_outcomes(kernel, robo):
     error = kernel.run_program(code="def run(robo):\n    robo.move_to((1,))", timeout_s=10)
     assert error.status == "error" and last_line(error.exception) == "ValueError: xyz must have 3 values, got 1"
     missing = kernel.run_program(code="x = 1", timeout_s=10)
-    assert missing.exception == f"PolicyLoadError: {missing.file} defines no run(robo) function"
+    where = kernel.workspace.resolve() / missing.file
+    assert not missing.loaded and missing.exception == f"{where} does not define a callable 'run'"
+    broken = kernel.run_program(code="x = 1 / 0\ndef run(robo):\n    pass", timeout_s=10)
+    where = kernel.workspace.resolve() / broken.file
+    assert not broken.loaded and broken.exception == f"importing {where} failed: division by zero"
     refused = kernel.run_program(code="def run(robo):\n    return robo.__class__.__subclasses__()", timeout_s=10)
     assert refused.refused and refused.exception == policy.refusal_text(["__subclasses__"], "program")
-    assert refused.exception.endswith("the program was not run. Stay within the documented `robo` API.")
+    assert refused.exception.endswith("the program was not run.  Stay within the documented `robo` API.")
     slow = kernel.run_program(code="def run(robo):\n    while True:\n        pass", timeout_s=1)
     assert slow.status == "timeout" and not slow.restarted
 

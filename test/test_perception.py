@@ -80,9 +80,10 @@ def test_region_center_with_z_band_and_errors():
     assert centre[0] == pytest.approx((expected_xy[:, 0].min() + expected_xy[:, 0].max()) / 2)
     # the window is clipped to the image
     assert perception.region_center(wmap, (-5, 200), (-5, 200))[2] == N * N
-    with pytest.raises(ValueError, match="empty window"):
+    with pytest.raises(ValueError, match=r"empty region after clamping to image \d+x\d+: rows \[10,10\]"):
         perception.region_center(wmap, (10, 10), (0, 4))
-    with pytest.raises(ValueError, match="only 0 valid pixels"):
+    assert perception.region_center(wmap, (44, 20), (44, 20)) == perception.region_center(wmap, (20, 44), (20, 44))
+    with pytest.raises(ValueError, match=r"too few valid pixels in region after z-filter \(0\)"):
         perception.region_center(wmap, (0, 5), (0, 5), z_min=1.0)
 
 

@@ -260,8 +260,23 @@ def test_guides_exist_and_copy_with_hashes(tmp_path):
         assert hashlib.sha256(copied).hexdigest() == digest and len(copied) > 1500
     pro = (tmp_path / "guides" / "pro_hybrid_guide.md").read_text()
     assert "_swap" in pro and "_lan" in pro and "_task" in pro and "robo.task" in pro
-    with pytest.raises(ValueError, match="holds no"):
+    with pytest.raises(ValueError, match=r"lacks strict_hybrid_guide\.md, pro_hybrid_guide\.md, env_calibration\.md"):
         guides_mod.copy_guides(tmp_path / "x", source_dir=tmp_path / "guides" / "none")
+
+
+def test_a_guides_dir_without_one_of_the_named_guides_is_refused(tmp_path):
+    """The guides note names three files; a folder lacking one would make the note false: refused, naming it."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name in guides_mod.GUIDE_NAMES[:2]:
+        (folder / name).write_text("# guide\n")
+    (folder / "extra.md").write_text("# mine\n")
+    with pytest.raises(ValueError, match=r"lacks env_calibration.md: the guides note names strict_hybrid_guide.md"):
+        guides_mod.copy_guides(tmp_path / "ws", source_dir=folder)
+    assert not (tmp_path / "ws" / "guides").exists()
+    (folder / "env_calibration.md").write_text("# guide\n")
+    record = guides_mod.copy_guides(tmp_path / "ws", source_dir=folder)
+    assert sorted(record["files"]) == sorted([*guides_mod.GUIDE_NAMES, "extra.md"])
 
 
 HAVE_LIBERO_ROBOT = importlib.util.find_spec("pyrua_ros.robo.libero") is not None

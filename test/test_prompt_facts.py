@@ -290,3 +290,26 @@ def test_guides_come_from_rpent_root_when_it_has_them(tmp_path, monkeypatch):
     assert (tmp_path / "ws" / "guides" / "env_calibration.md").read_text() == "zebra guide env_calibration.md\n"
     (guides / "env_calibration.md").unlink()   # incomplete: ours
     assert guides_mod.copy_guides(tmp_path / "ws2")["source"] == str(guides_mod.GUIDES_DIR)
+
+
+@pytest.mark.parametrize(("flags", "served"), [
+    ([], "no-vla"),                                            # play without a VLA server serves no-vla
+    (["--primitives", "no-vla"], "no-vla"),
+    (["--vla-endpoint", "127.0.0.1:8000"], "full"),           # with one, the full set the seed was trained on
+    (["--vla-server-cmd", "serve --port {port}"], "full"),
+])
+def test_the_prompt_names_exactly_the_primitives_the_episode_serves(capsys, flags, served):
+    """``pyrualean prompt`` derives the primitive set as ``play`` does (``EpisodeSettings.primitive_set``): the
+    methods its reference lists are the served robot class's public members, and the VLA is mentioned only when
+    the episode has one."""
+    from pyrua_ros.agent.loop import primitive_tools
+    from pyrua_ros.cli.main import main
+
+    assert main(["prompt", "--arm", "cells", "--system-only", *flags]) == 0
+    text = capsys.readouterr().out
+    named = set(re.findall(r"^robo\.(\w+)", text, flags=re.MULTILINE))
+    cls = robot_class(served)
+    assert named == {m.name for m in api_ref.public_members(cls) if not m.name.isupper()}   # constants: OPEN, CLOSE
+    tools = set(primitive_tools.primitive_methods(object.__new__(cls)))
+    assert tools <= named and ({"pi0_pick", "pi0_doubled"} <= tools) == (served == "full")
+    assert ("Pi0.5" in text) == (served == "full") and ("pi0_" in text) == (served == "full")

@@ -47,7 +47,7 @@ def test_pixels_and_steps_are_cast_with_int(robo):
     assert by_median.pixel == (48, 11) and by_median.world_xyz == robo.back_project(48, 11).world_xyz
     assert robo.back_project(np.int64(48), np.array([11]), step=np.float32(0.0)).pixel == (48, 11)
     assert robo.back_project(47.9, 11.2).pixel == (47, 11)
-    with pytest.raises(ToolError, match=r"pixel \(96, 3\) is outside the 96x96"):
+    with pytest.raises(ToolError, match=r"pixel \(96,3\) out of bounds"):
         robo.back_project(96.0, 3.0)
 
 
@@ -147,14 +147,17 @@ def test_camera_meta_has_the_rpent_names(robo):
     assert (meta["height"], meta["width"]) == (96, 96) and "depth_near" in meta and "depth_far" in meta
 
 
-def test_part_prompts_find_parts(robo):
+def test_part_prompts_find_parts(robo, host):
     """``libero.py::LiberoRobot.segment`` promises part prompts; a part the scene lacks is not found (not the whole
-    object) and the error lists what exists."""
+    object). The model reads no label (the overlay's twin holds surface statistics only); the ledger record says
+    which label matched, and on a miss what the scene has, for operators."""
     burner = robo.segment("stove burner")
     extras = json.loads(robo.artifact(burner.overlay_artifact.replace(".png", ".json")))
-    assert burner.found and extras["label"] == "flat_stove_1_burner"
+    assert burner.found and "label" not in extras and "flat_stove_1" not in json.dumps(extras)
+    assert "'flat_stove_1_burner'" in host.ledger.records[-2].note
     missing = robo.segment("bowl handle")
-    assert not missing.found and "flat_stove_1 (parts: burner)" in missing.error
+    assert not missing.found and missing.error == "SAM3 returned no candidate"
+    assert "flat_stove_1 (parts: burner)" in host.ledger.records[-1].note
 
 
 def test_past_steps_are_available_for_every_recorded_step(robo, host):
@@ -232,3 +235,95 @@ def test_card_facts_are_a_dict():
                       facts={"table top z": 0.9})
     assert card.to_json()["facts"] == {"table top z": 0.9} and CardRecord.from_json(card.to_json()) == card
     assert math.isclose(card.facts["table top z"], 0.9)
+
+
+# ------------------------------------------------------------------------------------------ texts the model reads
+# Each expected value is the reference's wording (pyrualean runner.py ``load_policy``, arms.py ``_blocked_message``
+# and ``_run_program``; RPent robots/libero/tools.py ``back_project``, sam3_server.py ``_select_top``), written
+# from those facts; ``{ws}`` is the workspace, as the program's absolute path shows it.
+@pytest.fixture
+def program_toolkit(tmp_path, host):
+    kernel = Kernel(host.robo, tmp_path / "ws", limits=KernelLimits())
+    yield ArmToolkit(AgentSettings(arm="program", feedback="pure", images="none"), host, kernel, tmp_path / "ws")
+    kernel.close()
+
+
+PROGRAM_TEXTS = [
+    ("x = 1", "{ws}/program_01.py does not define a callable 'run'"),
+    ("x = 1 / 0\ndef run(robo):\n    pass", "importing {ws}/program_01.py failed: division by zero"),
+    ("import os\ndef run(robo):\n    pass",
+     "importing {ws}/program_01.py failed: module 'os' is not available inside the policy sandbox; available: "),
+    ("def run(robo)\n    pass", "importing {ws}/program_01.py failed: expected ':' (program_01.py, line 1)"),
+    ("def run(robo):\n    return run.__globals__, robo.__self__",
+     "SandboxError: __globals__, __self__ may not be used by policy code; the program was not run.  Stay within "
+     "the documented `robo` API."),
+]
+
+
+@pytest.mark.parametrize(("code", "expected"), PROGRAM_TEXTS)
+def test_a_program_that_does_not_run_reads_as_the_reference_words_it(program_toolkit, code, expected):
+    """A refused program, or one that does not load (``PolicyLoadError``: one line, no traceback), returns only
+    ``program``, ``file`` and ``exception``: no status, stdout, stderr, elapsed_s or programs_left."""
+    payload = program_toolkit.execute("run_program", {"code": code}).payload
+    ws = (program_toolkit.workspace).resolve()
+    assert list(payload) == ["program", "file", "exception"], payload
+    assert payload["exception"].startswith(expected.format(ws=ws)), payload["exception"]
+
+
+def test_a_program_that_ran_has_the_reference_keys(program_toolkit):
+    """``_run_program``: ``reason`` and ``exception`` only when set; the timeout's reason is ``timeout``."""
+    ran = program_toolkit.execute("run_program", {"code": "def run(robo):\n    print(robo.OPEN)"}).payload
+    assert list(ran) == ["program", "file", "status", "stdout", "stderr", "elapsed_s", "programs_left"]
+    assert (ran["status"], ran["stdout"]) == ("completed", "-1.0\n")
+    failed = program_toolkit.execute("run_program", {"code": "def run(robo):\n    1 / 0"}).payload
+    assert list(failed)[:4] == ["program", "file", "status", "exception"] and failed["status"] == "error"
+
+
+def test_cells_that_do_not_run_carry_only_cell_and_exception(toolkit):
+    """``_python``: a refused cell and a cell with a SyntaxError are ``{cell, exception}``."""
+    refused = toolkit.execute("python", {"code": "getattr(robo, '__self__').x.__globals__"}).payload
+    assert refused == {"cell": 1, "exception": "SandboxError: __globals__, __self__ may not be used by policy code; "
+                                               "the cell was not run.  Stay within the documented `robo` API."}
+    broken = toolkit.execute("python", {"code": "x = (1,"}).payload
+    assert list(broken) == ["cell", "exception"] and broken["exception"].startswith("SyntaxError: ")
+    assert broken["exception"].endswith("(cell_002.py, line 1)")
+
+
+@pytest.mark.parametrize(("call", "expected"), [
+    (lambda r: r.back_project(96, 3), "back_project: pixel (96,3) out of bounds; agentview image is 96x96"),
+    (lambda r: r.back_project(-1, 3), "back_project: pixel (-1,3) out of bounds; agentview image is 96x96"),
+    (lambda r: r.back_project(300, 3, resolution="low"),
+     "back_project: pixel (300,3) out of bounds; agentview image is 32x32"),
+    (lambda r: r.region_center((10, 10), (0, 5)),
+     "back_project: empty region after clamping to image 96x96: rows [10,10] cols [0,5]"),
+    (lambda r: r.region_center((40, 56), (30, 50), z_min=5.0),
+     "back_project: too few valid pixels in region after z-filter (0); widen the window or the z band"),
+    (lambda r: r.segment(point=(500, 3)), "segment: point [row, col] [500, 3] is outside image shape [96, 96]"),
+])
+def test_perception_errors_are_the_reference_tool_errors(robo, call, expected):
+    with pytest.raises(ToolError) as info:
+        call(robo)
+    assert str(info.value) == expected
+
+
+def test_a_segment_miss_says_what_sam3_says_and_never_lists_the_scene(robo, host):
+    """RPent's segment on no mask: ``found`` False, no ``world_xyz``, ``error`` = SAM3's reason. The scene's labels
+    are kept in the call's ledger record (calls.jsonl, for operators), never in what the model reads."""
+    miss = robo.segment("the purple unicorn")
+    assert (miss.found, miss.world_xyz, miss.error) == (False, None, "SAM3 returned no candidate")
+    assert "plate_1" not in repr(miss) and "plate_1" in host.ledger.records[-1].note
+    low = robo.segment("round plate", min_score=0.99)
+    assert not low.found and low.error == f"top score {low.score:.3f} is below min_score 0.990"
+
+
+def test_the_audit_flags_blocked_names_reached_through_getattr_strings(toolkit):
+    """``sandbox.py::audit_source`` adds ``escape:<name>`` for a string constant naming an escape name, so the
+    turn's record shows what ``getattr(x, '__globals__')`` reached for (the cell itself is refused)."""
+    toolkit.execute("python", {"code": "f = robo.state\ngetattr(f, '__globals__')"})
+    assert toolkit.sandbox_flags == [{"turn": 0, "flags": ["probe:getattr", "escape:__globals__"]}]
+
+
+def test_tool_call_errors_are_the_reference_words(program_toolkit):
+    """``arms.py::ArmToolkit.execute_tool`` / ``_run_program``: an unknown tool and a run_program without source."""
+    assert program_toolkit.execute("python", {"code": "1"}).payload == {"error": "unknown tool: python"}
+    assert program_toolkit.execute("run_program", {}).payload == {"error": "run_program needs `code` or `path`"}

@@ -66,12 +66,14 @@ def test_part_prompts_find_the_part(prompt, label):
         assert found.mask.sum() == 2 * 30 * 5
 
 
-def test_a_part_that_does_not_exist_is_not_found_and_the_scene_is_listed():
-    """Not the whole plate for "plate handle": nothing, and what objects and parts exist."""
+def test_a_part_that_does_not_exist_is_not_found_and_only_operators_see_the_scene():
+    """Not the whole plate for "plate handle": nothing. The model reads what RPent's SAM3 segment says (no mask,
+    no list of the scene: a real detector has none); the operator's detail says what objects and parts exist."""
     missing = _segment("plate handle")
-    assert not missing.found
-    assert missing.error.startswith("no handle part in the scene matches 'plate handle'; the scene has ")
+    assert not missing.found and missing.error == "SAM3 returned no candidate"
+    assert missing.detail.startswith("no handle part in the scene matches 'plate handle'; the scene has ")
     assert "wooden_cabinet_1 (parts: middle drawer, middle drawer handle, top drawer, top drawer handle)" in \
-        missing.error and "flat_stove_1 (parts: burner, knob)" in missing.error and "plate_1" in missing.error
+        missing.detail and "flat_stove_1 (parts: burner, knob)" in missing.detail and "plate_1" in missing.detail
     assert "robot" not in scene_inventory(LABELS) and "table" not in scene_inventory(LABELS)
-    assert "the scene has" in _segment("purple elephant").error
+    elephant = _segment("purple elephant")
+    assert elephant.error == "SAM3 returned no candidate" and "the scene has" in elephant.detail

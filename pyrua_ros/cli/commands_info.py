@@ -75,12 +75,62 @@ def cmd_api(args: argparse.Namespace) -> int:
     return 0
 
 
+def episode_card(suite: str, task: int, seed: int, max_episode_steps: int) -> CardRecord:
+    """The card ``play`` would write for (suite, task, seed): the simulator is reset in this process exactly as the
+    sim node resets it (no ROS, no rendering), and the card holds what ``robo.state()`` reads at step 0 then."""
+    from pyrua_ros.driver import interfaces
+    from pyrua_ros.sim.env import LiberoEpisode
+
+    names = interfaces.load()
+    sim = LiberoEpisode()
+    try:
+        info = sim.reset(suite, task, seed, max_episode_steps)
+        pos, quat = sim.eef_pose()
+        joint_names, q, _ = sim.joint_state()
+        fingers = [abs(float(v)) for n, v in zip(joint_names, q) if "finger" in n][:2]
+        opening = sum(fingers) if fingers else float(sim.gripper_opening())
+    finally:
+        sim.close()
+    return CardRecord(suite=suite, task=task, seed=seed, task_language=info.task_language,
+                      object_names=tuple(sorted(info.object_names)), eef_pos=tuple(float(v) for v in pos),
+                      eef_quat=tuple(float(v) for v in quat), gripper_opening=float(opening),
+                      images={camera: f"card/{camera}_high.png" for camera in names.robot.cameras},
+                      max_env_steps=max_episode_steps)
+
+
+def _served_primitives(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(the primitive set an episode with these flags serves, the note play prints when it falls back to no-vla):
+    the episode settings' own rule, so the prompt cannot name a set the episode would not serve."""
+    from pyrua_ros.agent.settings.config import EpisodeSettings
+
+    episode = EpisodeSettings(primitives=args.primitives, vla_endpoint=args.vla_endpoint,
+                              vla_server_cmd=args.vla_server_cmd)
+    return episode.primitive_set, episode.vla_fallback
+
+
 def cmd_prompt(args: argparse.Namespace) -> int:
-    """Print the prompt an arm would get: system part, then (with ``--card``) the task card."""
+    """Print the prompt an arm would get: system part, then the task card (``--card``, or ``--suite``/``--task``/
+    ``--seed`` to make the card of that episode from the simulator, as ``play`` would)."""
+    from pyrua_ros.agent.settings.schema import SettingError
+
     refused = _refused_reference_root("prompt", args.reference_root)
     if refused is not None:
         return refused
-    options = PromptOptions(arm=args.arm, robot=args.robot, primitives=args.primitives, feedback=args.feedback,
+    if (args.suite is not None or args.seed is not None) and args.task is None:
+        print("pyrualean prompt: error: --suite and --seed need --task (the episode whose card to render)",
+              file=sys.stderr)
+        return 2
+    if args.task is not None and args.card is not None:
+        print("pyrualean prompt: error: give --card or --task, not both", file=sys.stderr)
+        return 2
+    try:
+        primitives, fallback = _served_primitives(args)
+    except SettingError as exc:
+        print(f"pyrualean prompt: error: {exc}", file=sys.stderr)
+        return 2
+    if fallback:
+        print(f"pyrualean prompt: {fallback}", file=sys.stderr)
+    options = PromptOptions(arm=args.arm, robot=args.robot, primitives=primitives, feedback=args.feedback,
                             images=args.images, budget_s=args.budget_s, max_turns=args.max_turns,
                             max_programs=args.max_programs, guides=args.guides, transfer=args.transfer,
                             reference_root=reference_root_from_env(args.reference_root))
@@ -91,8 +141,18 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             print(f"prompt: cannot read card {args.card}: {exc}", file=sys.stderr)
             return 2
+    elif args.task is not None:
+        from pyrua_ros.sim_interfaces import episodes
+
+        suite, seed = args.suite or "libero_goal", args.seed or 0
+        try:
+            episodes.check_episode(suite, args.task, seed)
+        except ValueError as exc:
+            print(f"pyrualean prompt: error: {exc}", file=sys.stderr)
+            return 2
+        card = episode_card(suite, args.task, seed, args.max_episode_steps)
     card_dir = Path(args.card).parent if args.card is not None and Path(args.card).is_file() else args.card
-    bundle = build_prompt(robot_class(args.robot, args.primitives), card, options, card_dir=card_dir)
+    bundle = build_prompt(robot_class(args.robot, primitives), card, options, card_dir=card_dir)
     if args.system_only or card is None:
         print(bundle.system)
     else:
@@ -120,8 +180,19 @@ def add_info_parsers(subparsers: Any) -> None:
     _add_reference_root(api)
     api.set_defaults(func=cmd_api)
 
-    prompt = subparsers.add_parser("prompt", help="print the prompt an arm would get (no simulator)")
+    prompt = subparsers.add_parser("prompt", help="print the prompt an episode would get (no model; the simulator "
+                                                  "only for --task)")
     prompt.add_argument("--card", type=Path, default=None, help="card.json (file or run directory) to render")
+    prompt.add_argument("--suite", default=None, help="with --task: the episode's suite (default libero_goal)")
+    prompt.add_argument("--task", type=int, default=None,
+                        help="render the card of this episode (reset in-process, as play resets the sim node)")
+    prompt.add_argument("--seed", type=int, default=None, help="with --task: the episode's seed (default 0)")
+    prompt.add_argument("--max-episode-steps", type=int, default=10000,
+                        help="with --task: the simulator step budget the card states (default 10000)")
+    prompt.add_argument("--vla-endpoint", default=None, metavar="HOST:PORT",
+                        help="as play's: the full primitive set is served only with a VLA policy server")
+    prompt.add_argument("--vla-server-cmd", default=None, metavar="CMD",
+                        help="as play's (not started here): the full primitive set is served only with a VLA server")
     prompt.add_argument("--budget-s", type=float, default=1200.0, help="wall-clock budget in s (default 1200)")
     prompt.add_argument("--system-only", action="store_true", help="print only the system part")
     prompt.add_argument("--transfer", action="store_true", help="card images show one example layout only")

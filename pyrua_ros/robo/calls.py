@@ -54,19 +54,21 @@ class CallRunner:
         self.latched: dict[str, bool] = {"terminated": False, "truncated": False}
 
     # -- running a call ---------------------------------------------------------------------------------------
-    def readonly(self, tool: str, kwargs: dict[str, Any], fn: Callable[[], Any]) -> Any:
-        """Run a read-only call and ledger it."""
+    def readonly(self, tool: str, kwargs: dict[str, Any], fn: Callable[[], Any], *,
+                 note: Callable[[], str | None] | None = None) -> Any:
+        """Run a read-only call and ledger it; ``note()`` (after ``fn``) is the record's operator note."""
         started = time.time()
         try:
             result = fn()
         except BaseException as exc:
             self.ledger.append(tool=tool, kwargs=kwargs, started_at=started, elapsed_s=time.time() - started,
-                               ok=False, stateful=False, error=f"{type(exc).__name__}: {exc}")
+                               ok=False, stateful=False, error=f"{type(exc).__name__}: {exc}",
+                               note=note() if note else None)
             if isinstance(exc, BackendTimeout | BackendRefused | ConnectionError):
                 raise ToolError(tool, str(exc)) from exc
             raise
         self.ledger.append(tool=tool, kwargs=kwargs, started_at=started, elapsed_s=time.time() - started, ok=True,
-                           stateful=False, summary=summarize(tool, result))
+                           stateful=False, summary=summarize(tool, result), note=note() if note else None)
         return result
 
     def stateful(self, tool: str, kwargs: dict[str, Any], fn: Callable[[], Any]) -> Any:

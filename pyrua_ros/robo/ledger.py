@@ -80,7 +80,8 @@ class CallRecord:
     ``view_env_state``, ``back_project``), ``kwargs`` (JSON-safe arguments; positional ones under ``args``),
     ``started_at`` epoch s, ``elapsed_s``, ``ok`` (no exception), ``stateful`` (a motion call),
     ``env_steps`` (control steps it consumed, >= 0; 0 for read-only calls), ``error`` ("Type: msg" or None),
-    ``summary`` (see :func:`summarize`)."""
+    ``summary`` (see :func:`summarize`), ``note`` (for operators, never shown to the model: e.g. which ground-truth
+    label a ``segment`` prompt matched, or what the scene had on a miss; None for most calls)."""
 
     index: int
     tool: str
@@ -92,6 +93,7 @@ class CallRecord:
     env_steps: int
     error: str | None
     summary: dict[str, Any]
+    note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON-ready dict (non-finite floats become strings so the line stays valid JSON)."""
@@ -132,7 +134,7 @@ class Ledger:
 
     def append(self, *, tool: str, kwargs: dict[str, Any], started_at: float, elapsed_s: float, ok: bool,
                stateful: bool, env_steps: int = 0, error: str | None = None,
-               summary: dict[str, Any] | None = None) -> CallRecord:
+               summary: dict[str, Any] | None = None, note: str | None = None) -> CallRecord:
         """Add a record (index assigned here, kwargs made JSON-safe, env_steps clamped >= 0) and return it."""
         with self._lock:
             full = len(self._records) >= self.max_records
@@ -140,7 +142,7 @@ class Ledger:
                 index=len(self._records) + self._dropped.calls, tool=tool,
                 kwargs={} if full else json_safe(dict(kwargs)), started_at=float(started_at),
                 elapsed_s=float(elapsed_s), ok=bool(ok), stateful=bool(stateful),
-                env_steps=max(0, int(env_steps)), error=error, summary=dict(summary or {}),
+                env_steps=max(0, int(env_steps)), error=error, summary=dict(summary or {}), note=note,
             )
             if full:
                 d = self._dropped

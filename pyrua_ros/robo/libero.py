@@ -253,13 +253,15 @@ class LiberoRobot:
             pixel = (check.as_int(point[0]), check.as_int(point[1]))
             kwargs["point"] = list(pixel)
 
+        notes: list[str] = []   # the ground truth behind the answer: for the ledger (operators), not the model
+
         def run() -> Segment:
             self._segment_count += 1
             return observe.segment(self._host.artifacts, self._segmenter, prompt=prompt, camera=camera,
                                    resolution=self.SEGMENT_RESOLUTION, pixel=pixel, min_score=score, step=step,
-                                   index=self._segment_count, cameras=self.CAMERAS)
+                                   index=self._segment_count, cameras=self.CAMERAS, notes=notes)
 
-        return self._calls.readonly("segment", kwargs, run)
+        return self._calls.readonly("segment", kwargs, run, note=lambda: "; ".join(notes) or None)
 
     @ledger_refusals("back_project")
     def back_project(self, row: int, col: int, *, camera: str = "agentview", resolution: str = "high",
@@ -271,7 +273,7 @@ class LiberoRobot:
         the median; pixels on rims, edges or the gap to the table hit the background.
 
         Raises:
-            ToolError: pixel outside the image, or no valid depth there.
+            ToolError: pixel out of bounds, or no valid depth at that pixel.
         """
         row, col, step = check.as_int(row), check.as_int(col), check.as_int(step)
         return self._calls.readonly(

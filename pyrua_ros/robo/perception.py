@@ -97,16 +97,17 @@ def surface_stats(wmap: np.ndarray, mask: np.ndarray) -> SurfaceStats | None:
 
 
 def region_center(wmap: np.ndarray, row_range: tuple[int, int], col_range: tuple[int, int], *,
-                  z_min: float | None = None, z_max: float | None = None, min_valid: int = 3,
+                  z_min: float | None = None, z_max: float | None = None, min_valid: int = 8,
                   ) -> tuple[tuple[float, float, float], tuple[float, float, float], int]:
-    """Centre of a pixel window: (centre, median, n_valid). Rows/cols are half-open [start, stop) and are
-    clipped to the image; only points with z in [z_min, z_max] (when given) count. Centre = midpoint of the
-    points' x/y extent with their median z. Raises ValueError for an empty window or fewer than ``min_valid``."""
+    """Centre of a pixel window: (centre, median, n_valid), as RPent's region ``back_project`` computes it. Rows and
+    cols are half-open [start, stop), clamped to the image and put in order (``(50, 40)`` is rows 40..49); only
+    points with z in [z_min, z_max] (when given) count. Centre = midpoint of the points' x/y extent with their
+    median z. Raises ValueError, in RPent's words, for an empty window or fewer than ``min_valid`` points (8)."""
     h, w = wmap.shape[:2]
-    r0, r1 = max(0, int(row_range[0])), min(h, int(row_range[1]))
-    c0, c1 = max(0, int(col_range[0])), min(w, int(col_range[1]))
+    r0, r1 = sorted((max(0, int(row_range[0])), min(h, int(row_range[1]))))
+    c0, c1 = sorted((max(0, int(col_range[0])), min(w, int(col_range[1]))))
     if r1 <= r0 or c1 <= c0:
-        raise ValueError(f"empty window rows {tuple(row_range)} cols {tuple(col_range)} in a {h}x{w} image")
+        raise ValueError(f"empty region after clamping to image {h}x{w}: rows [{r0},{r1}] cols [{c0},{c1}]")
     win = wmap[r0:r1, c0:c1]
     pts = win[_valid_points(win)].astype(np.float64)
     if z_min is not None:
@@ -114,7 +115,8 @@ def region_center(wmap: np.ndarray, row_range: tuple[int, int], col_range: tuple
     if z_max is not None:
         pts = pts[pts[:, 2] <= z_max]
     if len(pts) < min_valid:
-        raise ValueError(f"only {len(pts)} valid pixels in the window (need {min_valid})")
+        raise ValueError(f"too few valid pixels in region after z-filter ({len(pts)}); widen the window or the "
+                         "z band")
     med = np.median(pts, axis=0)
     centre = ((pts[:, 0].min() + pts[:, 0].max()) / 2.0, (pts[:, 1].min() + pts[:, 1].max()) / 2.0, med[2])
     return _t3(centre), _t3(med), len(pts)

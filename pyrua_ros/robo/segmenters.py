@@ -28,7 +28,10 @@ How the ground-truth matcher scores a prompt against a label (score in 0..1):
    includes its parts, a part prompt ("stove burner", "top drawer handle") keeps only the part's pixels. A prompt
    that names a part word (handle, burner, knob, door, drawer, ...: ``sim_interfaces.labels.PART_WORDS``) matches
    only labels that have that part; when none has, nothing is found (never the whole object instead).
-6. Nothing found says which objects and parts the scene has.
+6. Nothing found answers what RPent's SAM3 segment answers (``NO_CANDIDATE``, or ``below_min_score`` with the
+   best score): a real detector never lists the scene, so the model is not told the labels. Which labels were
+   considered (and on a miss every object and part the scene has) goes to ``MaskResult.detail``, which robo keeps
+   in the call's ledger record for operators (calls.jsonl) and never shows the model.
 
 A point (row, col) selects the object under that pixel (score 1.0); with a prompt as well, the prompt's
 candidate that contains the point.
@@ -63,6 +66,13 @@ RELATIONS = ("to the left of", "to the right of", "in front of", "on top of", "l
              "close to", "near", "between", "beside", "behind", "inside", "under", "on", "in", "at", "by")
 HIDDEN_TOKENS = frozenset({"robot", "gripper"})
 TIE_MARGIN = 0.05
+# what RPent's SAM3 segment says when no mask comes back (robots/libero/sam3_server.py, _select_top)
+NO_CANDIDATE = "SAM3 returned no candidate"
+
+
+def below_min_score(score: float, min_score: float) -> str:
+    """RPent's SAM3 text for a top mask scoring under ``min_score``."""
+    return f"top score {score:.3f} is below min_score {min_score:.3f}"
 
 
 def tokens(text: str) -> list[str]:
@@ -144,7 +154,8 @@ class Candidate:
 @dataclasses.dataclass(frozen=True)
 class MaskResult:
     """A segmenter's answer: ``found``, the chosen ``mask`` (H, W) bool, ``score`` 0..1, ``label`` (matched name
-    when known), ``error`` (why nothing was found), ``instances`` (every candidate, chosen one first)."""
+    when known), ``error`` (why nothing was found, as the model reads it), ``instances`` (every candidate, chosen
+    one first), ``detail`` (for operators only: the ground truth behind the answer, labels included)."""
 
     found: bool
     mask: np.ndarray | None = None
@@ -152,6 +163,7 @@ class MaskResult:
     label: str | None = None
     error: str | None = None
     instances: tuple[Candidate, ...] = ()
+    detail: str | None = None
 
 
 @runtime_checkable
@@ -204,17 +216,17 @@ class GroundTruthSegmenter:
         scored = {name: score_label(head, name) for name in groups if eligible(name)}
         if not scored or max(scored.values()) <= 0.0:
             what = f"no {'/'.join(wants_parts)} part" if wants_parts else "nothing"
-            return MaskResult(False, error=f"{what} in the scene matches {request.prompt!r}; the scene has "
-                                           f"{scene_inventory(labels)}")
+            return MaskResult(False, error=NO_CANDIDATE, detail=f"{what} in the scene matches {request.prompt!r}; "
+                                                                f"the scene has {scene_inventory(labels)}")
         best_name = max(scored, key=lambda n: (scored[n], n in visible))
         best = scored[best_name]
         if best < request.min_score:
-            return MaskResult(False, score=best, label=best_name,
-                              error=f"best match {best_name!r} scores {best:.2f} < min_score {request.min_score}")
+            return MaskResult(False, score=best, label=best_name, error=below_min_score(best, request.min_score),
+                              detail=f"best match {best_name!r} scores {best:.2f} < min_score {request.min_score}")
         names = [n for n, s in scored.items() if s >= best - TIE_MARGIN and n in visible]
-        if not names:
-            return MaskResult(False, score=best, label=best_name,
-                              error=f"{best_name!r} matches {request.prompt!r} but is not visible in {request.camera}")
+        if not names:   # what a detector cannot see, it does not find
+            return MaskResult(False, label=best_name, error=NO_CANDIDATE,
+                              detail=f"{best_name!r} matches {request.prompt!r} but is not visible in {request.camera}")
         cands = [Candidate(n, scored[n], mask_of(n)) for n in names]
         if request.point is not None:
             r, c = request.point
@@ -227,7 +239,8 @@ class GroundTruthSegmenter:
         else:
             cands.sort(key=lambda cand: (-cand.score, -int(cand.mask.sum())))
         chosen = cands[0]
-        return MaskResult(True, chosen.mask, chosen.score, chosen.label, None, tuple(cands))
+        return MaskResult(True, chosen.mask, chosen.score, chosen.label, None, tuple(cands),
+                          detail=f"{request.prompt!r} matched {chosen.label!r} (score {chosen.score:.2f})")
 
     @staticmethod
     def _by_point(request, ids, labels, groups, mask_of, *, prompt_head: str | None = None) -> MaskResult:
@@ -236,7 +249,8 @@ class GroundTruthSegmenter:
         r, c = request.point
         pid = int(ids[r, c])
         if pid == 0 or pid not in labels:
-            return MaskResult(False, error=f"nothing segmented at pixel ({r}, {c}) of {request.camera}")
+            return MaskResult(False, error=NO_CANDIDATE, detail=f"nothing segmented at pixel ({r}, {c}) of "
+                                                                f"{request.camera}")
         name = labels[pid]
         owner = min((n for n, idset in groups.items() if pid in idset), key=len, default=name)
         # a point picks the whole object (its parts included), not just the part under the pixel
@@ -244,7 +258,8 @@ class GroundTruthSegmenter:
                    key=len, default=owner)
         score = 1.0 if prompt_head is None else score_label(prompt_head, root)
         mask = mask_of(root)
-        return MaskResult(True, mask, score, root, None, (Candidate(root, score, mask),))
+        return MaskResult(True, mask, score, root, None, (Candidate(root, score, mask),),
+                          detail=f"pixel ({r}, {c}) is on {root!r}")
 
 
 class HttpSegmenter:

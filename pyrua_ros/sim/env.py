@@ -16,9 +16,12 @@ Design points:
 - A control step is the lean step of :mod:`pyrua_ros.sim.stepper` (the same controller and physics without the
   observation dict, bit-identical to ``env.step``); ``LiberoEpisode(lean_step=False)`` runs the stock
   ``env.step`` instead (benchmarks compare the two).
-- A reset is the benchmark's: ``env.seed(seed)`` (LIBERO re-samples fixture positions from numpy's global RNG),
-  ``env.reset()``, ``set_init_state(init_states[seed % n])``, then :data:`SETTLE_STEPS` zero-motion steps with the
-  gripper opening, as LIBERO's evaluation scripts do. The settle steps are not counted in ``step``.
+- A reset is the reference host's (RPent's env server: RLinf's ``LiberoEnv`` with ``seed=K``, ``seed_offset=0`` and
+  the fixed reset id of init state ``K % n``): ``env.seed(seed)`` (``np.random.seed``: LIBERO re-samples fixture
+  positions from numpy's global RNG, so fixtures move between seeds there too), ``env.reset()``,
+  ``set_init_state(init_states[seed % n])``, then :data:`SETTLE_STEPS` (15) zero-motion steps with the gripper
+  opening. The settle steps are not counted in ``step``. RPent resets hard (the model reloaded) and this env soft;
+  the fixtures and the settled state are the same (``test_sim_env.py`` pins them).
 - ``success`` is LIBERO's own check (``env.check_success()``), evaluated after every control step and latched;
   ``terminated == success``; ``truncated`` once ``step >= max_episode_steps``. Stepping after either raises
   :class:`EpisodeOver`.
@@ -50,7 +53,7 @@ from pyrua_ros.sim import cameras, parts, render, suites, urdf
 from pyrua_ros.sim.joint_control import JointPositionMode
 from pyrua_ros.sim.stepper import LeanStep
 
-SETTLE_STEPS = 10            # zero-motion steps after set_init_state, like LIBERO's evaluation scripts
+SETTLE_STEPS = 15            # zero-motion steps after set_init_state, as RPent's LIBERO env (RLinf LiberoEnv.reset)
 SETTLE_ACTION = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0])   # hold pose, open the gripper
 MAX_RESOLUTION = 2048        # largest square capture [px]
 RENDER_TIMEOUT_S = 120.0     # longest wait for a synchronous render (a loaded 2-core machine takes ~1 s)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pyrua_ros.agent.kernel import policy
 
 _TEXT_KEYS = ("stdout", "stderr", "value", "exception", "episode_finished", "status", "reason")
-_DONE_KEYS = frozenset(("op", "id", "interrupted", *_TEXT_KEYS))
+_DONE_KEYS = frozenset(("op", "id", "interrupted", "load_failed", *_TEXT_KEYS))
 _CALL_KEYS = frozenset(("op", "id", "name", "args", "kwargs"))
 _PROGRAM_STATUSES = ("completed", "finished", "error")
 
@@ -28,8 +28,9 @@ def frame_problem(msg: dict, job: int) -> str | None:
         for key in _TEXT_KEYS:
             if msg.get(key) is not None and not isinstance(msg[key], str):
                 return f"done frame: {key} is a {type(msg[key]).__name__}, not text"
-        if not isinstance(msg.get("interrupted", False), bool):
-            return "done frame: interrupted is not a bool"
+        for key in ("interrupted", "load_failed"):
+            if not isinstance(msg.get(key, False), bool):
+                return f"done frame: {key} is not a bool"
         if msg.get("status") is not None and msg["status"] not in _PROGRAM_STATUSES:
             return f"done frame: unknown status {msg['status'][:40]!r}"
         return None

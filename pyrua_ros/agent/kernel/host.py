@@ -387,6 +387,9 @@ class Kernel:
         if blocked:
             return CellOutcome(cell=self.cells, exception=policy.refusal_text(blocked, "cell"), refused=True,
                                sandbox_flags=flags)
+        syntax = policy.syntax_error(code, filename)
+        if syntax is not None:   # never reaches the kernel, as the reference parses before it executes
+            return CellOutcome(cell=self.cells, exception=syntax, refused=True, sandbox_flags=flags)
         t0 = time.monotonic()
         done, images, ending, stderr_extra = self._exchange({"op": "cell", "code": code, "filename": filename},
                                                             timeout_s)
@@ -440,18 +443,20 @@ class Kernel:
         stderr_extra += self._space_note()
         if done is None:
             status = "timeout" if ending[0] == "killed" else "error"
-            return ProgramOutcome(status=status, exception=ending[1], stderr=stderr_extra, **base)
+            return ProgramOutcome(status=status, reason="timeout" if status == "timeout" else None,
+                                  exception=ending[1], stderr=stderr_extra, **base)
         status, exception, reason = done.get("status") or "error", done.get("exception"), done.get("reason")
         if status == "finished":
             reason = self._believed_finish(reason)
             if reason is None:
                 status, exception = "error", "EpisodeFinished was raised by the program itself, not by robo"
         if done.get("interrupted") and ending[0] == "interrupted":
-            status = "timeout"
+            status, reason = "timeout", "timeout"   # the reference's run_policy: status and reason "timeout"
             exception = f"TimeoutError: the program ran past its {timeout_s:g} s limit and was interrupted\n" + (
                 exception or "")
         return ProgramOutcome(status=status, reason=reason, exception=exception, stdout=done.get("stdout", ""),
-                              stderr=done.get("stderr", "") + stderr_extra, **base)
+                              stderr=done.get("stderr", "") + stderr_extra, loaded=not done.get("load_failed"),
+                              **base)
 
     def _read_program(self, path: str) -> tuple[str, str]:
         """(source, workspace-relative name) of a program file in the kernel's workspace, read from the fd that

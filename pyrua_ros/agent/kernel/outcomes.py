@@ -62,9 +62,10 @@ class CellOutcome:
     ``"SystemExit: ..."``, the sandbox refusal, or a timeout / kernel-death message; None if the cell ran through.
     ``episode_finished``: the ``EpisodeFinished`` reason (only when the host raised it during this cell), or None.
     ``elapsed_s``: wall clock, 0.01 s. ``images``: PNG bytes from ``display()``, in order (``display_0``,
-    ``display_1`` ...). ``sandbox_flags``: static audit flags. ``refused``: the cell named a blocked name and was
-    not run. ``restarted``: the kernel child was replaced after this cell (its namespace is gone). ``notice``: text for
-    the model when ``restarted``. All text is safe to write (no lone surrogates)."""
+    ``display_1`` ...). ``sandbox_flags``: static audit flags. ``refused``: the cell was not run (it named a blocked
+    name, or it does not parse: ``exception`` is the ``SyntaxError``). ``restarted``: the kernel child was replaced
+    after this cell (its namespace is gone). ``notice``: text for the model when ``restarted``. All text is safe to
+    write (no lone surrogates)."""
 
     cell: int
     stdout: str = ""
@@ -85,8 +86,9 @@ class ProgramOutcome:
     """What one ``run_program`` did (contract 3.4, program arm). ``program``: 1-based index. ``file``: workspace
     file that was run (``program_NN.py`` for code). ``code``: the source that was run (read once, from the same
     fd that was checked). ``status``: ``completed`` (run returned), ``finished`` (``EpisodeFinished``; ``reason``
-    set), ``error`` (``exception`` set), ``timeout`` (ran past ``timeout_s``). Other fields as in
-    ``CellOutcome``."""
+    set), ``error`` (``exception`` set), ``timeout`` (ran past ``timeout_s``). ``loaded``: False when the program
+    did not load (its module code raised, or it defines no callable ``run``; ``exception`` is the reference's
+    one-line ``PolicyLoadError`` text). Other fields as in ``CellOutcome``."""
 
     program: int
     file: str
@@ -102,6 +104,7 @@ class ProgramOutcome:
     restarted: bool = False
     notice: str | None = None
     code: str = ""
+    loaded: bool = True
 
 
 class KernelStartError(RuntimeError):

@@ -62,6 +62,7 @@ ESCAPE_NAMES = frozenset((
     "__mro__", "__globals__", "__closure__", "__code__", "__dict__", "__loader__", "__spec__", "__func__",
     "__self__", "__wrapped__",
 ))
+ESCAPE_FLAGGED = ESCAPE_NAMES | frozenset(BLOCKED_NAMES)   # the audit's escape:<name> (ours add frame internals)
 PROBE_NAMES = frozenset(("getattr", "setattr", "delattr", "vars", "locals", "dir"))
 HOST_ATTRS = frozenset(("backend", "ledger", "toolkit", "primitives"))
 MAX_FLAGS = 40
@@ -101,12 +102,13 @@ def _parse(source: str) -> ast.AST | None:
 
 def refusal_text(names: Iterable[str], what: str = "cell") -> str:
     """The contract's refusal for code that names a blocked name; ``what`` is ``cell`` or ``program``."""
-    return (f"SandboxError: {', '.join(names)} may not be used by policy code; the {what} was not run. "
+    return (f"SandboxError: {', '.join(names)} may not be used by policy code; the {what} was not run.  "
             f"Stay within the documented `robo` API.")
 
 
 def blocked_names(source: str) -> list[str]:
-    """Blocked names the source uses (sorted, unique): as a bare name, an attribute, an import, a keyword, a whole
+    """Blocked names the source uses (unique, in the order ``ast.walk`` meets them, as the reference lists them):
+    as a bare name, an attribute, an import, a keyword, a whole
     string constant (the reference's rule: ``getattr(f, "__globals__")``), or an attribute a constant format string
     reads (``"{0.__globals__}".format(f)``). A string that only mentions a name (``print("no __globals__ here")``)
     is not a use and is not refused. Unparsable source returns [] (the SyntaxError is reported when the cell runs);
@@ -114,22 +116,33 @@ def blocked_names(source: str) -> list[str]:
     tree = _parse(source)
     if tree is None:
         return []
-    found: set[str] = set()
+    found: dict[str, None] = {}   # insertion-ordered set
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in BLOCKED_NAMES:
-            found.add(node.id)
+            found[node.id] = None
         elif isinstance(node, ast.Attribute) and node.attr in BLOCKED_NAMES:
-            found.add(node.attr)
+            found[node.attr] = None
         elif isinstance(node, ast.alias):
-            found.update(part for part in node.name.split(".") if part in BLOCKED_NAMES)
+            found.update(dict.fromkeys(part for part in node.name.split(".") if part in BLOCKED_NAMES))
         elif isinstance(node, ast.keyword) and node.arg in BLOCKED_NAMES:
-            found.add(node.arg)
+            found[node.arg] = None
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if node.value in BLOCKED_NAMES:
-                found.add(node.value)
+                found[node.value] = None
             elif "{" in node.value:
-                found.update(_format_field_attributes(node.value))
-    return sorted(found)
+                found.update(dict.fromkeys(sorted(_format_field_attributes(node.value))))
+    return list(found)
+
+
+def syntax_error(source: str, filename: str) -> str | None:
+    """``"SyntaxError: <what Python says>"`` when ``source`` does not parse (the reference's cell text), else None."""
+    try:
+        ast.parse(source, filename)
+    except SyntaxError as exc:
+        return f"SyntaxError: {exc}"
+    except ValueError:   # e.g. a null byte on an older Python: the kernel reports what compile() says
+        return None
+    return None
 
 
 def _format_field_attributes(text: str, depth: int = 0) -> set[str]:
@@ -150,9 +163,10 @@ def _format_field_attributes(text: str, depth: int = 0) -> set[str]:
 
 
 def audit_source(source: str, workspace: Path | None = None) -> list[str]:
-    """Informational flags (contract section 5): ``import:``, ``host-attr:``, ``private-attr:``, ``escape:``,
-    ``probe:``, ``path:``; de-duplicated, in source order, at most 40. Unparsable source returns []; source too
-    deep to parse raises :class:`UncheckableSource`."""
+    """Informational flags (contract section 5): ``import:``, ``host-attr:``, ``private-attr:``, ``escape:``
+    (an escape or blocked name as a bare name, an attribute or a whole string constant, the last for
+    ``getattr(obj, "__globals__")``), ``probe:``, ``path:``; de-duplicated, in source order, at most 40.
+    Unparsable source returns []; source too deep to parse raises :class:`UncheckableSource`."""
     tree = _parse(source)
     if tree is None:
         return []
@@ -176,17 +190,19 @@ def audit_source(source: str, workspace: Path | None = None) -> list[str]:
             attr = node.attr
             if attr.lstrip("_") in HOST_ATTRS:
                 add(f"host-attr:{attr.lstrip('_')}")
-            if attr in ESCAPE_NAMES:
+            if attr in ESCAPE_FLAGGED:
                 add(f"escape:{attr}")
             elif attr.startswith("_") and not (attr.startswith("__") and attr.endswith("__")):
                 add(f"private-attr:{attr}")
         elif isinstance(node, ast.Name):
-            if node.id in ESCAPE_NAMES:
+            if node.id in ESCAPE_FLAGGED:
                 add(f"escape:{node.id}")
             elif node.id in PROBE_NAMES:
                 add(f"probe:{node.id}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             text = node.value
+            if text in ESCAPE_FLAGGED:   # getattr(obj, "__globals__"): the reference flags the string too
+                add(f"escape:{text}")
             if text.startswith(("/", "~")) or ".." in Path(text).parts or "states.json" in text:
                 add(f"path:{text[:60]}")
     return flags

@@ -313,7 +313,7 @@ class Worker:
         self.stderr.reset()
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         outcome: dict[str, Any] = {"value": None, "exception": None, "episode_finished": None,
-                                   "interrupted": False}
+                                   "interrupted": False, "message": None}
         try:
             tree = ast.parse(code, filename)
             last = None
@@ -322,7 +322,8 @@ class Worker:
             body = compile(tree, filename, "exec")
             tail = compile(last, filename, "eval") if last is not None else None
         except SyntaxError as exc:
-            outcome["exception"] = f"SyntaxError: {exc.msg} ({filename}, line {exc.lineno})"
+            outcome["message"] = str(exc)   # "invalid syntax (cell_003.py, line 2)", as Python words it
+            outcome["exception"] = f"SyntaxError: {outcome['message']}"
             return outcome
         except (ValueError, RecursionError, MemoryError) as exc:   # null bytes, too deep or too large to compile
             outcome["exception"] = f"SyntaxError: {filename} cannot be compiled ({type(exc).__name__}: {exc})"
@@ -363,8 +364,10 @@ class Worker:
             else:
                 outcome["interrupted"] = isinstance(exc, KeyboardInterrupt)
                 outcome["exception"] = format_traceback(exc)
+                outcome["message"] = str(exc)
         except BaseException as inner:  # a hostile __str__ / __repr__
             outcome["exception"] = f"{type(exc).__name__}: <the exception could not be shown: {type(inner).__name__}>"
+            outcome["message"] = f"<the exception could not be shown: {type(inner).__name__}>"
 
     def cell(self, message: dict) -> dict:
         # a fresh robo proxy and builtins table for every cell: what an earlier cell rewrote is not inherited
@@ -372,6 +375,7 @@ class Worker:
         fresh = self.fresh_namespace()
         self.namespace.update(robo=self.robo, __builtins__=fresh["__builtins__"], __name__="__policy__")
         outcome = self.run(message["code"], message["filename"], self.namespace, split_last=True)
+        outcome.pop("message")
         return outcome | {"stdout": self.stdout.value(), "stderr": self.stderr.value()}
 
     def program(self, message: dict) -> dict:
@@ -384,14 +388,18 @@ class Worker:
         if outcome["episode_finished"]:
             return result | {"status": "finished", "reason": outcome["episode_finished"], "stdout": stdout,
                              "stderr": stderr}
+        # a program that does not load is the reference's PolicyLoadError: one line, no traceback
+        location = os.path.join(self.root, message["filename"])
         if outcome["exception"] is None and not callable(namespace.get("run")):
-            outcome["exception"] = f"PolicyLoadError: {message['filename']} defines no run(robo) function"
+            return result | {"status": "error", "load_failed": True,
+                             "exception": f"{location} does not define a callable 'run'"}
         if outcome["exception"] is not None:
             text = outcome["exception"]
-            if not text.startswith(("PolicyLoadError", "SystemExit")) and not outcome["interrupted"]:
-                text = f"PolicyLoadError: loading {message['filename']} failed\n{text}"
-            return result | {"status": "error", "exception": text[-policy.TRACEBACK_CHARS:], "stdout": stdout,
-                             "stderr": stderr}
+            if outcome["interrupted"] or text.startswith("SystemExit"):
+                return result | {"status": "error", "exception": text[-policy.TRACEBACK_CHARS:], "stdout": stdout,
+                                 "stderr": stderr}
+            return result | {"status": "error", "load_failed": True,
+                             "exception": f"importing {location} failed: {outcome['message']}"}
         run_fn = namespace["run"]
         self.stdout.reset()
         self.stderr.reset()

@@ -131,7 +131,7 @@ class ArmToolkit:
         elif name in self._primitives:
             reply = self._primitive(name, arguments or {})
         else:
-            reply = ToolReply({"error": f"unknown tool: {name} (available: {', '.join(self.tool_names())})"}, [])
+            reply = ToolReply({"error": f"unknown tool: {name}"}, [])   # the reference's words
         moved, env_steps = self._motion_since(ledger_mark, steps_mark)
         if self._counted(name) and self.cfg.feedback == "rich" and "error" not in reply.payload:
             self._add_rich(reply.payload, ledger_mark, moved, env_steps)
@@ -204,7 +204,7 @@ class ArmToolkit:
             return ToolReply(payload, []), []
         code, rel = args.get("code"), args.get("path")
         if not code and not rel:
-            return ToolReply({"error": "run_program needs `code` or a workspace `path`"}, []), []
+            return ToolReply({"error": "run_program needs `code` or `path`"}, []), []
         if not isinstance(code or "", str) or not isinstance(rel or "", str):
             return ToolReply({"error": "run_program: `code` and `path` must be strings"}, []), []
         try:
@@ -215,12 +215,20 @@ class ArmToolkit:
         self.last_code = outcome.code
         if outcome.restarted:
             self.kernel_restarts += 1
-        payload: dict[str, Any] = {k: getattr(outcome, k) for k in (
-            "program", "file", "status", "reason", "exception", "stdout", "stderr", "elapsed_s")}
+        # the reference's keys: a program that was refused or did not load is only program, file, exception;
+        # one that ran adds status, reason and exception when set, stdout, stderr, elapsed_s, programs_left
+        payload: dict[str, Any] = {"program": outcome.program, "file": outcome.file}
+        if outcome.refused or not outcome.loaded:
+            payload["exception"] = outcome.exception
+        else:
+            payload["status"] = outcome.status
+            payload.update({k: getattr(outcome, k) for k in ("reason", "exception") if getattr(outcome, k)})
+            payload.update(stdout=outcome.stdout, stderr=outcome.stderr, elapsed_s=outcome.elapsed_s)
         if outcome.notice:
             payload["notice"] = outcome.notice
-        payload["programs_left"] = (None if self.cfg.max_programs is None
-                                    else self.cfg.max_programs - self.programs)
+        if not (outcome.refused or not outcome.loaded):
+            payload["programs_left"] = (None if self.cfg.max_programs is None
+                                        else self.cfg.max_programs - self.programs)
         images = [(f"display_{i}", png) for i, png in enumerate(outcome.images)]
         return ToolReply(payload, images), list(outcome.sandbox_flags)
 

@@ -40,15 +40,23 @@ def rpent_guides_dir(rpent_root: str | os.PathLike | None = None) -> Path | None
     return folder if all((folder / name).is_file() for name in GUIDE_NAMES) else None
 
 
+def missing_guides(folder: str | os.PathLike) -> list[str]:
+    """The GUIDE_NAMES that ``folder`` does not hold as files (the guides note names all three)."""
+    return [name for name in GUIDE_NAMES if not (Path(folder) / name).is_file()]
+
+
 def copy_guides(workspace: Path, source_dir: Path | None = None, *, rpent_root: str | None = None) -> dict[str, Any]:
     """Copy the guides into ``workspace/guides/`` and return ``result.json``'s ``guides`` entry
-    ``{source, files: {name: sha256}}``: every ``*.md`` of ``source_dir`` when given, else the three guides of
-    RPent (``$RPENT_ROOT/robots/libero/guides``, as the reference copies them) when it has them, else ours."""
+    ``{source, files: {name: sha256}}``: every ``*.md`` of ``source_dir`` when given (it must hold the three guides
+    the note names, GUIDE_NAMES; ValueError naming the missing ones otherwise), else the three guides of RPent
+    (``$RPENT_ROOT/robots/libero/guides``, as the reference copies them) when it has them, else ours."""
     if source_dir is not None:
+        missing = missing_guides(source_dir)
+        if missing:
+            raise ValueError(f"guides dir {source_dir} lacks {', '.join(missing)}: the guides note names "
+                             f"{', '.join(GUIDE_NAMES)}")
         sources = sorted(Path(source_dir).glob("*.md"))
         source = str(source_dir)
-        if not sources:
-            raise ValueError(f"guides dir {source_dir} holds no *.md files")
     else:
         folder = rpent_guides_dir(rpent_root) or GUIDES_DIR
         sources = [folder / name for name in GUIDE_NAMES]

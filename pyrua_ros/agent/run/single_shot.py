@@ -316,8 +316,10 @@ class SingleShotAgent:
         elif outcome.status == "error":
             text = outcome.exception or "Error: the program failed"
             ep.status = "error"
-            ep.reason = "load" if outcome.refused or text.startswith("PolicyLoadError") else "exception"
-            ep.error = error_from_text(text)
+            ep.reason = "load" if outcome.refused or not outcome.loaded else "exception"
+            # a program that did not load raised the reference's PolicyLoadError (its text is one line)
+            ep.error = (ErrorInfo(type="PolicyLoadError", message=text, traceback=text) if not outcome.loaded
+                        else error_from_text(text))
         elif outcome.status == "finished":
             ep.status, ep.reason = "finished", outcome.reason
         else:

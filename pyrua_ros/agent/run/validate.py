@@ -29,6 +29,7 @@ import time
 import urllib.error
 import urllib.request
 
+from pyrua_ros.agent.prompting import guides as guides_mod
 from pyrua_ros.agent.records import bounded
 from pyrua_ros.agent.runtimes.replay_runtime import replay_source
 from pyrua_ros.agent.settings import outcomes
@@ -130,8 +131,10 @@ def check_play(cfg) -> None:
         except (ValueError, OSError, SyntaxError) as exc:
             raise SettingError(f"--replay {source}: {exc}") from None
     check_input_path("--guides-dir", agent.guides_dir, kind="dir")
-    if agent.guides_dir is not None and not any(pathlib.Path(agent.guides_dir).glob("*.md")):
-        raise SettingError(f"--guides-dir {agent.guides_dir}: holds no *.md guide")
+    if agent.guides_dir is not None and guides_mod.missing_guides(agent.guides_dir):
+        raise SettingError(f"--guides-dir {agent.guides_dir}: lacks "
+                           f"{', '.join(guides_mod.missing_guides(agent.guides_dir))} (the guides note names "
+                           f"{', '.join(guides_mod.GUIDE_NAMES)})")
     if agent.runtime in CLI_RUNTIMES:
         check_cli_runtime(agent.runtime, cfg.cli, cfg.model)
 

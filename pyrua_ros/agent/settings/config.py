@@ -161,8 +161,9 @@ class AgentSettings:
     feedback: str = setting("rich", help="what a tool result carries: pure (only what the code produced) or rich "
                                          "(plus primitive calls, motion, steps, state)", choices=FEEDBACK_MODES)
     guides: bool = setting(False, help="copy the robot's guides into workspace/guides/ and mention them")
-    guides_dir: pathlib.Path | None = setting(None, help="copy every *.md of this folder as the guides (implies "
-                                                         "--guides)", unset="the packaged LIBERO guides",
+    guides_dir: pathlib.Path | None = setting(None, help="copy every *.md of this folder as the guides; it must "
+                                                         "hold the three the guides note names (implies --guides)",
+                                              unset="the packaged LIBERO guides",
                                               metavar="DIR")
     max_turns: int | None = setting(None, help="decision budget: python/run_program calls, or robot tool calls on "
                                                "the tools arm (finish not counted)", unset="unbounded")
