@@ -248,7 +248,7 @@ def test_fake_arm_eval_on_two_workers_interrupted_and_resumed(tmp_path):
     for key, r in results(out).items():   # every episode that had started says what happened to it
         if key not in done:
             # (killed: the interrupt came before its episode host had written a record)
-            assert r["status"] in ("error", "boot_error", "killed") and r["reason"] == "interrupted", r
+            assert r["status"] in ("interrupted", "killed") and r["reason"] == "interrupted", r
     stamps = {k: (out / k.replace(":", "/") / "result.json").stat().st_mtime_ns for k in done}
 
     second = run_eval(*args, timeout=600)

@@ -109,7 +109,7 @@ def test_double_ctrl_c_leaves_no_process_kernel_included(tmp_path):
     assert spin_until(lambda: not alive(tree), 30.0), {p: cmdline(p) for p in alive(tree)}
     assert code != 0, out[-3000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert result["status"] == "error" and result["reason"] == "interrupted", result
+    assert result["status"] == "interrupted", result
 
 
 def test_a_failing_agent_fails_the_launch_and_stops_the_driver(tmp_path):

@@ -37,7 +37,7 @@ def help_epilog() -> str:
 def for_result(status: str, reason: str | None = None, *, interrupted_by: int | None = None) -> int:
     """The exit code of a finished ``play`` / ``run`` (a result.json ``status`` and ``reason``)."""
     reason = reason or ""
-    if reason == "interrupted" or interrupted_by is not None:
+    if status == "interrupted" or reason == "interrupted" or interrupted_by is not None:
         return INTERRUPTED + int(interrupted_by or signal.SIGINT)
     if status == "boot_error":
         return BOOT_ERROR

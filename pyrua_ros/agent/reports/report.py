@@ -29,7 +29,7 @@ from typing import Any
 from pyrua_ros.agent.reports.metrics import EpisodeMetrics, format_table, natural_key
 from pyrua_ros.agent.reports.stats import wilson_interval
 
-INFRA_STATUSES = ("boot_error", "planner_error", "error", "killed")
+INFRA_STATUSES = ("boot_error", "planner_error", "error", "killed", "interrupted")   # interrupted: Ctrl-C/SIGTERM
 MEANS = (("mean_input_tokens", "input_tokens"), ("mean_output_tokens", "output_tokens"),
          ("mean_total_tokens", "total_tokens"), ("mean_wall_time_s", "wall_time_s"), ("mean_turns", "turns"),
          ("mean_env_steps", "env_steps"))

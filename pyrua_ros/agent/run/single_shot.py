@@ -40,7 +40,7 @@ from pyrua_ros.agent.records.records import (
 )
 from pyrua_ros.agent.settings.config import GenerateConfig, RunConfig
 
-RUN_STATUSES = ("completed", "finished", "error", "timeout", "boot_error")
+RUN_STATUSES = ("completed", "finished", "error", "timeout", "boot_error", "interrupted")
 MODES = ("per_cell", "transfer")
 PYTHON_TAGS = ("python", "py", "python3", "")
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)

@@ -19,7 +19,7 @@ DRIVERS = ("sim", "fake", "external")
 CLOCK_MODES = ("lockstep", "realtime")
 TOOL_CHOICES = ("auto", "required", "none")
 FINISH_STATUSES = ("success", "failure", "stuck")
-PLAY_STATUSES = ("completed", "timeout", "call_budget", "planner_error", "error", "boot_error")
+PLAY_STATUSES = ("completed", "timeout", "call_budget", "planner_error", "error", "boot_error", "interrupted")
 BUDGET_MODES = ("calls", "wall")
 PROGRESS_MODES = ("auto", "rich", "plain", "off")
 
