@@ -20,8 +20,9 @@ One node per process role: robo's ROS clients run on this very node (its namespa
 hold for them, and ``ros2 param get /agent task`` answers while the episode runs). The ``remap`` parameter
 (``from:=to`` pairs, a graph argument outside the settings schema) is applied to every node of the process.
 
-Interrupts: the first SIGINT interrupts the episode, which still stops its kernel and writes ``result.json`` (exit
-130); further SIGINTs while it cleans up are ignored, so a double Ctrl-C cannot leave a process behind.
+Interrupts: the first SIGINT (or SIGTERM) interrupts the episode, which still stops its kernel and writes its
+records and ``result.json`` (exit 130, 143); further SIGINTs and SIGTERMs while it cleans up and the node is torn
+down are ignored, so a double Ctrl-C or launch's escalation cannot leave a process or a half-written record behind.
 """
 
 from __future__ import annotations
@@ -184,7 +185,8 @@ def main(args: list[str] | None = None) -> int:
                                  "exit_code": code, "out": str(cfg.out)})
                 return code
             finally:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)   # nothing interrupts the teardown
+                for sig in (signal.SIGINT, signal.SIGTERM):   # nothing interrupts the teardown (launch's
+                    signal.signal(sig, signal.SIG_IGN)        # escalation ends in SIGKILL if it hangs)
                 if node is not None:
                     node.destroy_node()
     except KeyboardInterrupt:
