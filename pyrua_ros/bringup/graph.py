@@ -7,8 +7,10 @@ that enable it, remappings), which argument becomes which node parameter, and th
 - ``robot:=sim`` starts ``sim_node`` (node ``sim``), ``robot:=fake`` starts ``fake_arm_node`` (also node ``sim``,
   so the agent cannot tell them apart by name), ``robot:=external`` starts no driver: a real arm's drivers (or
   any other stack) already serve the interfaces of ``config/interfaces.yaml``.
-- ``agent_node`` (node ``agent``) always runs; when it exits, the launch shuts down and its exit code is the launch's.
-- The driver node shuts the launch down too when it exits (``on_exit=Shutdown`` semantics).
+- ``agent_node`` (node ``agent``) always runs; when it exits, its robot's graph shuts down and its exit code is the
+  launch's (under ``ros2 launch``, where one launch file may include several robots, the launch ends once every
+  agent has exited: ``launch/libero_sim.launch.py``).
+- The driver node shuts its robot's graph down too when it exits (``shutdown_on_exit``).
 - ``rviz:=true`` adds ``rviz2 -d config/libero_sim.rviz``.
 - ``namespace:=robot1`` puts every node under ``/robot1``: interface names are relative, so one graph (one ROS
   domain) can hold several robots, each with its own agent. ``/clock`` (rclpy's time source) and rviz's ``/tf``,
