@@ -82,6 +82,33 @@ def test_launch_file_holds_one_static_node_per_graph_node():
         assert started == [p.key for p in graph.plan(values)]
 
 
+def test_launch_waits_for_every_agent_and_fails_if_any_failed():
+    """Two robots included in one launch: the first agent to exit (failed) stops only its robot; the last one to
+    exit ends the launch, failing it with the failed agent's status (test_ros2_launch.py runs two for real)."""
+    module = _launch_module()
+    import types
+
+    from launch.actions import EmitEvent, Shutdown
+
+    import launch
+
+    context = launch.LaunchContext()
+    for _ in range(2):        # what check_before_starting does for each included robot
+        module.agents(context)["running"] += 1
+    robot = [object()]         # the robot's other node actions
+
+    def exited(name, code):
+        return types.SimpleNamespace(returncode=code, action=types.SimpleNamespace(node_name=name))
+
+    first = module.agent_exited(exited("/armA/agent", 1), context, robot=robot)
+    assert [type(a) for a in first] == [EmitEvent]           # armA's driver is stopped; no Shutdown
+    with pytest.raises(RuntimeError, match="the agent /armA/agent exited with status 1"):
+        module.agent_exited(exited("/armB/agent", 0), context, robot=robot)
+    context = launch.LaunchContext()
+    module.agents(context)["running"] += 1
+    assert isinstance(module.agent_exited(exited("/agent", 0), context, robot=robot)[-1], Shutdown)
+
+
 # --- graph.py ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("robot, keys", [("sim", ["sim", "agent"]), ("fake", ["fake", "agent"]),

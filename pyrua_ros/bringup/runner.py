@@ -99,7 +99,7 @@ class Runner:
     """
 
     def __init__(self, kids: Sequence[Child], *, env: Mapping[str, str] | None = None, out: TextIO | None = None,
-                 sigint_grace_s: float = SIGINT_GRACE_S, sigterm_grace_s: float = SIGTERM_GRACE_S):
+                 sigint_grace_s: float | None = None, sigterm_grace_s: float | None = None):
         if sum(k.is_agent for k in kids) != 1:
             raise ValueError("the graph must hold exactly one agent child")
         self.kids = list(kids)
@@ -110,7 +110,9 @@ class Runner:
         self._readers: list[threading.Thread] = []
         self._stop = threading.Event()
         self.ended_by: str | None = None   # label of the child whose exit ended the graph, or "signal"
-        self.sigint_grace_s, self.sigterm_grace_s = sigint_grace_s, sigterm_grace_s
+        # the escalation times [s] (None: SIGINT_GRACE_S, SIGTERM_GRACE_S)
+        self.sigint_grace_s = SIGINT_GRACE_S if sigint_grace_s is None else sigint_grace_s
+        self.sigterm_grace_s = SIGTERM_GRACE_S if sigterm_grace_s is None else sigterm_grace_s
 
     def say(self, label: str, line: str) -> None:
         with self._lock:
