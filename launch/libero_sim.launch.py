@@ -10,7 +10,14 @@ resolved by ``graph.plan`` from the argument values at launch time, so this laun
 - Before any node starts, the arguments and the executables of the planned nodes are checked: a bad value, an
   argument this file does not declare (when it is the launch file named on the command line; an including launch
   file may have arguments of its own), or ``rviz:=true`` without rviz2 fails at once, with nothing started.
-- The driver ends the launch when it exits; so does the agent, and a non-zero agent exit makes the launch fail.
+- Each robot runs to its own end: when its agent exits, its driver (and rviz) are stopped; when its driver exits
+  first, its agent is stopped. Only when every agent of the launch has exited (every robot that a launch file
+  including this one several times, e.g. under ``PushRosNamespace``, started) does the launch shut down, and it
+  fails if any agent exited non-zero. One robot finishing never stops another.
+- Every node gets ``PYRUA_PARENT_PID`` (this ``ros2 launch`` process): it dies with the launch even when the
+  launch is ended by SIGTERM or SIGKILL, which upstream launch does not pass on to its processes.
+- ``sigterm_timeout``/``sigkill_timeout`` are launch's own escalation times (declared here with launch's defaults,
+  so ``sigterm_timeout:=20`` is accepted and shown by ``-s``).
 - Only node parameters given on the command line override the parameter files (``graph`` module docstring).
 """
 
@@ -19,12 +26,17 @@ import sys
 import tempfile
 
 from launch import Condition, LaunchDescription, Substitution
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler, Shutdown
+from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler, Shutdown
 from launch.event_handlers import OnProcessExit
+from launch.events.process import ShutdownProcess
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from pyrua_ros.bringup import graph
+from pyrua_ros.driver.rosenv import PARENT_PID_VAR
+
+#: key of the launch-wide record of agents (context globals, shared by every inclusion of this file)
+AGENTS = "pyrua_ros_agents"
 
 
 def argument_values(context) -> dict:
@@ -38,17 +50,20 @@ def planned(context, key: str):
 
 
 class PlannedParameterFile(Substitution):
-    """Path of the parameter file ``graph.plan`` gives a node (packaged, or ``driver_params``/``agent_params``)."""
+    """Path of the ``index``-th parameter file ``graph.plan`` gives a node (the packaged one, then
+    ``driver_params``/``agent_params``); an index it does not have is the packaged file again (loading a file
+    twice changes nothing)."""
 
-    def __init__(self, key: str):
+    def __init__(self, key: str, index: int):
         super().__init__()
-        self.key = key
+        self.key, self.index = key, index
 
     def describe(self) -> str:
-        return f"PlannedParameterFile({self.key})"
+        return f"PlannedParameterFile({self.key}, {self.index})"
 
     def perform(self, context) -> str:
-        return str(planned(context, self.key).params_file)
+        files = planned(context, self.key).params_files
+        return str(files[self.index] if self.index < len(files) else files[0])
 
 
 class PlannedOverrides(Substitution):
@@ -98,28 +113,54 @@ def check_before_starting(context, *args, **kwargs):
     missing = graph.missing_executables(graph.plan(argument_values(context)))
     if missing:
         raise RuntimeError("; ".join(missing))
+    agents(context)["running"] += 1    # this robot's agent starts (every robot is counted before any episode ends)
     return []
 
 
-def agent_exited(event, context):
-    """End the launch with the agent; a failed episode fails the launch."""
+def agents(context) -> dict:
+    """The launch-wide record of agents: ``running`` (started, not yet exited) and ``failed`` (their messages)."""
+    record = context.get_locals_as_dict().get(AGENTS)
+    if record is None:
+        record = {"running": 0, "failed": []}
+        context.extend_globals({AGENTS: record})
+    return record
+
+
+def stop(actions) -> list:
+    """Events that stop the processes of ``actions`` that still run (SIGINT, then launch's escalation)."""
+    return [EmitEvent(event=ShutdownProcess(process_matcher=lambda proc, a=a: proc is a)) for a in actions]
+
+
+def agent_exited(event, context, *, robot):
+    """One robot's agent exited: stop the rest of that robot; once every agent of the launch has exited, end the
+    launch, failing it if any agent exited non-zero."""
+    record = agents(context)
+    record["running"] -= 1
     if event.returncode != 0:
-        raise RuntimeError(f"the agent exited with status {event.returncode}; see its output and <out>/result.json")
-    return [Shutdown(reason="the agent finished its episode")]
+        record["failed"].append(f"the agent {event.action.node_name} exited with status {event.returncode}")
+    if record["running"] > 0:
+        return stop(robot)
+    if record["failed"]:
+        raise RuntimeError("; ".join(record["failed"]) + "; see its output and <out>/result.json")
+    return [*stop(robot), Shutdown(reason="every agent finished its episode")]
+
+
+def driver_exited(event, context, *, robot):
+    """A robot's driver exited: stop the rest of that robot (its agent's episode ends as interrupted)."""
+    return stop(robot)
 
 
 def node_action(spec: graph.NodeSpec) -> Node:
-    parameters = [PlannedParameterFile(spec.key)] if spec.params_file else []
+    parameters = [PlannedParameterFile(spec.key, 0), PlannedParameterFile(spec.key, 1)] if spec.params_file else []
     parameters.append(PlannedOverrides(spec.key))
-    options = {}
-    if spec.shutdown_on_exit and spec.role != "agent":
-        options["on_exit"] = Shutdown(reason=f"{spec.name} exited")
     arguments = ["-d", str(graph.config_dir() / graph.RVIZ_CONFIG)] if spec.key == "rviz" else []
+    # PYRUA_PARENT_PID: this launch file runs inside the `ros2 launch` process, the nodes' parent
     return Node(package=spec.package, executable=spec.executable, name=spec.name,
                 namespace=LaunchConfiguration("namespace"), arguments=arguments, parameters=parameters,
-                remappings=list(spec.remappings()), additional_env={"PYRUA_INTERFACES": InterfacesFile()},
+                remappings=list(spec.remappings()),
+                additional_env={"PYRUA_INTERFACES": InterfacesFile(), PARENT_PID_VAR: str(os.getpid())},
                 condition=Condition(predicate=lambda context, s=spec: planned(context, s.key) is not None),
-                output="screen", **options)
+                output="screen")
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -130,6 +171,14 @@ def generate_launch_description() -> LaunchDescription:
                                       list(arg.choices) or None)
                 for arg in graph.ARGUMENTS]
     nodes = {spec.key: node_action(spec) for spec in graph.NODES}
-    on_agent_exit = RegisterEventHandler(OnProcessExit(target_action=nodes[graph.AGENT_KEY], on_exit=agent_exited))
+    agent = nodes[graph.AGENT_KEY]
+    others = [n for key, n in nodes.items() if key != graph.AGENT_KEY]
+    drivers = [nodes[s.key] for s in graph.NODES if s.role == "driver" and s.shutdown_on_exit]
+    handlers = [
+        RegisterEventHandler(OnProcessExit(target_action=agent, on_exit=lambda event, context:
+                                           agent_exited(event, context, robot=others))),
+        RegisterEventHandler(OnProcessExit(target_action=lambda proc: proc in drivers, on_exit=lambda event, context:
+                                           driver_exited(event, context, robot=[agent, *others]))),
+    ]
     return LaunchDescription([*declared, OpaqueFunction(function=check_before_starting), *nodes.values(),
-                              on_agent_exit])
+                              *handlers])

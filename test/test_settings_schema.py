@@ -17,8 +17,8 @@ from pyrua_ros.cli.main import build_parser
 from pyrua_ros.nodes import agent_node
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-GRAPH_ONLY = {"rviz", "use_sim_time", "interfaces", "remap", "namespace", "driver_params",
-              "agent_params"}     # what the launch graph itself decides
+GRAPH_ONLY = {"rviz", "use_sim_time", "interfaces", "remap", "namespace", "driver_params", "sigterm_timeout",
+              "sigkill_timeout", "agent_params"}     # what the launch graph itself decides
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:

@@ -7,17 +7,20 @@ that enable it, remappings), which argument becomes which node parameter, and th
 - ``robot:=sim`` starts ``sim_node`` (node ``sim``), ``robot:=fake`` starts ``fake_arm_node`` (also node ``sim``,
   so the agent cannot tell them apart by name), ``robot:=external`` starts no driver: a real arm's drivers (or
   any other stack) already serve the interfaces of ``config/interfaces.yaml``.
-- ``agent_node`` (node ``agent``) always runs; when it exits, the launch shuts down and its exit code is the launch's.
-- The driver node shuts the launch down too when it exits (``on_exit=Shutdown`` semantics).
+- ``agent_node`` (node ``agent``) always runs; when it exits, its robot's graph shuts down and its exit code is the
+  launch's (under ``ros2 launch``, where one launch file may include several robots, the launch ends once every
+  agent has exited: ``launch/libero_sim.launch.py``).
+- The driver node shuts its robot's graph down too when it exits (``shutdown_on_exit``).
 - ``rviz:=true`` adds ``rviz2 -d config/libero_sim.rviz``.
 - ``namespace:=robot1`` puts every node under ``/robot1``: interface names are relative, so one graph (one ROS
   domain) can hold several robots, each with its own agent. ``/clock`` (rclpy's time source) and rviz's ``/tf``,
   ``/tf_static`` are remapped to the namespace's own.
 
 **Parameter files take effect.** A node-parameter argument left unset (the default, shown as ``''``) is not passed
-at all, so the node's parameter file decides (``config/sim.yaml``, ``fake_arm.yaml``, ``agent.yaml``, or the files
-given by ``driver_params:=`` / ``agent_params:=``); a value given on the command line overrides it. The agent
-resets the driver to the episode the driver's file names unless suite/task/seed are given.
+at all, so the node's parameter files decide: the packaged one (``config/sim.yaml``, ``fake_arm.yaml``,
+``agent.yaml``), then the file given by ``driver_params:=`` / ``agent_params:=``, which changes only the values it
+names; a value given on the command line overrides both. With a driver, the episode (suite, task, seed, step budget)
+comes from one place, the driver's files (or the command line): the agent resets the driver to it.
 
 :func:`plan` turns launch argument values (strings, as both launch front ends deliver them) into a tuple of
 :class:`PlannedNode`; the launch file builds one static ``launch_ros.actions.Node`` per :data:`NODES` entry (so
@@ -135,6 +138,12 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument("remap", "", "agent remappings, from:=to pairs separated by commas, applied to its node (docs/"
              "BRINGUP.md has an example)", to=AGENT),
     Argument("interfaces", "", "interfaces.yaml replacing the packaged one for every node (PYRUA_INTERFACES)"),
+    # launch's own process-escalation settings (ExecuteLocal reads them by these names, default 5 s each): on
+    # shutdown each node gets SIGINT, then SIGTERM after sigterm_timeout, then SIGKILL sigkill_timeout later.
+    Argument("sigterm_timeout", "5", "[s] launch's wait after SIGINT before it sends a node SIGTERM (the pip "
+             "runner's too)", kind="float"),
+    Argument("sigkill_timeout", "5", "[s] launch's wait after SIGTERM before it sends a node SIGKILL (the pip "
+             "runner's too)", kind="float"),
 )
 ARGUMENTS_BY_NAME: dict[str, Argument] = {a.name: a for a in ARGUMENTS}
 
@@ -197,8 +206,10 @@ AGENT_PARAMETERS: tuple[str, ...] = (*(a.name for a in ARGUMENTS if AGENT_KEY in
 class PlannedNode:
     """One node to start: everything both front ends need, already resolved.
 
-    ``parameters`` are typed overrides applied after ``params_file`` (only what the command line gave, plus what
-    the graph decides: the agent's episode when the driver's file names it, ``use_sim_time``); ``remappings`` are
+    ``params_files`` are loaded in order (the packaged file, then ``driver_params``/``agent_params``: a later file
+    changes only the values it names); ``parameters`` are typed overrides applied after them (only what the command
+    line gave, plus what the graph decides: the agent's episode from the driver's files, ``use_sim_time``);
+    ``remappings`` are
     ``(from, to)`` pairs; ``env`` holds extra environment variables; ``arguments`` are extra command-line
     arguments before ``--ros-args``.
     """
@@ -208,7 +219,7 @@ class PlannedNode:
     executable: str
     name: str
     namespace: str
-    params_file: pathlib.Path | None
+    params_files: tuple[pathlib.Path, ...]
     parameters: dict[str, Any]
     remappings: tuple[tuple[str, str], ...]
     env: dict[str, str]
@@ -287,12 +298,22 @@ def node_parameters(path: pathlib.Path, node_name: str) -> dict[str, Any]:
     return out
 
 
-def _params_file(spec: NodeSpec, typed: Mapping[str, Any], cfg: pathlib.Path) -> pathlib.Path | None:
+def files_parameters(paths: Iterable[pathlib.Path], node_name: str) -> dict[str, Any]:
+    """What parameter files loaded in order give node ``node_name`` (a later file wins for the names it sets;
+    a missing file gives nothing: the front ends refuse it before starting)."""
+    out: dict[str, Any] = {}
+    for path in paths:
+        if path.is_file():
+            out.update(node_parameters(path, node_name))
+    return out
+
+
+def _params_files(spec: NodeSpec, typed: Mapping[str, Any], cfg: pathlib.Path) -> tuple[pathlib.Path, ...]:
+    """The packaged parameter file of ``spec``, then the one ``driver_params``/``agent_params`` gives."""
     given = typed["driver_params"] if spec.role == "driver" else typed["agent_params"] if spec.role == "agent" \
         else None
-    if given:
-        return pathlib.Path(given).resolve()
-    return cfg / spec.params_file if spec.params_file else None
+    packaged = (cfg / spec.params_file,) if spec.params_file else ()
+    return (*packaged, pathlib.Path(given).resolve()) if given else packaged
 
 
 def plan(values: Mapping[str, str]) -> tuple[PlannedNode, ...]:
@@ -303,12 +324,12 @@ def plan(values: Mapping[str, str]) -> tuple[PlannedNode, ...]:
     namespace = "/" + typed["namespace"].strip("/") if typed["namespace"].strip("/") else ""
     specs = [s for s in NODES if s.enabled(typed)]
     driver = next((s for s in specs if s.role == "driver"), None)
-    driver_file = _params_file(driver, typed, cfg) if driver else None
     planned = []
     for spec in specs:
         params = {a.name: typed[a.name] for a in ARGUMENTS if spec.role in a.to and typed[a.name] is not None}
-        if spec.role == "agent" and driver_file is not None and driver_file.is_file():
-            from_driver = node_parameters(driver_file, driver.name)   # the agent resets the driver to its episode
+        if spec.role == "agent" and driver is not None:
+            # the agent resets the driver to the episode of the driver's files
+            from_driver = files_parameters(_params_files(driver, typed, cfg), driver.name)
             for name in (a.name for a in ARGUMENTS if a.to == EPISODE):
                 if name not in params and name in from_driver:
                     params[name] = from_driver[name]
@@ -317,7 +338,7 @@ def plan(values: Mapping[str, str]) -> tuple[PlannedNode, ...]:
         arguments: tuple[str, ...] = ("-d", str(cfg / RVIZ_CONFIG)) if spec.key == "rviz" else ()
         planned.append(PlannedNode(
             key=spec.key, package=spec.package, executable=spec.executable, name=spec.name, namespace=namespace,
-            params_file=_params_file(spec, typed, cfg), parameters=params, remappings=spec.remappings(),
+            params_files=_params_files(spec, typed, cfg), parameters=params, remappings=spec.remappings(),
             env=dict(env), arguments=arguments, shutdown_on_exit=spec.shutdown_on_exit,
             is_agent=spec.key == AGENT_KEY))
     return tuple(planned)
@@ -325,10 +346,9 @@ def plan(values: Mapping[str, str]) -> tuple[PlannedNode, ...]:
 
 def agent_episode(planned: Iterable[PlannedNode]) -> dict[str, Any]:
     """The episode (suite, task, seed, max_episode_steps) the planned agent resets the driver to: its parameter
-    overrides, else its parameter file, else the schema's defaults."""
+    overrides, else its parameter files, else the schema's defaults."""
     agent = next(n for n in planned if n.is_agent)
-    from_file = node_parameters(agent.params_file, agent.name) if agent.params_file and agent.params_file.is_file() \
-        else {}
+    from_file = files_parameters(agent.params_files, agent.name)
     names = [a.name for a in ARGUMENTS if a.to == EPISODE]
     return {n: agent.parameters.get(n, from_file.get(n, ARGUMENTS_BY_NAME[n].typed_default())) for n in names}
 

@@ -4,7 +4,8 @@ It starts the nodes of :func:`pyrua_ros.bringup.graph.plan` as child processes, 
 with the same ``--ros-args`` a launch_ros ``Node`` would give (``-r __node:=<name> --params-file <yaml>
 -p k:=v -r from:=to``), and prefixes every output line with the node name. It ends the whole graph when the
 agent exits, when a node marked ``shutdown_on_exit`` (the driver) exits, on Ctrl-C or on SIGTERM: SIGINT to each
-child's process group, then SIGTERM, then SIGKILL, each after a deadline. The exit code is the agent's
+child's process group, then SIGTERM after ``sigterm_timeout``, then SIGKILL ``sigkill_timeout`` later (the launch
+arguments ``ros2 launch`` reads, 5 s each by default). The exit code is the agent's
 (signals as 128 + signal number); if the agent ended with 0 only because another node died first, it is 1.
 
 DDS discovery defaults to loopback (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``) when the variable is unset,
@@ -65,8 +66,8 @@ def ros_arguments(node: graph.PlannedNode) -> list[str]:
     args = ["--ros-args", "-r", f"__node:={node.name}"]
     if node.namespace:
         args += ["-r", f"__ns:={node.namespace}"]
-    if node.params_file is not None:
-        args += ["--params-file", str(node.params_file)]
+    for path in node.params_files:
+        args += ["--params-file", str(path)]
     for name, value in node.parameters.items():
         args += ["-p", f"{name}:={graph.yaml_scalar(value)}"]
     for src, dst in node.remappings:
@@ -76,8 +77,9 @@ def ros_arguments(node: graph.PlannedNode) -> list[str]:
 
 def command(node: graph.PlannedNode, prefix: str | os.PathLike = sys.prefix) -> list[str]:
     """Full argv of one planned node."""
-    if node.params_file is not None and not node.params_file.is_file():
-        raise LaunchError(f"parameter file {node.params_file} of node {node.name!r} does not exist")
+    for path in node.params_files:
+        if not path.is_file():
+            raise LaunchError(f"parameter file {path} of node {node.name!r} does not exist")
     return [*node_executable(node, prefix), *node.arguments, *ros_arguments(node)]
 
 
@@ -96,7 +98,8 @@ class Runner:
     Threading: one reader thread per child copies lines to ``out`` under a lock; the calling thread supervises.
     """
 
-    def __init__(self, kids: Sequence[Child], *, env: Mapping[str, str] | None = None, out: TextIO | None = None):
+    def __init__(self, kids: Sequence[Child], *, env: Mapping[str, str] | None = None, out: TextIO | None = None,
+                 sigint_grace_s: float | None = None, sigterm_grace_s: float | None = None):
         if sum(k.is_agent for k in kids) != 1:
             raise ValueError("the graph must hold exactly one agent child")
         self.kids = list(kids)
@@ -107,6 +110,9 @@ class Runner:
         self._readers: list[threading.Thread] = []
         self._stop = threading.Event()
         self.ended_by: str | None = None   # label of the child whose exit ended the graph, or "signal"
+        # the escalation times [s] (None: SIGINT_GRACE_S, SIGTERM_GRACE_S)
+        self.sigint_grace_s = SIGINT_GRACE_S if sigint_grace_s is None else sigint_grace_s
+        self.sigterm_grace_s = SIGTERM_GRACE_S if sigterm_grace_s is None else sigterm_grace_s
 
     def say(self, label: str, line: str) -> None:
         with self._lock:
@@ -154,7 +160,8 @@ class Runner:
 
     def shutdown(self) -> None:
         """SIGINT, then SIGTERM, then SIGKILL to every child still alive, by its process group id (its PID)."""
-        stop_process_groups(self._procs.values(), sigint_grace_s=SIGINT_GRACE_S, sigterm_grace_s=SIGTERM_GRACE_S)
+        stop_process_groups(self._procs.values(), sigint_grace_s=self.sigint_grace_s,
+                            sigterm_grace_s=self.sigterm_grace_s)
         for reader in self._readers:
             reader.join(timeout=2.0)
 
@@ -223,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         values = graph.parse_launch_args(args.arguments)
         kids = children(graph.plan(values))
+        typed = graph.resolve(values)
         check_episode_arguments(values)
     except (ValueError, LaunchError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -234,7 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = default_to_localhost(dict(os.environ))
     if not env.get("ROS_DOMAIN_ID"):   # every node of this graph on a domain of its own
         env["ROS_DOMAIN_ID"] = str(claim_domain_id())
-    return Runner(kids, env=env).run()
+    return Runner(kids, env=env, sigint_grace_s=typed["sigterm_timeout"],
+                  sigterm_grace_s=typed["sigkill_timeout"]).run()
 
 
 if __name__ == "__main__":

@@ -156,12 +156,15 @@ def check_node_environment(env: MutableMapping[str, str] | None = None) -> None:
 
 
 def die_with_parent(env: MutableMapping[str, str] | None = None) -> None:
-    """When ``PYRUA_PARENT_PID`` names this process's parent, ask Linux to SIGTERM this process when the parent
-    dies (``PR_SET_PDEATHSIG``, which survives exec), so an episode killed even by SIGKILL leaves no node behind.
-    Exits at once if the parent is already gone. The variable is removed so grandchildren do not inherit it."""
+    """When ``PYRUA_PARENT_PID`` is set (by the pip runner, ``pyrualean play``, or the launch file for the
+    ``ros2 launch`` process), ask Linux to SIGTERM this process when its parent dies (``PR_SET_PDEATHSIG``, which
+    survives exec), so a launch or an episode killed even by SIGKILL leaves no node behind. Exits at once if the
+    named process is already gone (it died before the request took effect). A process between the two (a
+    ``--launch-prefix`` program) becomes the parent this node dies with. The variable is removed so grandchildren
+    do not inherit it."""
     env = os.environ if env is None else env
     parent = env.pop(PARENT_PID_VAR, None)
-    if not parent:
+    if not parent or not parent.isdigit():
         return
     import ctypes
     import signal
@@ -171,8 +174,17 @@ def die_with_parent(env: MutableMapping[str, str] | None = None) -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
     except (OSError, AttributeError):
         return
-    if os.getppid() != int(parent):
+    if os.getppid() != int(parent) and not _running(int(parent)):
         raise SystemExit(0)
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie counts as gone)."""
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 @contextlib.contextmanager
@@ -198,10 +210,53 @@ def dump_stacks_on_sigusr1() -> None:
         faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
 
 
+class LostOutputGuard:
+    """A text stream (``sys.stdout``/``sys.stderr``) whose writes never raise BrokenPipeError: a node's output is a
+    pipe its launcher reads, and a launcher that died (SIGTERM or SIGKILL to ``ros2 launch``) leaves the node to end
+    its episode with nobody reading. On the first broken pipe the stream's file descriptor is pointed at
+    ``/dev/null``, so later writes (Python's and the C libraries') go nowhere and the teardown goes on."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._drop()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._drop()
+
+    def _drop(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self._stream.fileno())
+            finally:
+                os.close(devnull)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def survive_lost_output() -> None:
+    """Wrap ``sys.stdout`` and ``sys.stderr`` in :class:`LostOutputGuard` (once)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, LostOutputGuard):
+            setattr(sys, name, LostOutputGuard(stream))
+
+
 def node_preamble() -> None:
     """Call first in every node ``main()``: exit with status 3 and a clear message on an unsafe environment;
     apply pyrua_ros's Fast DDS defaults (:func:`default_fastdds_profile`); tie the node's life to its parent's
-    when asked (:func:`die_with_parent`); dump stacks on SIGUSR1 (:func:`dump_stacks_on_sigusr1`)."""
+    when asked (:func:`die_with_parent`); keep writing output from failing once its reader is gone
+    (:func:`survive_lost_output`); dump stacks on SIGUSR1 (:func:`dump_stacks_on_sigusr1`)."""
     try:
         check_node_environment()
     except UnsafeDiscoveryError as exc:
@@ -209,4 +264,5 @@ def node_preamble() -> None:
         raise SystemExit(3) from None
     default_fastdds_profile()
     die_with_parent()
+    survive_lost_output()
     dump_stacks_on_sigusr1()

@@ -3,17 +3,26 @@
 Run by the launch file / pip runner (``pyrua-ros launch libero_sim ...``) next to a driver node that serves the
 interfaces of config/interfaces.yaml. Its parameters are the launch settings of the settings schema
 (:class:`~pyrua_ros.agent.settings.config.PlayConfig`, scopes ``episode`` and ``agent``), declared from it with their
-defaults and descriptions (config/agent.yaml is generated from the same schema); an optional setting left unset
-is a declared parameter without a value. The parameters become a PlayConfig (driver ``external``: the launch
-started the driver), the same checks as ``pyrualean play`` run before anything else, and the episode host does
-the rest. Exit status: the table of :mod:`pyrua_ros.cli.exit_codes` (0 when the episode ran to its end).
+defaults and descriptions (config/agent.yaml is generated from the same schema). The parameters become a PlayConfig
+(driver ``external``: the launch started the driver), the same checks as ``pyrualean play`` run before anything
+else, and the episode host does the rest.
+
+Parameters tell the truth: every one is read once, before the episode, so every one is declared read-only
+(``ros2 param set`` is refused with the reason; the parameter files and ``-p`` overrides still set them at start),
+and every one has a value ``ros2 param get``/``dump`` can read. An optional setting left unset is declared with no
+value (``PARAMETER_NOT_SET``, dumped as ``null``) and dynamic typing, since a typed parameter without a value makes
+rclpy answer a GetParameters request naming it with nothing at all; a value given for it is checked against the
+setting's type here (a bad one is refused with the setting's name).
+
+Exit status: the table of :mod:`pyrua_ros.cli.exit_codes` (0 when the episode ran to its end).
 
 One node per process role: robo's ROS clients run on this very node (its namespace, remappings and parameters
 hold for them, and ``ros2 param get /agent task`` answers while the episode runs). The ``remap`` parameter
 (``from:=to`` pairs, a graph argument outside the settings schema) is applied to every node of the process.
 
-Interrupts: the first SIGINT interrupts the episode, which still stops its kernel and writes ``result.json`` (exit
-130); further SIGINTs while it cleans up are ignored, so a double Ctrl-C cannot leave a process behind.
+Interrupts: the first SIGINT (or SIGTERM) interrupts the episode, which still stops its kernel and writes its
+records and ``result.json`` (exit 130, 143); further SIGINTs and SIGTERMs while it cleans up and the node is torn
+down are ignored, so a double Ctrl-C or launch's escalation cannot leave a process or a half-written record behind.
 """
 
 from __future__ import annotations
@@ -50,28 +59,29 @@ def parameters_yaml() -> str:
     return schema.yaml_text(PlayConfig, "/**/agent", scopes=NODE_SCOPES, header=header)
 
 
-def declare_parameters(node) -> dict:
-    """Declare every agent parameter (typed, default and description from the schema); return their values
-    (None for an optional parameter nobody set; JSON objects and paths as their text)."""
-    from rcl_interfaces.msg import ParameterDescriptor
-    from rclpy.exceptions import ParameterUninitializedException
-    from rclpy.parameter import Parameter
+READ_ONLY_REASON = "read once when the episode starts"   # shown by ``ros2 param describe``
 
-    types = {"str": Parameter.Type.STRING, "path": Parameter.Type.STRING, "json": Parameter.Type.STRING,
-             "int": Parameter.Type.INTEGER, "float": Parameter.Type.DOUBLE, "bool": Parameter.Type.BOOL}
+
+def descriptor(description: str, *, dynamic: bool = False):
+    """A read-only ParameterDescriptor (``ros2 param set`` is refused: the episode read the value at its start)."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    return ParameterDescriptor(description=description, read_only=True, dynamic_typing=dynamic,
+                               additional_constraints=READ_ONLY_REASON)
+
+
+def declare_parameters(node) -> dict:
+    """Declare every agent parameter, read-only (default and description from the schema; an optional setting
+    without a default dynamically typed and without a value); return their values (None for an optional parameter
+    nobody set; JSON objects and paths as their text)."""
     values = {}
     for leaf in node_leaves():
-        descriptor = ParameterDescriptor(description=leaf.spec.help)
         if leaf.default is None:
-            node.declare_parameter(leaf.name, types[leaf.kind], descriptor)
+            node.declare_parameter(leaf.name, None, descriptor(leaf.spec.help, dynamic=True))
         else:
             node.declare_parameter(leaf.name, leaf.text(leaf.default) if leaf.kind in ("path", "json")
-                                   else leaf.default, descriptor)
-        try:
-            value = node.get_parameter(leaf.name).value
-        except ParameterUninitializedException:
-            value = None
-        values[leaf.name] = value
+                                   else leaf.default, descriptor(leaf.spec.help))
+        values[leaf.name] = node.get_parameter(leaf.name).value
     return values
 
 
@@ -86,7 +96,9 @@ def config_from_parameters(values: dict):
         if value is None or name not in leaves:   # unset, or a graph parameter such as use_sim_time
             continue
         leaf = leaves[name]
-        typed[name] = leaf.parse(value) if leaf.kind in ("path", "json") and isinstance(value, str) else value
+        # paths and JSON arrive as text; an optional setting is dynamically typed, so its value is checked here
+        parse = (leaf.kind in ("path", "json") and isinstance(value, str)) or leaf.default is None
+        typed[name] = leaf.parse(value) if parse else value
     cfg = schema.build(PlayConfig, typed)
     return dataclasses.replace(cfg, episode=dataclasses.replace(cfg.episode, driver="external"))
 
@@ -153,7 +165,7 @@ def main(args: list[str] | None = None) -> int:
         with rclpy_session(argv, signal_handler_options=SignalHandlerOptions.NO):
             try:
                 node = rclpy.create_node("agent")
-                node.declare_parameter("remap", "")    # applied above; declared so ros2 param get shows it
+                node.declare_parameter("remap", "", descriptor("agent remappings (applied at start: read-only)"))
                 progress = PlainProgress(sys.stdout)
                 try:
                     cfg, _rundir = prepare_play(config_from_parameters(declare_parameters(node)),
@@ -173,7 +185,8 @@ def main(args: list[str] | None = None) -> int:
                                  "exit_code": code, "out": str(cfg.out)})
                 return code
             finally:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)   # nothing interrupts the teardown
+                for sig in (signal.SIGINT, signal.SIGTERM):   # nothing interrupts the teardown (launch's
+                    signal.signal(sig, signal.SIG_IGN)        # escalation ends in SIGKILL if it hangs)
                 if node is not None:
                     node.destroy_node()
     except KeyboardInterrupt:

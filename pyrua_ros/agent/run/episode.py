@@ -14,7 +14,11 @@
 
 ``result.json`` is written first as a placeholder that says the episode is running (so a process killed with
 SIGKILL still leaves a record that says what happened), then rewritten in ``finally`` whatever happened: model
-server, simulator or cell failures included. SIGTERM and SIGHUP become KeyboardInterrupt so the ``finally`` runs.
+server, simulator or cell failures included. SIGTERM and SIGHUP become KeyboardInterrupt so the ``finally`` runs;
+an interrupted episode's status is ``interrupted`` (never a success, in no rate). Once interrupted, or once the
+shutdown has begun, further SIGTERMs and SIGHUPs are ignored, and the shutdown waits for nothing the interrupt
+stopped (the driver's last stream frames, a final capture), so the records are complete within the 5 s that
+``ros2 launch`` waits before it escalates to SIGTERM.
 
 Run directory (PYRUALEAN-CONTRACT.md 6.1): result.json, prompt.txt, card.json + card/*.png, workspace/cell_NNN.py
 (or program_NN.py), tool_turns.json, calls.jsonl, <runtime>_events.jsonl, transcript.json, last_message.md,
@@ -243,8 +247,20 @@ class AgentStrategy(Protocol):
         """The result record (written to result.json by the episode); ``placeholder``: the 'still running' one."""
 
 
-def _raise_interrupt(signum, _frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+class _FirstSignalInterrupts:
+    """SIGTERM/SIGHUP handler of an episode: the first raises KeyboardInterrupt (so the episode's ``finally`` still
+    writes its records); once ``done`` (an interrupt was handled, or the shutdown began) they are reported and
+    ignored, so a launch's escalation cannot break the records half-written."""
+
+    def __init__(self):
+        self.done = False
+
+    def __call__(self, signum, _frame):
+        if self.done:
+            print(f"signal {signum} while the episode writes its records: ignored", file=sys.stderr, flush=True)
+            return
+        self.done = True
+        raise KeyboardInterrupt(f"signal {signum}")
 
 
 class Episode:
@@ -464,9 +480,10 @@ class Episode:
     def run(self):
         """Run every step; returns the result record that was written to ``<out>/result.json``."""
         old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+        interrupts = _FirstSignalInterrupts()
         with contextlib.suppress(ValueError):  # only the main thread may install handlers
             for s in old:
-                signal.signal(s, _raise_interrupt)
+                signal.signal(s, interrupts)
         stage = "boot"
         watchdog = None
         try:
@@ -484,6 +501,7 @@ class Episode:
             self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
             self.notes.append("host failed before the agent started")
         except KeyboardInterrupt as exc:   # the user's Ctrl-C, or SIGTERM/SIGHUP: its own outcome, in no rate
+            interrupts.done = True
             self._mark_interrupted(exc)
         except Exception as exc:
             self.status = "boot_error" if stage == "boot" else "error"
@@ -496,6 +514,7 @@ class Episode:
                 self.notes.append("host failed before the agent started")
             self._judge_quietly()
         finally:
+            interrupts.done = True
             try:
                 self.shutdown()
             finally:
@@ -566,8 +585,9 @@ class Episode:
         """The driver renders stream frames off its control path (niced, so under load far behind), so when the
         policy ends the last ones may still be on their way: before the video and the recording are closed, wait
         until every stream has delivered its frame of the episode's last stream period, or, for a stream whose
-        period is not known yet, until no new frame arrived for STREAM_QUIET_S; at most STREAM_FLUSH_MAX_S."""
-        if self.video is None:
+        period is not known yet, until no new frame arrived for STREAM_QUIET_S; at most STREAM_FLUSH_MAX_S. An
+        interrupted episode waits for none: the interrupt (a Ctrl-C reaches every node) stopped the driver too."""
+        if self.video is None or self.interrupted_by is not None:
             return
         latest = getattr(self.host.backend, "latest_status", lambda: None)()
         final_t = None if latest is None else float(latest.sim_time)
@@ -587,7 +607,8 @@ class Episode:
             return
         try:
             final = self.episode_status()
-            if final and (self.host.driver is None or self.host.driver.alive()):
+            driver_up = self.host.driver is None or self.host.driver.alive()
+            if final and driver_up and self.interrupted_by is None:
                 for camera in self.host.backend.cameras:   # the final state, whatever the stream rate
                     with contextlib.suppress(Exception):
                         frame = self.host.backend.capture(camera, "low")
