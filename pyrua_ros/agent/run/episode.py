@@ -544,6 +544,8 @@ class Episode:
                         self.video.add_frame(camera, frame.stamp, frame.color)
             if self.video.write(self.out / "episode.mp4", success=bool(final.get("success"))) == 0:
                 self.notes.append("episode.mp4 not written: no camera frames arrived")
+            else:
+                self.records.write_json("episode_video.json", self.video.index())
         finally:
             self.video.close()
 
