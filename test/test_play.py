@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from pyrua_ros.agent.reports.episode_view import load_episode
 from pyrua_ros.testing import spin_until
 from pyrua_ros.testing.chat_server import ChatServer, Reply
 
@@ -200,6 +201,11 @@ def test_program_arm_counts_programs_and_refuses_past_max_programs(tmp_path):
     assert "step 0" in replies[1]["stdout"] and replies[1]["file"] == "program_01.py"
     assert replies[2]["error"] == "program budget exhausted (1); call finish"
     assert (out / "workspace" / "program_01.py").is_file() and not (out / "workspace" / "program_02.py").exists()
+    view = load_episode(out)   # the episode viewer reads the program arm's turns back
+    assert [t.tool for t in view.turns] == ["run_program"] * 3 + ["finish"]
+    assert view.turns[0].code is None and "inside the workspace" in view.turns[0].exchange.result
+    assert view.turns[1].code == program and view.turns[1].code_file == "workspace/program_01.py"
+    assert "step 0" in view.turns[1].exchange.result and view.turns[2].code_file is None
 
 
 def test_clipped_steps_are_counted_in_the_result_and_the_rich_feedback(tmp_path):
