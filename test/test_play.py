@@ -39,6 +39,9 @@ def test_replay_on_the_fake_arm_succeeds_and_writes_a_complete_run_directory(tmp
     assert result["schema"] == "pyrualean-episode-v2"
     assert result["status"] == "completed" and result["environment_success"] is True
     assert result["finish"]["environment_terminated"] is True
+    prov = result["provenance"]   # how this run was made, as eval.json records it for an evaluation
+    assert prov["argv"][:3] == ["play", "--out", str(out)] and prov["version"] and prov["sampling"] is None
+    assert prov["commit"] and isinstance(prov["dirty"], bool)
     for name in RUN_DIR_FILES:
         assert (out / name).is_file(), name
     assert (out / "workspace" / "cell_001.py").is_file()
@@ -133,6 +136,7 @@ def test_decision_budget_refuses_the_extra_call_and_stops_the_episode(tmp_path):
         bodies = server.completion_bodies()
     result = result_of(out)
     assert result["status"] == "call_budget" and result["reason"] == "call budget exhausted (1)"
+    assert result["provenance"]["sampling"]["model"] == bodies[0]["model"]   # the effective sampling settings
     assert result["finish"]["status"] == "stuck"
     assert proc.returncode == 5                      # the budget exit code
     tool_results = [m for m in bodies[2]["messages"] if m["role"] == "tool"]
