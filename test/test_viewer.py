@@ -8,6 +8,7 @@ are read back on the run directories those tests make.
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -84,6 +85,36 @@ def test_chromium_opens_the_page_offline_with_the_video_and_every_link(model_run
                                               "<h2>Prompt</h2>"))
     bad = open_offline(needy)
     assert bad.external == ("https://cdn.example/x.png",) and bad.console
+
+
+def _layout_topics(node) -> set[str]:
+    """Every topic the Foxglove layout names: image and calibration topics, message paths, 3D topic keys."""
+    found = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("imageTopic", "calibrationTopic", "topicPath", "value") and isinstance(value, str):
+                found.add(re.split(r"[.\[]", value, maxsplit=1)[0])
+            elif key == "topics" and isinstance(value, dict):
+                found.update(value)
+            else:
+                found |= _layout_topics(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _layout_topics(item)
+    return found
+
+
+def test_the_foxglove_layout_names_only_topics_an_episode_bag_holds(model_run):
+    from mcap.reader import make_reader
+
+    layout = json.loads((ROOT / "config" / "foxglove_episode.json").read_text())
+    topics = _layout_topics(layout["configById"])
+    assert {"/cameras/agentview/color/image_raw", "/ee_pose", "/agent/cell", "/agent/output", "/tf"} <= topics
+    with open(model_run / "episode.mcap", "rb") as handle:
+        recorded = {c.topic for c in make_reader(handle).get_summary().channels.values()}
+    assert topics <= recorded, sorted(topics - recorded)
+    panels = set(re.findall(r'"([A-Za-z0-9]+![A-Za-z0-9]+)"', json.dumps(layout["layout"])))
+    assert panels == set(layout["configById"])   # every panel placed, none missing
 
 
 # ---------------------------------------------------------------------------------------------------- crafted
