@@ -39,6 +39,7 @@ def test_replay_on_the_fake_arm_succeeds_and_writes_a_complete_run_directory(tmp
     assert result["schema"] == "pyrualean-episode-v2"
     assert result["status"] == "completed" and result["environment_success"] is True
     assert result["finish"]["environment_terminated"] is True
+    assert not any("VLA" in n for n in result["notes"]) and "VLA" not in proc.stderr   # replay: no VLA note
     prov = result["provenance"]   # how this run was made, as eval.json records it for an evaluation
     assert prov["argv"][:3] == ["play", "--out", str(out)] and prov["version"] and prov["sampling"] is None
     assert prov["commit"] and isinstance(prov["dirty"], bool)

@@ -303,9 +303,9 @@ class Episode:
             self.notes.append("--cuda-device (without --vla-server-cmd) and RPENT_ROOT (beyond --guides) have no "
                               "meaning for a ROS backend; recorded only")
         fallback = self.settings.vla_fallback
-        if fallback:   # loud: the seed model was trained with the VLA skills
+        if fallback and getattr(self.strategy, "model_calls", False):   # a model could call a VLA skill: say so
             self.notes.append(fallback)
-            print(f"pyrualean: {fallback}", file=sys.stderr, flush=True)
+            print(f"note: {fallback}", file=sys.stderr, flush=True)
 
     def boot(self) -> None:
         e = self.settings
