@@ -178,6 +178,12 @@ class RayEngine:
         self.statuses = None
         self.closing = False
 
+    def start_note(self) -> str:
+        """What :meth:`start` is about to do, for the progress view (a private start takes tens of seconds)."""
+        if self.address:
+            return f"joining the Ray cluster at {self.address}"
+        return "starting a private Ray instance on this machine (loopback only; this takes a while)"
+
     def start(self) -> None:
         if self.address:   # both are read when ray is imported: they must come first
             cluster_token_environment()
