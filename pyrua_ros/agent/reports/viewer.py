@@ -60,7 +60,7 @@ table.calls th, table.calls td { border-bottom: 1px solid #eceff4; padding: 2px 
                                  vertical-align: top; }
 table.calls td.args { font-family: monospace; max-width: 520px; word-break: break-word; }
 img.seen { max-width: 256px; max-height: 256px; border: 1px solid #d5dae3; margin: 2px 6px 2px 0; }
-video { width: 100%; max-width: 768px; background: #111; }
+video { width: 100%; max-width: 768px; max-height: 440px; background: #111; }
 svg text { font-family: inherit; font-size: 11px; fill: #1d2330; }
 details > summary { cursor: pointer; color: #2854b8; }
 .t { font-family: monospace; }
@@ -227,7 +227,10 @@ def _video(view: EpisodeView, page: Path) -> str:
     if isinstance(index.get("fps"), int | float):
         words.append(f"{index['fps']:g} frames per second of sim time")
     note = f'<p class="muted">{" · ".join(words)}</p>'
-    return (f'<h2 id="video-section">Video</h2><video id="video" controls preload="metadata" src="{href}"></video>'
+    poster = next((i.data_uri for i in view.prompt_images if i.data_uri), None)   # the card view until it plays
+    poster_attr = f' poster="{_e(poster)}"' if poster else ""
+    return (f'<h2 id="video-section">Video</h2><video id="video" controls preload="metadata"{poster_attr} '
+            f'src="{href}"></video>'
             + note + (f"<p>Turns: {' · '.join(marks)}</p>" if marks else ""))
 
 
