@@ -1,8 +1,9 @@
 """The end-effector path and gripper opening of one episode over its control steps, and a small inline SVG plot.
 
-Read from ``episode.mcap`` (``/ee_pose`` once per control step; the step from ``/sim/episode_status`` at the same
-sim time when the driver publishes it, else the message's place; the gripper opening from the finger joints of
-``/joint_states``, else the episode status), with the ``mcap`` / ``mcap-ros2-support`` packages and no ROS.
+Read from ``episode.mcap`` (the end-effector pose once per control step; the step from the episode status at the
+same sim time when the driver publishes it, else the message's place; the gripper opening from the finger joints of
+the joint states, else the episode status; names from ``config/interfaces.yaml``, under any namespace), with the
+``mcap`` / ``mcap-ros2-support`` packages and no ROS.
 Without a bag (``--no-record``, the reference's run directories) the motion calls of ``calls.jsonl`` give a coarse
 path: one point per call, at its final end-effector position after the steps so far.
 """
@@ -16,8 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-EE_POSE, JOINT_STATES, EPISODE_STATUS = "/ee_pose", "/joint_states", "/sim/episode_status"
-FINGER_JOINTS = ("gripper0_finger_joint1", "gripper0_finger_joint2")
 MAX_POINTS = 2000   # a longer path is thinned to this many points for the plot
 
 
@@ -39,14 +38,24 @@ def _stamp(header: Any) -> float:
     return float(header.stamp.sec) + float(header.stamp.nanosec) * 1e-9
 
 
-def from_mcap(path: Path, finger_joints: Sequence[str] = FINGER_JOINTS) -> Trajectory | None:
+def _topic(topics: Sequence[str], name: str) -> str | None:
+    """The recorded topic of interface ``name`` (relative, e.g. ``ee_pose``): ``/ee_pose`` or ``/<ns>/ee_pose``."""
+    name = "/" + name.lstrip("/")
+    return next((t for t in topics if t == name), None) or next((t for t in topics if t.endswith(name)), None)
+
+
+def from_mcap(path: Path, finger_joints: Sequence[str] | None = None) -> Trajectory | None:
     """The trajectory in an episode bag; None when the file or the ``mcap`` packages are missing or the bag has no
-    ``/ee_pose``."""
+    end-effector pose."""
     try:
         from mcap.reader import make_reader
         from mcap_ros2.decoder import DecoderFactory
     except ImportError:
         return None
+    from pyrua_ros.driver.interfaces import load
+
+    names = load()
+    finger_joints = tuple(finger_joints if finger_joints is not None else names.robot.finger_joints)
     poses: list[tuple[float, tuple[float, float, float]]] = []
     openings: dict[float, float] = {}
     status_steps: dict[float, int] = {}
@@ -54,17 +63,24 @@ def from_mcap(path: Path, finger_joints: Sequence[str] = FINGER_JOINTS) -> Traje
     try:
         with open(path, "rb") as handle:
             reader = make_reader(handle, decoder_factories=[DecoderFactory()])
+            summary = reader.get_summary()
+            recorded = [c.topic for c in summary.channels.values()] if summary is not None else []
+            ee_topic = _topic(recorded, names.driver.ee_pose)
+            joint_topic = _topic(recorded, names.driver.joint_states)
+            status_topic = _topic(recorded, names.sim.episode_status)
+            if ee_topic is None:
+                return None
             for _schema, channel, _message, msg in reader.iter_decoded_messages(
-                    topics=[EE_POSE, JOINT_STATES, EPISODE_STATUS]):
-                if channel.topic == EE_POSE:
+                    topics=[t for t in (ee_topic, joint_topic, status_topic) if t]):
+                if channel.topic == ee_topic:
                     p = msg.pose.position
                     poses.append((round(_stamp(msg.header), 6), (float(p.x), float(p.y), float(p.z))))
-                elif channel.topic == JOINT_STATES:
+                elif channel.topic == joint_topic:
                     names = list(msg.name)
                     if all(j in names for j in finger_joints):
                         q = [abs(float(msg.position[names.index(j)])) for j in finger_joints]
                         openings[round(_stamp(msg.header), 6)] = sum(q)
-                elif channel.topic == EPISODE_STATUS:
+                elif channel.topic == status_topic:
                     try:
                         data = json.loads(msg.data)
                         t = round(float(data["sim_time"]), 6)
