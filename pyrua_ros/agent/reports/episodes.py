@@ -121,9 +121,13 @@ def eval_config(paths: Sequence[Path | str]) -> dict[str, Any] | None:
 
 
 # ---------------------------------------------------------------------------------------------------- HTML
-CONFIG_KEYS = ("model", "arm", "runtime", "robot", "primitives", "images", "feedback", "guides", "max_turns",
-               "budget_s", "max_programs", "reasoning", "driver", "openai_temperature", "openai_max_tokens",
-               "openai_tool_choice", "openai_extra_body")
+#: (eval.json option = settings leaf name, label) shown in the report's configuration header
+CONFIG_KEYS = (("model", "model"), ("arm", "arm"), ("runtime", "runtime"), ("robot_api", "robot API"),
+               ("robot", "driver"), ("primitives", "primitives"), ("images", "images"), ("feedback", "feedback"),
+               ("guides", "guides"), ("max_turns", "max turns"), ("budget_s", "budget [s]"),
+               ("max_programs", "max programs"), ("reasoning", "reasoning"), ("openai_temperature", "temperature"),
+               ("openai_max_tokens", "max tokens"), ("openai_tool_choice", "tool choice"),
+               ("openai_extra_body", "extra body"), ("camera_rate_hz", "video fps"))
 
 
 def _e(value: Any) -> str:
@@ -136,7 +140,7 @@ def config_html(config: dict[str, Any] | None) -> str:
         return ""
     options = config.get("options") if isinstance(config.get("options"), dict) else {}
     code = config.get("code") if isinstance(config.get("code"), dict) else {}
-    cells = [(k, options[k]) for k in CONFIG_KEYS if options.get(k) not in (None, "", False)]
+    cells = [(label, options[k]) for k, label in CONFIG_KEYS if options.get(k) not in (None, "", False)]
     version = f"pyrua_ros {code.get('pyrua_ros', '?')}"
     if code.get("git_commit"):
         version += f", commit {str(code['git_commit'])[:12]}" + (" (dirty tree)" if code.get("git_dirty") else "")
