@@ -32,7 +32,8 @@ def data_files():
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/launch", sorted(glob("launch/*.launch.py"))),
-        ("share/" + PACKAGE + "/config", sorted(glob("config/*.yaml") + glob("config/*.rviz"))),
+        ("share/" + PACKAGE + "/config",
+         sorted(glob("config/*.yaml") + glob("config/*.rviz") + glob("config/*.json"))),
         ("lib/" + PACKAGE, ["bin/" + n for n in NODES]),
     ]
 

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from pyrua_ros.agent.reports.episode_view import load_episode
 from pyrua_ros.testing.messages_server import MessagesServer
 from pyrua_ros.testing.proxy_trap import ProxyTrap
 from pyrua_ros.testing.responses_server import ResponsesServer
@@ -92,6 +93,10 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     events = [json.loads(line) for line in (out / "codex_events.jsonl").read_text().splitlines()]
     assert sum(e.get("item", {}).get("type") == "mcp_tool_call" and e["type"] == "item.completed" for e in events) == 3
     assert (out / "codex_home" / "config.toml").is_file()
+    view = load_episode(out)   # the episode viewer reads the turns back from the events
+    assert [t.tool for t in view.turns] == ["python", "python", "finish"] and view.runtime == "codex"
+    assert view.turns[0].exchange.reasoning == "Look before moving." and "gripper_opening" in view.turns[0].code
+    assert "step" in view.turns[0].exchange.result and len(view.turns[1].exchange.images) == 2
     # the MCP server demanded its per-run token (401 otherwise); Codex read it from the variable the argv names
     start = next(e for e in events if e["type"] == "pyrua.start")
     assert 'mcp_servers.pyrualean.bearer_token_env_var="PYRUALEAN_MCP_TOKEN"' in start["argv"]
@@ -187,6 +192,11 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
     assert not (out / "workspace" / "cell_001.py").exists()                 # no code ran on the tools arm
     images = [block for result in tool_results for block in result["content"] if block.get("type") == "image"]
     assert len(images) == 2 * 6                     # --images on-motion: both cameras after each motion call
+    view = load_episode(out)   # the episode viewer reads the turns back from the events
+    assert [t.tool for t in view.turns] == [t["tool"] for t in turns] and view.runtime == "claude"
+    assert view.turns[0].exchange.reasoning == "Find both objects."
+    assert view.turns[2].code.startswith("robo.move_to(xyz=")
+    assert sum(len(t.exchange.images) for t in view.turns) == 2 * 6 and view.final_message.startswith("The cube")
 
 
 @pytest.mark.parametrize("runtime", ["codex", "claude"])

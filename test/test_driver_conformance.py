@@ -5,6 +5,7 @@ fake arm with its e-stop and static TF wired elsewhere) must fail, with rows tha
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -107,14 +108,20 @@ def test_an_episode_that_is_over_is_named_instead_of_blamed_on_the_driver():
     assert len([r for r in rows if r.failed]) == len(checks.MOVES_THE_ARM), report.table(rows)   # nothing else
 
 
-def test_check_driver_cli_prints_the_table_and_fails_without_a_driver():
-    """Nobody serving the interfaces: the CLI exits 1 with failed presence rows (no hang, no traceback)."""
+def test_check_driver_cli_says_in_one_line_that_nothing_answers():
+    """Nobody serving the interfaces: one line names the domain and namespace and how to start one of our drivers
+    alone; exit 1, no table of failures, no traceback."""
     out = subprocess.run([sys.executable, "-m", "pyrua_ros.cli.main", "check-driver", "--namespace", "nobody_here",
                           "--skip-sim-interfaces"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "no publisher on /nobody_here/joint_states" in out.stdout
-    # the probe's own action clients are no server
-    assert "no action server /nobody_here/arm_controller/follow_joint_trajectory" in out.stdout
-    assert "not run: nothing publishes the joint states" in out.stdout          # no timeouts against nobody
-    assert "NOT conformant" in out.stdout.splitlines()[-1]
-    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and out.stdout == "", out.stdout + out.stderr
+    domain = os.environ.get("ROS_DOMAIN_ID") or "0"
+    assert f"nothing answers on ROS_DOMAIN_ID {domain} in namespace '/nobody_here'" in lines[0]
+    assert "python -m pyrua_ros.nodes.fake_arm_node --ros-args -r __ns:=/nobody_here" in lines[0]
+    assert "pyrua_ros.nodes.sim_node" in lines[0]
+
+
+def test_a_long_remedy_is_never_cut():
+    remedy = "x" * 150 + " (run the driver with max_episode_steps >= 40)"
+    assert remedy in report.table([report.skipped("/reset", "episode end", remedy)])

@@ -476,15 +476,28 @@ def test_progress_plain_lines_and_live_view():
     assert "success 0/1 (0.0%); infra (in the rate) 1" in counted.headline()   # the final report's rule
 
     live = EvalProgress(4, 2, stream=io.StringIO(), tty=True)
+    live.note("starting a private Ray instance on this machine")
+
+    def screen() -> str:
+        console = Console(record=True, width=160, file=io.StringIO())
+        console.print(live)
+        return console.export_text()
+
+    assert "| starting a private Ray instance" in screen()
     live.episode_started(1, "libero_goal_swap:3:0")
+    row = next(line for line in screen().splitlines() if "libero_goal_swap:3:0" in line)
+    assert row.split()[:3] == ["w1", "libero_goal_swap:3:0", "boot"]          # a phase from the first second
+    live.episode_status(1, {"phase": "agent", "phase_detail": "runtime openai"})
     live.episode_status(1, {"turn": 7, "steps": 410, "tokens": 52000, "last": "python: grasped the bowl"})
-    console = Console(record=True, width=140, file=io.StringIO())
-    console.print(live)
-    screen = console.export_text()
-    assert "0/4 done | success 0/0 (-)" in screen and "ETA -" in screen
-    row = next(line for line in screen.splitlines() if "libero_goal_swap:3:0" in line)
-    assert row.split()[:5] == ["w1", "libero_goal_swap:3:0", "7", "410", "52.0k"] and "grasped the bowl" in row
-    assert any(line.split()[:2] == ["w0", "idle"] for line in screen.splitlines())
+    text = screen()
+    assert "0/4 done | success 0/0 (-)" in text and "ETA -" in text and "Ray" not in text
+    row = next(line for line in text.splitlines() if "libero_goal_swap:3:0" in line)
+    assert row.split()[:6] == ["w1", "libero_goal_swap:3:0", "agent", "7", "410", "52.0k"]
+    assert "grasped the bowl" in row
+    assert any(line.split()[:2] == ["w0", "idle"] for line in text.splitlines())
+    live.episode_status(1, {"phase": "records", "phase_detail": "writing the records"})
+    row = next(line for line in screen().splitlines() if "libero_goal_swap:3:0" in line)
+    assert row.split()[2:4] == ["records", "7"]                              # the turn is kept
     live.start()   # an infrastructure failure's cause is printed above the live view
     live.episode_done(1, "libero_goal_swap:3:0", {"status": "planner_error", "reason": "provider error mid-episode: "
                                                   "connection: request 2 failed"})

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from pyrua_ros.agent.reports.episode_view import load_episode
 from pyrua_ros.testing import spin_until
 from pyrua_ros.testing.chat_server import ChatServer, Reply
 
@@ -38,6 +39,10 @@ def test_replay_on_the_fake_arm_succeeds_and_writes_a_complete_run_directory(tmp
     assert result["schema"] == "pyrualean-episode-v2"
     assert result["status"] == "completed" and result["environment_success"] is True
     assert result["finish"]["environment_terminated"] is True
+    assert not any("VLA" in n for n in result["notes"]) and "VLA" not in proc.stderr   # replay: no VLA note
+    prov = result["provenance"]   # how this run was made, as eval.json records it for an evaluation
+    assert prov["argv"][:3] == ["play", "--out", str(out)] and prov["version"] and prov["sampling"] is None
+    assert prov["commit"] and isinstance(prov["dirty"], bool)
     for name in RUN_DIR_FILES:
         assert (out / name).is_file(), name
     assert (out / "workspace" / "cell_001.py").is_file()
@@ -132,6 +137,7 @@ def test_decision_budget_refuses_the_extra_call_and_stops_the_episode(tmp_path):
         bodies = server.completion_bodies()
     result = result_of(out)
     assert result["status"] == "call_budget" and result["reason"] == "call budget exhausted (1)"
+    assert result["provenance"]["sampling"]["model"] == bodies[0]["model"]   # the effective sampling settings
     assert result["finish"]["status"] == "stuck"
     assert proc.returncode == 5                      # the budget exit code
     tool_results = [m for m in bodies[2]["messages"] if m["role"] == "tool"]
@@ -201,6 +207,11 @@ def test_program_arm_counts_programs_and_refuses_past_max_programs(tmp_path):
     assert "step 0" in replies[1]["stdout"] and replies[1]["file"] == "program_01.py"
     assert replies[2]["error"] == "program budget exhausted (1); call finish"
     assert (out / "workspace" / "program_01.py").is_file() and not (out / "workspace" / "program_02.py").exists()
+    view = load_episode(out)   # the episode viewer reads the program arm's turns back
+    assert [t.tool for t in view.turns] == ["run_program"] * 3 + ["finish"]
+    assert view.turns[0].code is None and "inside the workspace" in view.turns[0].exchange.result
+    assert view.turns[1].code == program and view.turns[1].code_file == "workspace/program_01.py"
+    assert "step 0" in view.turns[1].exchange.result and view.turns[2].code_file is None
 
 
 def test_clipped_steps_are_counted_in_the_result_and_the_rich_feedback(tmp_path):

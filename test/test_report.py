@@ -6,10 +6,10 @@ The interval functions themselves are checked against published values in test_s
 reach them, the JSON shapes and the output formats are what is asserted.
 """
 
+import csv
 import json
 import shutil
 import struct
-import subprocess
 import zlib
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from pyrua_ros.agent.reports import compare as C
 from pyrua_ros.agent.reports import metrics as M
 from pyrua_ros.agent.reports import report as R
 from pyrua_ros.agent.reports import summarize as S
+from pyrua_ros.testing.browser import open_offline
 
 GOLDEN = Path(__file__).parent / "data" / "result_v2.json"
 
@@ -105,7 +106,7 @@ def test_summarize_text_json_and_markdown(crafted, tmp_path, capsys):
     md = tmp_path / "report.md"
     assert S.main([str(crafted), "--markdown", str(md)]) == 0
     text = md.read_text()
-    assert text.startswith("# pyrua_ros evaluation") and "| libero_goal | 10 | 7 | 2 | 1 | 0 | 77.8% |" in text
+    assert text.startswith("# Evaluation report") and "| libero_goal | 10 | 7 | 2 | 1 | 0 | 77.8% |" in text
 
 
 def _write(path: Path, data) -> Path:
@@ -204,17 +205,40 @@ def _png_size_and_colours(path: Path) -> tuple[int, int, int]:
 def test_html_report_renders_in_headless_chromium(crafted, tmp_path):
     assert shutil.which("chromium"), "scripts/setup.sh installs Debian's chromium"
     page, png = tmp_path / "report.html", tmp_path / "report.png"
+    options = {"model": "coder-4b", "arm": "cells", "images": "on-demand"}
+    code = {"pyrua_ros": "0.1.0", "git_commit": "abc123def4567", "git_dirty": False}
+    (crafted / "eval.json").write_text(json.dumps({"options": options, "code": code}))
     assert S.main([str(crafted), "--html", str(page), "--screenshot", str(png), "--title", "crafted eval"]) == 0
     text = page.read_text()
-    for fetch in ("src=", "href=", "url(", "@import", "<script", "<link"):
-        assert fetch not in text   # self-contained: nothing to load from anywhere
+    for fetch in ("src=", "url(", "@import", "<script", "<link"):
+        assert fetch not in text   # self-contained: nothing to load from anywhere; links lead to the runs
     assert text.count("<svg") == 3   # the overview and one per-task chart per suite
-    with __import__("tempfile").TemporaryDirectory() as profile:
-        dom = subprocess.run(R.chromium_command(["--dump-dom"], page, Path(profile)), capture_output=True,
-                             text=True, timeout=120, start_new_session=True)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    assert "<h1>crafted eval</h1>" in dom.stdout and "libero_spatial" in dom.stdout
-    assert "77.8% (7/9, 1 infra)" in dom.stdout and "72.7% (8/11, 2 infra)" in dom.stdout
+    check = open_offline(page)
+    assert check.console == () and check.broken == () and check.external == (), check
+    dom = check.dom
+    assert "<h1>crafted eval</h1>" in dom and "libero_spatial" in dom
+    assert "77.8% (7/9, 1 infra)" in dom and "72.7% (8/11, 2 infra)" in dom
+    # each episode row links its viewer page (written by summarize) and run directory
+    assert "Configuration (eval.json)" in dom and "coder-4b" in dom and "commit abc123def456" in dom
+    assert '<a href="eval/libero_goal/0/0/view.html">view</a>' in dom
+    assert (crafted / "libero_goal" / "0" / "0" / "view.html").is_file()
+    assert '<a href="eval/libero_goal/9/0/">run</a>' in dom
+    assert '<td class="l">open the top drawer and put the bowl inside</td>' in dom   # the per-task table
     width, height, colours = _png_size_and_colours(png)
-    assert (width, height) == (1280, 1600)
+    assert width == 1280 and 200 <= height < 4000   # as tall as the content, not the window
     assert colours > 4   # text, bars and whiskers drawn: not a blank page
+
+
+def test_csv_has_one_formula_safe_row_per_episode(crafted, tmp_path):
+    write_run(crafted, "libero_spatial", 3, 0, success=False, status="error", reason="=HYPERLINK(\"x\")")
+    path = tmp_path / "episodes.csv"
+    assert S.main([str(crafted), "--csv", str(path)]) == 0
+    rows = list(csv.reader(path.open(encoding="utf-8")))
+    assert rows[0] == ["suite", "task", "instruction", "seed", "status", "reason", "success", "turns", "calls",
+                       "steps", "tokens", "wall_s", "run_dir"]
+    assert len(rows) == 1 + 14
+    by_key = {(r[0], r[1]): r for r in rows[1:]}
+    first = by_key[("libero_goal", "0")]
+    assert first[4] == "completed" and first[6] == "true" and first[12] == str(crafted / "libero_goal" / "0" / "0")
+    assert first[2] == json.loads(GOLDEN.read_text())["task_language"]
+    assert by_key[("libero_spatial", "3")][5] == "'=HYPERLINK(\"x\")"   # text, never a formula

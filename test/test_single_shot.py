@@ -181,6 +181,7 @@ def test_run_executes_the_policy_once_and_records_6_3(tmp_path):
     assert result["host"]["python"] == sys.executable   # the interpreter path, as the reference records it
     assert result["generation"] == {"model": "m1", "turns": 1, "input_tokens": 9}
     assert "done 3.14" in (out / "policy_output.txt").read_text()
+    assert result["provenance"]["argv"][:2] == ["run", "--policy"] and result["provenance"]["sampling"] is None
     calls = [json.loads(line)["tool"] for line in (out / "calls.jsonl").read_text().splitlines()]
     assert "move_to" in calls[-1] and (out / "card.json").is_file() and (out / "workspace" / "policy.py").is_file()
 

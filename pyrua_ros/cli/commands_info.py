@@ -1,4 +1,4 @@
-"""The CLI subcommands that need no robot: ``api``, ``prompt``, ``summarize``, ``compare``.
+"""The CLI subcommands that need no robot: ``api``, ``prompt``, ``summarize``, ``compare``, ``view``.
 
 ``add_info_parsers(subparsers)`` registers them on the main parser's subparsers (flags per
 PYRUALEAN-CONTRACT.md 4.2 "Other subcommands"); each sets ``func`` to its ``cmd_*`` function, which takes the
@@ -21,6 +21,7 @@ from pyrua_ros.agent.prompting.reference_source import ReferenceDocs, ReferenceS
 from pyrua_ros.agent.records.records import CardRecord
 from pyrua_ros.agent.reports import compare as compare_mod
 from pyrua_ros.agent.reports import summarize as summarize_mod
+from pyrua_ros.agent.reports import viewer as viewer_mod
 from pyrua_ros.agent.settings.modes import FEEDBACK_MODES, IMAGE_POLICIES, PRIMITIVE_SETS
 from pyrua_ros.agent.settings.modes import PROMPT_ARMS as ARMS
 
@@ -172,8 +173,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return compare_mod.run(args)
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    """``view RUN [--out FILE] [--screenshot PNG]``: the episode as a self-contained HTML page."""
+    return viewer_mod.run(args)
+
+
 def add_info_parsers(subparsers: Any) -> None:
-    """Register ``api``, ``prompt``, ``summarize`` and ``compare`` on an ``add_subparsers()`` object."""
+    """Register ``api``, ``prompt``, ``summarize``, ``compare`` and ``view`` on an ``add_subparsers()`` object."""
     api = subparsers.add_parser("api", help="print the robo API reference (no simulator)")
     api.add_argument("--robot", default="libero", choices=("libero",), help="robot (default libero)")
     _add_primitives(api)
@@ -214,3 +220,7 @@ def add_info_parsers(subparsers: Any) -> None:
     compare = subparsers.add_parser("compare", help="strictly paired comparison of two systems")
     compare_mod.add_arguments(compare)
     compare.set_defaults(func=cmd_compare)
+
+    view = subparsers.add_parser("view", help="write one episode as an HTML page (offline, self-contained)")
+    viewer_mod.add_arguments(view)
+    view.set_defaults(func=cmd_view)

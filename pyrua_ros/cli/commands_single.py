@@ -107,6 +107,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     progress = make_progress(o.progress)
     result = run_policy(cfg, progress=progress)
+    from pyrua_ros.cli.common import stamp_provenance
+
+    stamp_provenance("run", out, None)
     code = exit_codes.for_result(result.status, result.reason)
     if progress is not None:
         progress.finish({"status": result.status, "reason": result.reason,

@@ -24,6 +24,16 @@ def prepare_ros_environment() -> None:
         os.environ["ROS_DOMAIN_ID"] = str(claim_domain_id())
 
 
+def stamp_provenance(command: str, out, sampling: dict | None) -> None:
+    """Record in ``out/result.json`` how this run was made (argv, version, commit, dirty tree, sampling); a failure
+    is one line on stderr (the episode's record stands)."""
+    from pyrua_ros.agent.records.provenance import provenance, stamp_result
+
+    why = stamp_result(out, provenance(sys.argv[1:], sampling))
+    if why is not None:
+        print(f"pyrualean {command}: {why}", file=sys.stderr)
+
+
 def episode_summary(result, out, code: int) -> dict:
     """The JSON line ``play`` prints on stdout (the reference's keys plus ours)."""
     return {"arm": result.arm, "status": result.status, "reason": result.reason,

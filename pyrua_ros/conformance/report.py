@@ -42,8 +42,9 @@ def verdict(ok: bool, interface: str, check: str, detail: str) -> Row:
     return Row(interface, check, PASS if ok else FAIL, detail)
 
 
-def table(rows: Sequence[Row], width: int = 110) -> str:
-    """One aligned table per interface, in first-seen order, then a summary line."""
+def table(rows: Sequence[Row]) -> str:
+    """One aligned table per interface, in first-seen order, then a summary line. Details are never cut (a
+    remedy must reach the reader whole)."""
     out: list[str] = []
     groups: dict[str, list[Row]] = {}
     for row in rows:
@@ -52,8 +53,7 @@ def table(rows: Sequence[Row], width: int = 110) -> str:
     for interface, group in groups.items():
         out.append(interface)
         for r in group:
-            detail = r.detail if len(r.detail) <= width else r.detail[: width - 3] + "..."
-            out.append(f"  {r.check:<{check_w}}  {r.verdict:<4}  {detail}")
+            out.append(f"  {r.check:<{check_w}}  {r.verdict:<4}  {r.detail}")
         out.append("")
     out.append(summary(rows))
     return "\n".join(out)

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
 from typing import Any
 
-from pyrua_ros import __version__
+from pyrua_ros.agent.records.provenance import code_version
 from pyrua_ros.agent.records.records import now_iso, write_json
 
 SCHEMA = "pyrua-ros-eval-v1"
@@ -29,30 +28,10 @@ FILENAME = "eval.json"
 PER_EPISODE = ("out", "suite", "task", "seed", "overwrite", "resume")
 NOT_IDENTITY = ("base_url", "api_key_env", "openai_request_timeout_s", "openai_max_retries", "preflight",
                 "cuda_device", "rpent_root", "python", "libero_type", "progress")
-PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 class ManifestMismatch(ValueError):
     """The evaluation directory was made by different options or code; the message lists the differences."""
-
-
-def _git(*args: str) -> str | None:
-    try:
-        proc = subprocess.run(["git", "-C", str(PACKAGE_ROOT), *args], capture_output=True, text=True, timeout=5,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
-
-
-def code_version() -> dict[str, Any]:
-    """``{pyrua_ros, git_commit, git_dirty}``; the git keys are None outside a git checkout."""
-    commit = _git("rev-parse", "HEAD")
-    dirty = None
-    if commit is not None:
-        status = _git("status", "--porcelain", "--untracked-files=no")
-        dirty = bool(status) if status is not None else None
-    return {"pyrua_ros": __version__, "git_commit": commit, "git_dirty": dirty}
 
 
 def _jsonable(value: Any) -> Any:

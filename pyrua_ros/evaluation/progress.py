@@ -48,6 +48,7 @@ class EvalProgress:
         self.workers: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._live = None
+        self._note = ""
 
     # ------------------------------------------------------------------ state
     @property
@@ -88,17 +89,28 @@ class EvalProgress:
             self._line(f"starting: {self.total - self.done} episode(s) to run on {self.slots} worker(s), "
                        f"{self.done} already finished")
 
+    def note(self, text: str) -> None:
+        """Something the evaluation is doing before any episode runs (starting a private Ray instance): a plain
+        line, or the live view's headline until the first episode starts."""
+        with self._lock:
+            self._note = text
+        if not self.tty:
+            self._line(text)
+
     def episode_started(self, slot: int, instance: str, attempt: int = 1) -> None:
         with self._lock:
-            self.workers[slot] = {"instance": instance, "attempt": attempt, "t0": time.monotonic(), "status": {}}
+            self._note = ""
+            # the worker's host may still boot its driver: a phase from the first second
+            self.workers[slot] = {"instance": instance, "attempt": attempt, "t0": time.monotonic(),
+                                  "status": {"phase": "boot"}}
         if not self.tty:
             retry = f" (attempt {attempt})" if attempt > 1 else ""
             self._line(f"w{slot} start {instance}{retry}")
 
     def episode_status(self, slot: int, status: dict[str, Any]) -> None:
         with self._lock:
-            if slot in self.workers:
-                self.workers[slot]["status"] = dict(status)
+            if slot in self.workers:   # a phase and the agent status arrive apart: the latest of each is kept
+                self.workers[slot]["status"].update(status)
 
     def episode_done(self, slot: int, instance: str, summary: dict[str, Any] | None, *, final: bool = True,
                      detail: str = "") -> None:
@@ -155,21 +167,22 @@ class EvalProgress:
 
         with self._lock:
             table = Table(box=None, padding=(0, 1), show_edge=False)
-            for column in ("worker", "instance", "turn", "steps", "tokens", "elapsed", "last"):
+            for column in ("worker", "instance", "phase", "turn", "steps", "tokens", "elapsed", "last"):
                 table.add_column(column, no_wrap=True, overflow="ellipsis",
                                  max_width=48 if column == "last" else None)
             for slot in range(self.slots):
                 w = self.workers.get(slot)
                 if w is None:
-                    table.add_row(f"w{slot}", "idle", "", "", "", "", "")
+                    table.add_row(f"w{slot}", "idle", "", "", "", "", "", "")
                     continue
                 st = w["status"]
                 attempt = f" (try {w['attempt']})" if w["attempt"] > 1 else ""
-                table.add_row(f"w{slot}", w["instance"] + attempt, str(st.get("turn", "-")),
+                table.add_row(f"w{slot}", w["instance"] + attempt, str(st.get("phase", "-")), str(st.get("turn", "-")),
                               str(st.get("steps") if st.get("steps") is not None else "-"),
                               _tokens(st.get("tokens")), _duration(time.monotonic() - w["t0"]),
-                              " ".join(str(st.get("last", "")).split()))
+                              " ".join(str(st.get("last") or st.get("phase_detail") or "").split()))
             bar = Table.grid(padding=(0, 1))
             bar.add_row(ProgressBar(total=max(1, self.total), completed=self.done, width=60),
                         Text(f"{self.done}/{self.total}"))
-            return Group(Text(self.headline(), style="bold"), bar, table)
+            head = Text(self.headline() + (f" | {self._note}" if self._note else ""), style="bold")
+            return Group(head, bar, table)

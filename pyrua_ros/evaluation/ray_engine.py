@@ -193,6 +193,12 @@ class RayEngine:
         self.closing = False
         self.temp_dir: pathlib.Path | None = None   # a private instance's own session folder (private_temp_dir)
 
+    def start_note(self) -> str:
+        """What :meth:`start` is about to do, for the progress view (a private start takes tens of seconds)."""
+        if self.address:
+            return f"joining the Ray cluster at {self.address}"
+        return "starting a private Ray instance on this machine (loopback only; this takes a while)"
+
     def start(self) -> None:
         if self.address:   # both are read when ray is imported: they must come first
             cluster_token_environment()

@@ -95,6 +95,9 @@ class Coordinator:
             return self.outcome
         self._set_aside_earlier_attempts()
         try:
+            note = getattr(self.engine, "start_note", None)
+            if note is not None and note():
+                self.progress.note(note())
             try:
                 self.engine.start()
             except Exception as exc:   # Ray unreachable or refusing us, a worker that cannot be spawned, ...

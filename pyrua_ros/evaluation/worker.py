@@ -41,10 +41,14 @@ def isolate_ros_domain() -> int:
     return domain
 
 
+#: the episode phases as an evaluation's workers show them (the episode's ``shutdown`` writes the records)
+PHASE_NAMES = {"shutdown": "records"}
+
+
 class _StatusRelay:
-    """The ``progress`` object ``play`` reports to: forwards the agent status after every turn, and a message
-    (a model request being retried) as the status's ``last``, to a callback (phases and the per-second ticks stay
-    in the worker)."""
+    """The ``progress`` object ``play`` reports to: forwards the agent status after every turn, each phase (boot,
+    reset, card, prompt, agent, records) as ``{"phase", "phase_detail"}``, and a message (a model request being
+    retried) as the status's ``last``, to a callback (the per-second ticks stay in the worker)."""
 
     def __init__(self, callback: Callable[[dict[str, Any]], None]):
         self.callback = callback
@@ -56,7 +60,8 @@ class _StatusRelay:
             self.callback(dict(status))
 
     def phase(self, name: str, detail: str = "", *, elapsed_s: float | None = None) -> None:
-        pass
+        with contextlib.suppress(Exception):
+            self.callback({"phase": PHASE_NAMES.get(name, name), "phase_detail": detail})
 
     def tick(self, status: dict[str, Any]) -> None:
         pass
@@ -87,7 +92,7 @@ class EpisodeWorker:
                 self.host.close()
         self.host, self._host_key = None, None
 
-    def _open_host(self, episode, cuda_device: str | None = None) -> None:
+    def _open_host(self, episode, cuda_device: str | None = None, on_phase=None) -> None:
         """An open host for ``episode`` (EpisodeSettings): the current one, or a new one when the driver, its
         clock or the VLA server command differ or the driver died (``cuda_device``: the server's GPU)."""
         from pyrua_ros.agent.run.episode import EpisodeHost
@@ -97,7 +102,7 @@ class EpisodeWorker:
         if self.host is not None and (key != self._host_key or (driver is not None and not driver.alive())):
             self._close_host()
         if self.host is None:
-            host = EpisodeHost(episode, cuda_device=cuda_device)
+            host = EpisodeHost(episode, cuda_device=cuda_device, on_phase=on_phase)
             try:
                 host.open(self.driver_log)
             except BaseException:
@@ -118,7 +123,8 @@ class EpisodeWorker:
         t0 = time.monotonic()
         offset = self.driver_log.stat().st_size if self.driver_log.exists() else 0
         try:
-            self._open_host(cfg.episode, cfg.compat.cuda_device)
+            self._open_host(cfg.episode, cfg.compat.cuda_device,
+                            on_phase=(lambda name, detail="": progress.phase(name, detail)) if progress else None)
             play(cfg, progress=progress, host=self.host)
         finally:
             if self.host is not None and self.host.driver is not None:

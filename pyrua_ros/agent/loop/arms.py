@@ -114,6 +114,12 @@ class LoopAgent:
         return self.cfg.agent.budget_s
 
     @property
+    def model_calls(self) -> bool:
+        """True when a model chooses the calls (a model runtime or an outside MCP client), so it could call a VLA
+        skill the primitive set lacks; a replay plays back recorded code."""
+        return self.cfg.agent.runtime != "replay"
+
+    @property
     def uses_model(self) -> bool:
         """True when a model made the calls (not a replay, not an outside MCP client)."""
         return self.cfg.agent.runtime not in ("replay", MCP_RUNTIME)

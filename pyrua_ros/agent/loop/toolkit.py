@@ -139,7 +139,8 @@ class ArmToolkit:
             self._attach_images(reply, moved)
         record = TurnRecord(index=len(self.turns), tool=name, elapsed_s=round(time.monotonic() - started, 3),
                             ok=reply.ok, moved=moved, env_steps=env_steps, terminated=self._done(),
-                            sandbox_flags=tuple(flags), usage=_usage_dict(usage), model_latency_s=latency_s)
+                            sandbox_flags=tuple(flags), usage=_usage_dict(usage), model_latency_s=latency_s,
+                            first_call=ledger_mark, calls=len(self.host.ledger.records) - ledger_mark)
         self.turns.append(record)
         if flags:
             self.sandbox_flags.append({"turn": record.index, "flags": flags})

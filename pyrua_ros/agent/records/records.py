@@ -491,7 +491,8 @@ class TurnRecord:
     (python|run_program|finish|...), ``elapsed_s`` (3 dp), ``ok`` (no ``error`` key in the result), ``moved`` (a
     stateful call ran), ``env_steps`` (frame delta), ``terminated`` (``robo.done`` after the turn),
     ``sandbox_flags``. Our additions, written only when set: ``usage`` (token usage of the model request that
-    made this call) and ``model_latency_s``."""
+    made this call), ``model_latency_s``, and ``first_call`` / ``calls`` (the turn's ``robo`` calls are the
+    calls.jsonl rows ``first_call`` .. ``first_call + calls - 1``)."""
 
     index: int
     tool: str
@@ -503,6 +504,8 @@ class TurnRecord:
     sandbox_flags: tuple[str, ...] = ()
     usage: dict[str, Any] | None = None
     model_latency_s: float | None = None
+    first_call: int | None = None
+    calls: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The reference keys (``elapsed_s`` rounded to 3 dp), then our optional ones when set."""
@@ -513,6 +516,8 @@ class TurnRecord:
             data["usage"] = dict(self.usage)
         if self.model_latency_s is not None:
             data["model_latency_s"] = round(float(self.model_latency_s), 3)
+        if self.first_call is not None and self.calls is not None:
+            data["first_call"], data["calls"] = self.first_call, self.calls
         return data
 
 

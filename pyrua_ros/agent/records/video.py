@@ -148,18 +148,40 @@ class EpisodeVideo:
         j = bisect.bisect_right(starts, t + 1e-6) - 1
         return step, success, (self.turns[j][1] if j >= 0 else None)
 
+    def _clock(self) -> tuple[float, float, float] | None:
+        """(first stamp, last stamp, frames per second) of the video, None without frames (lock held)."""
+        for frames in self.frames.values():
+            frames.sort(key=lambda f: f[0])
+        stamps = sorted(s for frames in self.frames.values() for s, _f in frames)
+        if not stamps:
+            return None
+        fps = frame_rate([s for s, _f in self.frames[self.cameras[0]]] if self.frames[self.cameras[0]] else stamps)
+        return stamps[0], stamps[-1], fps
+
+    def index(self) -> dict:
+        """When things happen in the video (``episode_video.json``, read by the episode viewer): ``fps``, the sim
+        times of its first and last frame [s], ``hold_s``, and ``turns`` ``[{turn, sim_time, video_s}]`` (when each
+        turn began, in seconds of video); empty without frames."""
+        with self._lock:
+            clock = self._clock()
+            if clock is None:
+                return {}
+            t0, t1, fps = clock
+            turns = [{"turn": n, "sim_time": round(s, 6), "video_s": round(max(0.0, s - t0), 3)}
+                     for s, n in sorted(self.turns)]
+        return {"fps": fps, "start_sim_time": round(t0, 6), "end_sim_time": round(t1, 6), "hold_s": HOLD_S,
+                "turns": turns}
+
     def compose(self, *, success: bool | None = None) -> tuple[list[np.ndarray], float]:
         """The video frames and their rate: real-time frames from the first stamp to the last, then the final
         state held for :data:`HOLD_S` (its overlay shows ``success`` when given)."""
         with self._lock:
-            for frames in self.frames.values():
-                frames.sort(key=lambda f: f[0])
             self.timeline.sort()
-            stamps = sorted(s for frames in self.frames.values() for s, _f in frames)
-            if not stamps:
+            clock = self._clock()
+            if clock is None:
                 return [], DEFAULT_FPS
-            fps = frame_rate([s for s, _f in self.frames[self.cameras[0]]] if self.frames[self.cameras[0]]
-                             else stamps)
+            stamps = (clock[0], clock[1])
+            fps = clock[2]
             tile = self._size()
             t0, t1 = stamps[0], stamps[-1]
             n = int(np.floor((t1 - t0) * fps + 1e-6)) + 1

@@ -206,6 +206,7 @@ th { background: #f3f5f8; } td.l, th.l { text-align: left; } tr.total td { font-
 td.ok { color: #19743a; font-weight: 600; } td.no { color: #a3262a; } td.infra { color: #8a5a00; }
 pre { font-size: 12px; background: #f7f8fa; padding: 10px; overflow-x: auto; }
 svg text { font-family: inherit; font-size: 12px; fill: #1d2330; }
+td.reason { white-space: normal; max-width: 420px; text-align: left; }
 """
 BAR, WHISKER, GRID = "#3f6fd8", "#17254a", "#dde2ea"
 
@@ -265,9 +266,13 @@ def _rate_note(g: dict[str, Any]) -> str:
 
 
 def html_report(report: dict[str, Any], metrics: Sequence[EpisodeMetrics], title: str, *,
-                generated: str = "") -> str:
-    """A self-contained HTML page: overview chart and table, a per-task chart per suite, the episode table."""
-    header = [name for name, _, _ in REPORT_COLUMNS]
+                generated: str = "", header: str = "", tasks: dict[str, str] | None = None,
+                episodes: str | None = None) -> str:
+    """A self-contained HTML page: overview chart and table, a per-task chart per suite, the episode table.
+
+    ``header``: HTML placed under the overview (the configuration); ``tasks``: HTML per suite placed under its chart
+    (a per-task table); ``episodes``: HTML replacing the plain episode table (one with links)."""
+    extra_tasks, columns = tasks, [name for name, _, _ in REPORT_COLUMNS]
     rows = [_report_row(s, g) for s, g in report["suites"].items()] + [_report_row(OVERALL, report["overall"])]
     overview = [(s, g["success_rate"], g["ci95"], _rate_note(g)) for s, g in report["suites"].items()]
     overview.append((OVERALL, report["overall"]["success_rate"], report["overall"]["ci95"],
@@ -279,21 +284,25 @@ def html_report(report: dict[str, Any], metrics: Sequence[EpisodeMetrics], title
         f'<p class="meta">{html.escape(generated)} {len(metrics)} episode(s). Success rate with a Wilson 95% '
         f"interval; {html.escape(_infra_note(report))}.</p>",
         '<h2 id="overview">Success rate per suite</h2>', bar_chart(overview),
-        _html_table(header, rows, total_last=True),
+        _html_table(columns, rows, total_last=True),
         f"<p class=\"meta\">Statuses: {html.escape(_statuses_text(report['overall']['statuses']))}</p>",
+        header,
     ]
     causes = _cause_lines(report)
     if causes:
         parts += ['<h2 id="infra">Infrastructure failures and their causes</h2>',
                   "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in causes) + "</ul>"]
     for suite, g in report["suites"].items():
-        tasks = [(f"task {task.rpartition(':')[2]}", t["success_rate"], _task_interval(t), _rate_note(t))
+        task_bars = [(f"task {task.rpartition(':')[2]}", t["success_rate"], _task_interval(t), _rate_note(t))
                  for task, t in g["tasks"].items()]
         parts += [f'<h2 id="suite-{html.escape(suite)}">{html.escape(suite)}: {_rate_note(g)}</h2>',
-                  bar_chart(tasks, label_width=110)]
+                  bar_chart(task_bars, label_width=110), (extra_tasks or {}).get(suite, "")]
     episode_rows = [[m.system, m.task, "-" if m.seed is None else m.seed, _ok_word(m), m.status,
                      _dash(m.turns), _dash(m.calls), _dash(m.env_steps), _num(m.wall_time_s),
                      _dash(m.input_tokens), _dash(m.output_tokens)] for m in metrics]
+    if episodes is not None:
+        parts += [episodes, "</body></html>"]
+        return "\n".join(parts)
     parts += ['<h2 id="episodes">Episodes</h2>',
               _html_table(["system", "task", "seed", "ok", "status", "turns", "calls", "steps", "wall_s", "in_tok",
                            "out_tok"], episode_rows, left=2),
@@ -318,8 +327,12 @@ def chromium_command(extra: Sequence[str], page: Path, user_data_dir: Path) -> l
     return [binary, *CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", *extra, page.resolve().as_uri()]
 
 
-def screenshot(page: Path, png: Path, *, width: int = 1280, height: int = 1600, timeout_s: float = 120.0) -> Path:
-    """Render ``page`` in headless Chromium and save a PNG of the window; RuntimeError when that fails."""
+def screenshot(page: Path, png: Path, *, width: int = 1280, height: int = 1600, timeout_s: float = 120.0,
+               fit: bool = False) -> Path:
+    """Render ``page`` in headless Chromium and save a PNG of the window; RuntimeError when that fails.
+
+    ``fit``: the window is ``height`` tall at most and the blank bottom of the page is cut off, so the picture is as
+    tall as the content (and never less than 200 px)."""
     png = Path(png).resolve()
     png.parent.mkdir(parents=True, exist_ok=True)
     png.unlink(missing_ok=True)
@@ -338,7 +351,24 @@ def screenshot(page: Path, png: Path, *, width: int = 1280, height: int = 1600, 
             proc.wait()
     if not png.is_file() or png.stat().st_size == 0:
         raise RuntimeError(f"Chromium wrote no screenshot (exit {proc.returncode}): {err.strip()[-500:]}")
+    if fit:
+        _crop_blank_bottom(png)
     return png
+
+
+def _crop_blank_bottom(png: Path, margin: int = 24, least: int = 200) -> None:
+    """Cut the rows below the last one that differs from the bottom row's colour (the page's background)."""
+    import cv2
+    import numpy as np
+
+    image = cv2.imread(str(png), cv2.IMREAD_UNCHANGED)
+    if image is None:
+        return
+    background = image[-1:, :, :]
+    used = np.flatnonzero(np.any(image != background, axis=(1, 2)))
+    bottom = max(least, int(used[-1]) + 1 + margin if used.size else least)
+    if bottom < image.shape[0]:
+        cv2.imwrite(str(png), image[:bottom])
 
 
 def _task_interval(t: dict[str, Any]) -> dict | None:

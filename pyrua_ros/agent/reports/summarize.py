@@ -14,9 +14,12 @@ from typing import Any
 
 from pyrua_ros.agent.records.records import now_iso
 from pyrua_ros.agent.records.text import printable
+from pyrua_ros.agent.reports import episodes as episodes_mod
 from pyrua_ros.agent.reports import report as report_mod
 from pyrua_ros.agent.reports.metrics import EpisodeMetrics, aggregate, format_table, load_metrics
 from pyrua_ros.agent.reports.report import suite_report
+
+DEFAULT_TITLE = "Evaluation report"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,9 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--html", type=Path, default=None, metavar="FILE",
                         help="also write a self-contained HTML report (tables + success-rate charts)")
     parser.add_argument("--markdown", type=Path, default=None, metavar="FILE", help="also write a Markdown report")
+    parser.add_argument("--csv", type=Path, default=None, metavar="FILE",
+                        help="also write one CSV row per episode (suite, task, instruction, seed, status, reason, "
+                             "success, turns, calls, steps, tokens, wall_s, run_dir)")
     parser.add_argument("--screenshot", type=Path, default=None, metavar="PNG",
                         help="with --html: render the page in headless Chromium and save a PNG of it")
-    parser.add_argument("--title", default=None, help="report title (default: the paths given)")
+    parser.add_argument("--title", default=None, help=f"report title (default {DEFAULT_TITLE!r})")
 
 
 def summary_json(metrics: Sequence[EpisodeMetrics], *, count_errors_as_failures: bool = False) -> dict[str, Any]:
@@ -53,6 +59,20 @@ def summary_json(metrics: Sequence[EpisodeMetrics], *, count_errors_as_failures:
     kw = {"count_errors_as_failures": count_errors_as_failures}
     return {**aggregate(metrics, **kw), **suite_report(metrics, **kw),
             "runs": [m.to_json() for m in metrics]}
+
+
+def write_views(rows) -> None:
+    """The viewer page (``view.html``) of every episode read from a run directory, for the report's links; one that
+    cannot be written is left out of the links (one line on stderr)."""
+    from pyrua_ros.agent.reports.viewer import write_view
+
+    for row in rows:
+        if row.run_dir is None:
+            continue
+        try:
+            write_view(row.run_dir)
+        except (OSError, ValueError) as exc:
+            print(f"summarize: no viewer page for {row.run_dir}: {exc}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,17 +86,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"summarize: {printable(str(exc))}", file=sys.stderr)
         return 2
     summary = summary_json(metrics, count_errors_as_failures=args.count_errors_as_failures)
-    title = args.title or "pyrua_ros evaluation: " + ", ".join(str(p) for p in args.paths)
+    title = args.title or DEFAULT_TITLE
+    rows = episodes_mod.episode_rows(metrics)
     try:
         if args.html is not None:
-            page = report_mod.html_report(summary, metrics, title, generated=f"Generated {now_iso()}.")
             args.html.parent.mkdir(parents=True, exist_ok=True)
+            write_views(rows)
+            config = episodes_mod.eval_config(args.paths)
+            generated = f"Generated {now_iso()} from {', '.join(str(p) for p in args.paths)}."
+            page = report_mod.html_report(
+                summary, metrics, title, generated=generated, header=episodes_mod.config_html(config),
+                tasks={suite: episodes_mod.tasks_html(rows, suite) for suite in summary["suites"]},
+                episodes=episodes_mod.episodes_html(rows, args.html))
             args.html.write_text(page, encoding="utf-8")
+        if args.csv is not None:
+            episodes_mod.write_csv(args.csv, rows)
         if args.markdown is not None:
             args.markdown.parent.mkdir(parents=True, exist_ok=True)
             args.markdown.write_text(report_mod.markdown_report(summary, metrics, title), encoding="utf-8")
         if args.screenshot is not None:
-            report_mod.screenshot(args.html, args.screenshot)
+            report_mod.screenshot(args.html, args.screenshot, height=4000, fit=True)
     except (OSError, RuntimeError) as exc:
         print(f"summarize: {exc}", file=sys.stderr)
         return 2

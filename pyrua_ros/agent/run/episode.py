@@ -68,6 +68,8 @@ class DriverProcess:
         values = {"robot": episode.driver, "suite": episode.suite, "task": str(episode.task),
                   "seed": str(episode.seed), "max_episode_steps": str(episode.max_episode_steps),
                   "clock_mode": episode.clock}
+        if episode.video_fps is not None:
+            values["camera_rate_hz"] = str(episode.video_fps)
         nodes = [n for n in graph.plan(values) if not n.is_agent and n.key in ("sim", "fake")]
         if len(nodes) != 1:
             raise BootError(f"driver {episode.driver!r}: expected one driver node, planned {[n.key for n in nodes]}")
@@ -321,9 +323,9 @@ class Episode:
             self.notes.append("--cuda-device (without --vla-server-cmd) and RPENT_ROOT (beyond --guides) have no "
                               "meaning for a ROS backend; recorded only")
         fallback = self.settings.vla_fallback
-        if fallback:   # loud: the seed model was trained with the VLA skills
+        if fallback and getattr(self.strategy, "model_calls", False):   # a model could call a VLA skill: say so
             self.notes.append(fallback)
-            print(f"pyrualean: {fallback}", file=sys.stderr, flush=True)
+            print(f"note: {fallback}", file=sys.stderr, flush=True)
 
     def boot(self) -> None:
         e = self.settings
@@ -615,6 +617,8 @@ class Episode:
                         self.video.add_frame(camera, frame.stamp, frame.color)
             if self.video.write(self.out / "episode.mp4", success=bool(final.get("success"))) == 0:
                 self.notes.append("episode.mp4 not written: no camera frames arrived")
+            else:
+                self.records.write_json("episode_video.json", self.video.index())
         finally:
             self.video.close()
 

@@ -97,6 +97,11 @@ class EpisodeSettings:
     clock: str = setting("lockstep", help="driver clock: lockstep (one control step per command) or realtime "
                                           "(20 Hz wall clock, last command held)", choices=CLOCK_MODES,
                          name="clock_mode", scope="driver")
+    video_fps: float | None = setting(None, help="the driver's camera stream rate, so the frame rate of episode.mp4 "
+                                                 "[frames per second of sim time]: 20 = one frame per control step "
+                                                 "(more renders and a larger episode.mcap; docs/MEASURED.md)",
+                                      unset="the driver's camera_rate_hz (2)", name="camera_rate_hz", scope="driver",
+                                      metavar="FPS")
     primitives: str = setting("full", help="primitive set: full (what the seed model was trained with; needs a "
                                            "VLA policy server, --vla-endpoint or --vla-server-cmd: without one the "
                                            "episode says so and runs no-vla) or no-vla", choices=PRIMITIVE_SETS,
@@ -119,6 +124,8 @@ class EpisodeSettings:
         _at_least("--task", self.task, 0)
         _at_least("--seed", self.seed, 0)
         _at_least("--max-episode-steps", self.max_episode_steps, 1)
+        if self.video_fps is not None:
+            _at_least("--video-fps", self.video_fps, 0, strict=True)
         _at_least("--vla-server-timeout-s", self.vla_server_timeout_s, 0, strict=True)
         if self.vla_server_cmd and self.primitives == "no-vla":
             raise SettingError("--vla-server-cmd starts a VLA policy server for the full primitive set; "
