@@ -60,7 +60,7 @@ class DriverProcess:
 
         values = {"robot": episode.driver, "suite": episode.suite, "task": str(episode.task),
                   "seed": str(episode.seed), "max_episode_steps": str(episode.max_episode_steps),
-                  "clock_mode": episode.clock}
+                  "clock_mode": episode.clock, "blas_kernel": episode.blas_kernel}
         nodes = [n for n in graph.plan(values) if not n.is_agent and n.key in ("sim", "fake")]
         if len(nodes) != 1:
             raise BootError(f"driver {episode.driver!r}: expected one driver node, planned {[n.key for n in nodes]}")
