@@ -103,8 +103,45 @@ def test_the_same_program_takes_the_same_trajectory_in_process_over_ros_fresh_re
         assert result["environment_success"] is True, result
         assert result["state_digest"] is not None, "result.json records the state digest"
         assert result["state_digest"]["steps"] == result["env_steps_total"]
+        # the sim node says where its digest compares: its BLAS kernel, the same as this process's environment's
+        assert result["state_digest"]["scope"] == reference["scope"] != ""
         label = "over ROS, " + ("fresh driver" if k == 0 else "reused driver, busy loops")
         runs.append((label, result["state_digest"]))
     for label, digest in runs:
         why = sd.describe_difference(reference, digest)
         assert why is None, f"{label}: {why}"
+
+
+@pytest.mark.unit
+def test_blas_kernel_haswell_pins_the_driver_process_only_and_digests_name_their_scope():
+    from pyrua_ros.bringup import graph
+    from pyrua_ros.sim_interfaces import blas
+    from pyrua_ros.sim_interfaces.status import EpisodeStatus
+
+    pinned = {n.key: n.env for n in graph.plan({"blas_kernel": "haswell"})}
+    assert pinned["sim"]["OPENBLAS_CORETYPE"] == "Haswell" and "OPENBLAS_CORETYPE" not in pinned["agent"]
+    fake = {n.key: n.env for n in graph.plan({"blas_kernel": "haswell", "robot": "fake"})}
+    assert fake["fake"]["OPENBLAS_CORETYPE"] == "Haswell"
+    assert all("OPENBLAS_CORETYPE" not in n.env for n in graph.plan({}))   # native: the environment as it is
+    with pytest.raises(ValueError, match="haswell"):
+        blas.environment("skylake")
+    # this process's kernel is what the digest scope names; asking for another one is refused, not ignored
+    scope = blas.digest_scope()
+    assert (scope.startswith("openblas ") and scope.endswith(" on x86_64")) or "unknown" in scope
+    if scope.split(" on ")[0].endswith(" Haswell"):
+        blas.require("haswell")
+    else:
+        with pytest.raises(blas.BlasKernelError, match="OPENBLAS_CORETYPE=Haswell"):
+            blas.require("haswell")
+    # a status carries the scope, and one of an earlier driver (no key) still parses
+    status = {"episode_id": 1, "suite": "s", "task": 0, "seed": 0, "task_language": "", "step": 0, "sim_time": 0.0,
+              "success": False, "terminated": False, "truncated": False, "max_episode_steps": 1,
+              "object_names": [], "clock_mode": "lockstep", "estop": False, "gripper_opening": 0.0,
+              "gripper_target": 0.0, "state_digest": "ab"}
+    assert EpisodeStatus.from_dict(status).digest_scope == ""
+    trace = sd.StateTrace()
+    trace.observe(EpisodeStatus.from_dict({**status, "digest_scope": scope}))
+    assert trace.summary()["scope"] == scope
+    a = trace.summary()
+    b = {**a, "final": "cd", "per_step": ["cd"], "scope": "openblas 0.3.31 SkylakeX on x86_64"}
+    assert "different digest scopes" in sd.describe_difference({**a, "scope": "openblas 0.3.31 Haswell on x86_64"}, b)

@@ -43,6 +43,7 @@ import yaml
 
 from pyrua_ros.agent.settings.schema import convert_text
 from pyrua_ros.driver import interfaces
+from pyrua_ros.sim_interfaces import blas
 
 PACKAGE = "pyrua_ros"
 LAUNCH_NAMES = ("libero_sim",)
@@ -336,10 +337,12 @@ def plan(values: Mapping[str, str]) -> tuple[PlannedNode, ...]:
         if spec.sim_time_follower:
             params["use_sim_time"] = typed["use_sim_time"]
         arguments: tuple[str, ...] = ("-d", str(cfg / RVIZ_CONFIG)) if spec.key == "rviz" else ()
+        # the driver's physics on the BLAS kernel asked for: set before its NumPy loads (sim_interfaces/blas.py)
+        node_env = {**env, **(blas.environment(typed["blas_kernel"]) if spec.role == "driver" else {})}
         planned.append(PlannedNode(
             key=spec.key, package=spec.package, executable=spec.executable, name=spec.name, namespace=namespace,
             params_files=_params_files(spec, typed, cfg), parameters=params, remappings=spec.remappings(),
-            env=dict(env), arguments=arguments, shutdown_on_exit=spec.shutdown_on_exit,
+            env=node_env, arguments=arguments, shutdown_on_exit=spec.shutdown_on_exit,
             is_agent=spec.key == AGENT_KEY))
     return tuple(planned)
 

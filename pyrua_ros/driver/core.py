@@ -67,7 +67,7 @@ from pyrua_ros.driver.clock import make_clock
 from pyrua_ros.driver.convert import quat_to_matrix
 from pyrua_ros.driver.model import ArmModel, CameraImage, ModelEpisode
 from pyrua_ros.safety import EStop, SafetyEvent, SafetyFilter, SafetyLimits, refusal
-from pyrua_ros.sim_interfaces import state_digest
+from pyrua_ros.sim_interfaces import blas, state_digest
 from pyrua_ros.sim_interfaces.status import CLOCK_MODES, EpisodeStatus
 
 ZERO3 = (0.0, 0.0, 0.0)
@@ -177,6 +177,7 @@ class DriverCore:
         self.gripper_target = config.gripper_open_m
         self.goals: dict[str, ActiveGoal] = {}
         self.state_digest = ""     # chained digest of the physics state through the last step (state_digest.py)
+        self.digest_scope = blas.digest_scope()   # where that digest compares: this process's BLAS kernel
 
     # ---------------------------------------------------------------- episode
     def validate_episode(self, suite: str, task: int, seed: int, max_episode_steps: int) -> None:
@@ -212,7 +213,8 @@ class DriverCore:
                              max_episode_steps=e.max_episode_steps, object_names=tuple(sorted(e.object_names)),
                              clock_mode=self.config.clock_mode, estop=self.estop.active,
                              gripper_opening=round(float(self.model.gripper_opening()), 6),
-                             gripper_target=float(self.gripper_target), state_digest=self.state_digest)
+                             gripper_target=float(self.gripper_target), state_digest=self.state_digest,
+                             digest_scope=self.digest_scope if self.state_digest else "")
 
     def motion_refusal(self) -> str | None:
         """Why motion is refused now, or None."""

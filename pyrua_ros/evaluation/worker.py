@@ -97,7 +97,7 @@ class EpisodeWorker:
         clock or the VLA server command differ or the driver died (``cuda_device``: the server's GPU)."""
         from pyrua_ros.agent.run.episode import EpisodeHost
 
-        key = (episode.driver, episode.clock, episode.vla_server_cmd, cuda_device)
+        key = (episode.driver, episode.clock, episode.blas_kernel, episode.vla_server_cmd, cuda_device)
         driver = self.host.driver if self.host is not None else None
         if self.host is not None and (key != self._host_key or (driver is not None and not driver.alive())):
             self._close_host()

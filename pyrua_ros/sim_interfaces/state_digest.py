@@ -53,6 +53,7 @@ class StateTrace:
 
     def __init__(self) -> None:
         self.episode_id: int | None = None
+        self.scope = ""                   # the driver's digest scope (blas.digest_scope), from its statuses
         self._by_step: dict[int, str] = {}
         self._lock = threading.Lock()     # observed in a client's executor thread, read by the episode's
 
@@ -63,6 +64,7 @@ class StateTrace:
         with self._lock:
             if status.episode_id != self.episode_id:
                 self.episode_id, self._by_step = status.episode_id, {}
+            self.scope = getattr(status, "digest_scope", "") or self.scope
             self._by_step.setdefault(int(status.step), digest)
 
     def per_step(self) -> list[str | None]:
@@ -72,11 +74,13 @@ class StateTrace:
             return [self._by_step.get(k) for k in range(last + 1)]
 
     def summary(self) -> dict | None:
-        """``{"algorithm", "final", "steps", "missing", "per_step"}``, or None when no status carried a digest."""
+        """``{"algorithm", "scope", "final", "steps", "missing", "per_step"}`` (``scope``: where the digest compares,
+        e.g. ``"openblas 0.3.31 Haswell on x86_64"``; empty from a driver that does not say), or None when no
+        status carried a digest."""
         per_step = self.per_step()
         if not per_step:
             return None
-        return {"algorithm": ALGORITHM, "final": per_step[-1], "steps": len(per_step) - 1,
+        return {"algorithm": ALGORITHM, "scope": self.scope, "final": per_step[-1], "steps": len(per_step) - 1,
                 "missing": sum(1 for d in per_step if d is None), "per_step": per_step}
 
 
@@ -96,6 +100,10 @@ def describe_difference(a: dict | None, b: dict | None) -> str | None:
     k = first_difference(a["per_step"], b["per_step"])
     if k is None and a["final"] == b["final"]:
         return None
+    scopes = (a.get("scope") or "", b.get("scope") or "")
+    if all(scopes) and scopes[0] != scopes[1]:   # another BLAS kernel: bits were never expected to agree
+        return (f"the runs were made under different digest scopes ({scopes[0]} vs {scopes[1]}): digests compare "
+                "bit for bit only within one (blas_kernel haswell pins one across x86-64 CPUs)")
     if k is None:
         return f"final digests differ ({a['final']} vs {b['final']}) though every common step agrees"
     if k >= min(len(a["per_step"]), len(b["per_step"])):

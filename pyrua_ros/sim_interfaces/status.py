@@ -12,6 +12,7 @@ import json
 from typing import Literal
 
 CLOCK_MODES = ("lockstep", "realtime")
+OPTIONAL = ("digest_scope",)   # keys a status may omit (added after the schema's first version)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +28,9 @@ class EpisodeStatus:
     control step carries (set by a GripperCommand goal or the gripper target topic; open after a reset).
     state_digest: the chained digest of the physics state through this step
     (:mod:`pyrua_ros.sim_interfaces.state_digest`); empty from a driver that has no physics state to hash (a real
-    arm).
+    arm). digest_scope: where that digest compares bit for bit, the driver's BLAS kernel and machine
+    (:func:`pyrua_ros.sim_interfaces.blas.digest_scope`, e.g. ``"openblas 0.3.31 Haswell on x86_64"``); empty
+    where there is no digest. Optional in the JSON (a driver of an earlier version omits it).
     """
 
     episode_id: int
@@ -47,6 +50,7 @@ class EpisodeStatus:
     gripper_opening: float
     gripper_target: float
     state_digest: str = ""
+    digest_scope: str = ""
 
     def __post_init__(self):
         if self.clock_mode not in CLOCK_MODES:
@@ -68,7 +72,7 @@ class EpisodeStatus:
     @classmethod
     def from_dict(cls, data: dict) -> EpisodeStatus:
         names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in data]
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in data and f.name not in OPTIONAL]
         unknown = sorted(set(data) - set(names))
         if missing or unknown:
             raise ValueError(f"episode status: missing keys {missing}, unknown keys {unknown}; expected {names}")

@@ -76,8 +76,15 @@ class _Output:
 class InProcessDriver:
     """RobotBackend over the driver core and a LIBERO episode in this process (built once, reset per episode)."""
 
-    def __init__(self, *, lean_step: bool = True, params_file: pathlib.Path | None = None):
+    def __init__(self, *, lean_step: bool = True, params_file: pathlib.Path | None = None,
+                 blas_kernel: str = "native"):
+        """``blas_kernel``: the kernel this process must run on (``haswell``: started with
+        ``blas.environment("haswell")``; a clear BlasKernelError otherwise, as the pin cannot be set once NumPy is
+        loaded)."""
         from pyrua_ros.sim.arm import LiberoArm
+        from pyrua_ros.sim_interfaces import blas
+
+        blas.require(blas_kernel)
 
         self.names = load()
         values = sim_parameters(params_file)

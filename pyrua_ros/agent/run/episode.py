@@ -67,7 +67,7 @@ class DriverProcess:
 
         values = {"robot": episode.driver, "suite": episode.suite, "task": str(episode.task),
                   "seed": str(episode.seed), "max_episode_steps": str(episode.max_episode_steps),
-                  "clock_mode": episode.clock}
+                  "clock_mode": episode.clock, "blas_kernel": episode.blas_kernel}
         if episode.video_fps is not None:
             values["camera_rate_hz"] = str(episode.video_fps)
         nodes = [n for n in graph.plan(values) if not n.is_agent and n.key in ("sim", "fake")]

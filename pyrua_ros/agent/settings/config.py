@@ -36,6 +36,7 @@ from typing import Any
 from pyrua_ros.agent.settings.model import ModelSettings, is_loopback_url
 from pyrua_ros.agent.settings.modes import (
     ARMS,
+    BLAS_KERNELS,
     CLI_RUNTIMES,
     CLOCK_MODES,
     DRIVERS,
@@ -102,6 +103,11 @@ class EpisodeSettings:
                                                  "(more renders and a larger episode.mcap; docs/MEASURED.md)",
                                       unset="the driver's camera_rate_hz (2)", name="camera_rate_hz", scope="driver",
                                       metavar="FPS")
+    blas_kernel: str = setting("native", help="BLAS kernel of the driver's physics: native (the CPU's own; state "
+                                              "digests compare only between machines of one CPU family) or haswell "
+                                              "(OPENBLAS_CORETYPE=Haswell, which every x86-64 AVX2 CPU runs: "
+                                              "digests compare across Intel and AMD machines)", choices=BLAS_KERNELS,
+                               scope="graph")
     primitives: str = setting("full", help="primitive set: full (what the seed model was trained with; needs a "
                                            "VLA policy server, --vla-endpoint or --vla-server-cmd: without one the "
                                            "episode says so and runs no-vla) or no-vla", choices=PRIMITIVE_SETS,
@@ -120,6 +126,7 @@ class EpisodeSettings:
         _choice("--robot", self.robot, ROBOTS)
         _choice("--driver", self.driver, DRIVERS)
         _choice("--clock", self.clock, CLOCK_MODES)
+        _choice("--blas-kernel", self.blas_kernel, BLAS_KERNELS)
         _choice("--primitives", self.primitives, PRIMITIVE_SETS)
         _at_least("--task", self.task, 0)
         _at_least("--seed", self.seed, 0)

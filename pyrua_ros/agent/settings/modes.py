@@ -1,9 +1,13 @@
 """The agent's mode vocabularies, defined once. Everything that validates a mode string imports it from here.
 
-The primitive sets belong to the robot (``pyrua_ros.robo.libero``) and are re-exported.
+The primitive sets belong to the robot (``pyrua_ros.robo.libero``), the BLAS kernels to the driver's physics
+(``pyrua_ros.sim_interfaces.blas``); both are re-exported.
 """
 
 from pyrua_ros.robo.libero import PRIMITIVE_SETS
+from pyrua_ros.sim_interfaces.blas import KERNELS
+
+BLAS_KERNELS = tuple(KERNELS)                    # ("native", "haswell")
 
 ARMS = ("cells", "program", "tools")             # play arms; the prompt also knows "single-shot"
 CODE_ARMS = ("cells", "program")                 # arms whose tool runs model-written code in the kernel
@@ -23,6 +27,7 @@ PLAY_STATUSES = ("completed", "timeout", "call_budget", "planner_error", "error"
 BUDGET_MODES = ("calls", "wall")
 PROGRESS_MODES = ("auto", "rich", "plain", "off")
 
-__all__ = ["ARMS", "BUDGET_MODES", "CLI_RUNTIMES", "CLOCK_MODES", "CODE_ARMS", "DRIVERS", "FEEDBACK_MODES",
+__all__ = ["ARMS", "BLAS_KERNELS", "BUDGET_MODES", "CLI_RUNTIMES", "CLOCK_MODES", "CODE_ARMS", "DRIVERS",
+           "FEEDBACK_MODES",
            "FINISH_STATUSES", "IMAGE_POLICIES", "MCP_RUNTIME", "PLAY_STATUSES", "PRIMITIVE_SETS", "PROGRESS_MODES",
            "PROMPT_ARMS", "ROBOTS", "RUNTIMES", "TOOL_CHOICES"]

@@ -1,0 +1,68 @@
+"""The BLAS kernel a driver's physics runs on, and pinning it so state digests compare across CPUs.
+
+robosuite's OSC controller does its small matrix algebra through NumPy's BLAS (OpenBLAS in NumPy's wheels), and
+OpenBLAS picks a kernel per CPU at load time (``SkylakeX`` on an AVX-512 Xeon, ``Haswell`` on an AVX2 EPYC): the
+kernels sum in different orders, so the same program on the same instance takes bit-different trajectories on
+the two machines (docs/DESIGN.md, "Reproducibility"). MuJoCo's own SIMD paths come fixed with its wheel.
+
+``blas_kernel=haswell`` starts the driver process with ``OPENBLAS_CORETYPE=Haswell``: the AVX2 kernel every x86-64
+CPU of these families (Intel since Haswell, AMD since Zen) runs, so a state digest made there compares with one
+made on any such machine. The variable must be set before NumPy loads OpenBLAS, so it is a property of a process's
+start (:func:`environment`), never switched inside a running process; :func:`require` checks a running process.
+``native`` (the default) leaves the environment as it is.
+"""
+
+from __future__ import annotations
+
+import platform
+
+KERNELS = {"native": None, "haswell": "Haswell"}   # setting value -> OPENBLAS_CORETYPE
+ENV_VAR = "OPENBLAS_CORETYPE"
+
+
+class BlasKernelError(RuntimeError):
+    """The running process's BLAS kernel is not the one asked for (it was started without the pin)."""
+
+
+def environment(kernel: str) -> dict[str, str]:
+    """Environment variables that start a process on ``kernel`` (``{}`` for ``native``)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"blas_kernel must be one of {', '.join(KERNELS)}; got {kernel!r}")
+    core = KERNELS[kernel]
+    return {ENV_VAR: core} if core else {}
+
+
+def in_use() -> str:
+    """The BLAS this process runs NumPy on, e.g. ``"openblas 0.3.31 SkylakeX"`` (``"unknown"`` when not
+    inspectable). Imports NumPy, so OpenBLAS is loaded and its kernel fixed."""
+    import numpy  # noqa: F401  (loads the BLAS that threadpoolctl inspects)
+
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:   # a venv without it (the cross-distro one): the kernel is not known, so say so
+        return "unknown"
+
+    for lib in threadpool_info():
+        if lib.get("user_api") == "blas":
+            version = str(lib.get("version") or "").split(".")
+            return " ".join(x for x in (str(lib.get("internal_api", "blas")), ".".join(version[:3]),
+                                        str(lib.get("architecture") or "")) if x)
+    return "unknown"
+
+
+def digest_scope() -> str:
+    """Where a state digest made by this process compares: the BLAS kernel and the machine architecture, e.g.
+    ``"openblas 0.3.31 Haswell on x86_64"``. Two digests compare bit for bit only under the same scope (and the
+    same wheels); a ``native`` kernel other than Haswell names a CPU family, not a portable kernel."""
+    return f"{in_use()} on {platform.machine()}"
+
+
+def require(kernel: str) -> None:
+    """BlasKernelError unless this process runs on ``kernel`` (``native``: anything goes)."""
+    core = KERNELS.get(kernel, "?")
+    if core is None:
+        return
+    running = in_use()
+    if not running.endswith(f" {core}"):
+        raise BlasKernelError(f"blas_kernel {kernel} needs {ENV_VAR}={core} set before Python starts; this process "
+                              f"runs {running} (start it with `{ENV_VAR}={core} ...`)")
