@@ -11,6 +11,8 @@ import json
 import os
 import select
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -897,13 +899,21 @@ def test_a_hostile_episode_cannot_forge_success_release_the_estop_or_leak_the_ke
     assert result["status"] == "completed" and "\\ud800" in result["finish"]["summary"]
 
 
+def _play_cells_on_the_fake_arm(server, out: Path, *flags: str, timeout_s: float) -> subprocess.CompletedProcess:
+    """``pyrualean play`` of a cells episode on the fake arm against the scripted ``server``, quiet (no images, video,
+    bag or progress), with ``flags`` added; its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells", "--suite",
+         "fake_table", "--task", "0", "--driver", "fake", "--runtime", "openai", "--base-url", server.base_url,
+         "--images", "none", "--feedback", "pure", "--no-video", "--no-record", "--progress", "off",
+         "--no-preflight", *flags],
+        capture_output=True, text=True, timeout=timeout_s, cwd=sandbox.PACKAGE_ROOT)
+
+
 def test_a_robo_call_cannot_outlive_its_cell_or_the_episode_budget(tmp_path):
     """``set_gripper(1, steps=10**9)`` once ran 33 s in a 5 s cell and past the budget: now motion stops at the
     cell's deadline (the call raises, the cell is interrupted, the namespace kept), and at the wall budget the
     episode ends with ``timeout`` even though the model keeps asking for more."""
-    import subprocess
-    import sys
-
     from pyrua_ros.testing.chat_server import ChatServer, Reply
 
     endless = "kept = 1\nrobo.set_gripper(1, steps=10**9)"
@@ -911,12 +921,7 @@ def test_a_robo_call_cannot_outlive_its_cell_or_the_episode_budget(tmp_path):
         Reply(tool_calls=(("python", {"code": "print(kept)\nrobo.set_gripper(-1, steps=10**9)"}),))] * 6
     out = tmp_path / "run"
     with ChatServer(script) as server:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells", "--suite",
-             "fake_table", "--task", "0", "--driver", "fake", "--runtime", "openai", "--base-url", server.base_url,
-             "--images", "none", "--feedback", "pure", "--no-video", "--no-record", "--progress", "off",
-             "--no-preflight", "--cell-timeout-s", "3", "--budget-s", "8"],
-            capture_output=True, text=True, timeout=240, cwd=sandbox.PACKAGE_ROOT)
+        proc = _play_cells_on_the_fake_arm(server, out, "--cell-timeout-s", "3", "--budget-s", "8", timeout_s=240)
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "timeout", (result["status"], result["reason"], proc.stderr[-2000:])
     assert result["policy_wall_s"] < 8 + 5
@@ -975,9 +980,6 @@ def test_nothing_the_model_sends_raises_out_of_the_host_and_the_episode_goes_on(
     nested 100000 deep, a number out of range, a folder 1500 deep at the name the host once used for the next
     record, names of 245-255 bytes and a JPEG scan bomb each end as an error the model sees, and the episode goes on
     to its finish (each once ended it as ``error``, left out of the success rate)."""
-    import subprocess
-    import sys
-
     from pyrua_ros.testing.chat_server import ChatServer, Reply
 
     bomb = ("import io, struct\nfrom PIL import Image\nbuf = io.BytesIO()\n"
@@ -995,12 +997,7 @@ def test_nothing_the_model_sends_raises_out_of_the_host_and_the_episode_goes_on(
               Reply(tool_calls=(("finish", {"status": "success", "summary": "survived"}),))]
     out = tmp_path / "run"
     with ChatServer(script) as server:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--out", str(out), "--arm", "cells", "--suite",
-             "fake_table", "--task", "0", "--driver", "fake", "--runtime", "openai", "--base-url", server.base_url,
-             "--images", "none", "--feedback", "pure", "--no-video", "--no-record", "--progress", "off",
-             "--no-preflight", "--cell-timeout-s", "20"],
-            capture_output=True, text=True, timeout=300, cwd=sandbox.PACKAGE_ROOT)
+        proc = _play_cells_on_the_fake_arm(server, out, "--cell-timeout-s", "20", timeout_s=300)
     try:
         result = json.loads((out / "result.json").read_text())
         assert result["status"] == "completed", (result["status"], result["reason"], proc.stderr[-2000:])
