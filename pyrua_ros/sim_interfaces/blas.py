@@ -15,6 +15,7 @@ start (:func:`environment`), never switched inside a running process; :func:`req
 from __future__ import annotations
 
 import platform
+from pathlib import Path
 
 KERNELS = {"native": None, "haswell": "Haswell"}   # setting value -> OPENBLAS_CORETYPE
 ENV_VAR = "OPENBLAS_CORETYPE"
@@ -35,19 +36,29 @@ def environment(kernel: str) -> dict[str, str]:
 def in_use() -> str:
     """The BLAS this process runs NumPy on, e.g. ``"openblas 0.3.31 SkylakeX"`` (``"unknown"`` when not
     inspectable). Imports NumPy, so OpenBLAS is loaded and its kernel fixed."""
-    import numpy  # noqa: F401  (loads the BLAS that threadpoolctl inspects)
+    import numpy  # loads the BLAS that threadpoolctl inspects
 
     try:
         from threadpoolctl import threadpool_info
     except ImportError:   # a venv without it (the cross-distro one): the kernel is not known, so say so
         return "unknown"
 
-    for lib in threadpool_info():
-        if lib.get("user_api") == "blas":
-            version = str(lib.get("version") or "").split(".")
-            return " ".join(x for x in (str(lib.get("internal_api", "blas")), ".".join(version[:3]),
-                                        str(lib.get("architecture") or "")) if x)
+    # NumPy's own BLAS (in numpy.libs/ of a wheel, or inside numpy/): SciPy ships a second OpenBLAS of another
+    # version, and threadpoolctl lists the two in no fixed order, so "the first BLAS" can differ between processes
+    site = Path(numpy.__file__).resolve().parent.parent
+    blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    blas.sort(key=lambda lib: not _ships_with_numpy(Path(str(lib.get("filepath", ""))), site))
+    for lib in blas:
+        version = str(lib.get("version") or "").split(".")
+        return " ".join(x for x in (str(lib.get("internal_api", "blas")), ".".join(version[:3]),
+                                    str(lib.get("architecture") or "")) if x)
     return "unknown"
+
+
+def _ships_with_numpy(library: Path, site: Path) -> bool:
+    """Whether ``library`` is NumPy's (under ``site``/numpy or ``site``/numpy.libs)."""
+    library = library.resolve()
+    return library.is_relative_to(site) and library.relative_to(site).parts[0] in ("numpy", "numpy.libs")
 
 
 def digest_scope() -> str:
