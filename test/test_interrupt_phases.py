@@ -98,3 +98,34 @@ def _summarize(path: Path, flags: list[str]) -> dict:
     with contextlib.redirect_stdout(buffer):
         assert S.main([str(path), "--json", *flags]) == 0
     return json.loads(buffer.getvalue())
+
+
+class SignalAt(InterruptAt):
+    """A progress object that sends this process a real SIGINT at each phase in ``where``."""
+
+    def __init__(self, *where: str):
+        super().__init__(None)
+        self.phases = where
+
+    def phase(self, name: str, detail: str = "", *, elapsed_s: float | None = None) -> None:
+        if name in self.phases:
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_a_second_ctrl_c_while_the_records_are_written_is_ignored(tmp_path, host, capfd):
+    """`timeout -s INT` signals the process and then its group, and an impatient user presses Ctrl-C twice: the
+    second SIGINT arrives while the episode writes its records. It is reported and ignored, the episode's status
+    stays ``interrupted`` and its records are all written (it used to escape the shutdown, once leaving the
+    status the episode started with: ``error`` with no reason)."""
+    from pyrua_ros.agent.run.episode import play
+
+    out = tmp_path / "run"
+    play(_config(out), progress=SignalAt("agent", "shutdown"), host=host)
+    record = json.loads((out / "result.json").read_text())
+    assert (record["status"], record["reason"]) == ("interrupted", "interrupted"), record
+    assert [n for n in record["notes"] if n.startswith("interrupted")] == ["interrupted by SIGINT"], record
+    assert "signal 2 while the episode writes its records: ignored" in capfd.readouterr().err
+    assert (out / "calls.jsonl").exists()

@@ -14,9 +14,9 @@
 
 ``result.json`` is written first as a placeholder that says the episode is running (so a process killed with
 SIGKILL still leaves a record that says what happened), then rewritten in ``finally`` whatever happened: model
-server, simulator or cell failures included. SIGTERM and SIGHUP become KeyboardInterrupt so the ``finally`` runs;
-an interrupted episode's status is ``interrupted`` (never a success, in no rate). Once interrupted, or once the
-shutdown has begun, further SIGTERMs and SIGHUPs are ignored, and the shutdown waits for nothing the interrupt
+server, simulator or cell failures included. SIGINT, SIGTERM and SIGHUP (those the process does not ignore) become
+KeyboardInterrupt so the ``finally`` runs; an interrupted episode's status is ``interrupted`` (never a success, in
+no rate). Once interrupted, or once the shutdown has begun, further ones are ignored, and the shutdown waits for nothing the interrupt
 stopped (the driver's last stream frames, a final capture), so the records are complete within the 5 s that
 ``ros2 launch`` waits before it escalates to SIGTERM.
 
@@ -250,9 +250,10 @@ class AgentStrategy(Protocol):
 
 
 class _FirstSignalInterrupts:
-    """SIGTERM/SIGHUP handler of an episode: the first raises KeyboardInterrupt (so the episode's ``finally`` still
-    writes its records); once ``done`` (an interrupt was handled, or the shutdown began) they are reported and
-    ignored, so a launch's escalation cannot break the records half-written."""
+    """SIGINT/SIGTERM/SIGHUP handler of an episode: the first raises KeyboardInterrupt (so the episode's ``finally``
+    still writes its records); once ``done`` (an interrupt was handled, or the shutdown began) they are reported and
+    ignored, so a second Ctrl-C (a terminal's, or ``timeout -s INT``'s to the process and then its group) or a
+    launch's escalation cannot break the records half-written, nor skip the status the first one set."""
 
     def __init__(self):
         self.done = False
@@ -481,7 +482,9 @@ class Episode:
     # ------------------------------------------------------------------ the whole episode
     def run(self):
         """Run every step; returns the result record that was written to ``<out>/result.json``."""
-        old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+        # SIGINT only where it is not ignored (a job started with `nohup` or `&` by a script keeps ignoring it)
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+               if signal.getsignal(s) is not signal.SIG_IGN}
         interrupts = _FirstSignalInterrupts()
         with contextlib.suppress(ValueError):  # only the main thread may install handlers
             for s in old:
