@@ -284,6 +284,33 @@ def assert_complete_recording(run: pathlib.Path) -> None:
     assert b"ftyp" in video[:16] and b"moov" in video, len(video)
 
 
+def recorded_so_far(mcap: pathlib.Path) -> dict[str, int]:
+    """Messages per topic in the part of a still-growing episode.mcap written so far."""
+    from mcap.records import Channel, Message
+    from mcap.stream_reader import StreamReader
+
+    topics, counts = {}, {}
+    try:
+        with open(mcap, "rb") as fh:
+            for record in StreamReader(fh).records:
+                if isinstance(record, Channel):
+                    topics[record.id] = record.topic
+                elif isinstance(record, Message):
+                    topic = topics.get(record.channel_id, "")
+                    counts[topic] = counts.get(topic, 0) + 1
+    except Exception:   # the file ends mid-record while it is written (or does not exist yet)
+        pass
+    return counts
+
+
+def every_camera_streamed(run: pathlib.Path) -> bool:
+    """The agent has recorded frames of every camera stream: the video has something to show."""
+    from pyrua_ros.driver.interfaces import load
+
+    names, counts = load(), recorded_so_far(run / "episode.mcap")
+    return all(counts.get("/" + names.driver.color(c).lstrip("/"), 0) >= 2 for c in names.robot.cameras)
+
+
 @pytest.mark.parametrize("stop", ["ctrl-c", "ctrl-c-twice", "sigterm", "sigkill"])
 def test_interrupts_leave_complete_records_and_no_process(tools, tmp_path, stop):
     """Ctrl-C once or twice, as a terminal sends it to every process group of the graph, or SIGTERM or SIGKILL to
@@ -303,9 +330,11 @@ def test_interrupts_leave_complete_records_and_no_process(tools, tmp_path, stop)
         def kernel_started():
             nonlocal agent
             agent = agent_running_its_kernel(launch.pid, tmp_path / "run")
-            return agent is not None or not launch.alive()
+            return (agent is not None and every_camera_streamed(tmp_path / "run")) or not launch.alive()
 
-        assert spin_until(kernel_started, 180.0) and agent is not None, launch.output()[-3000:]
+        # interrupted once the program runs and the camera streams have reached the agent (a loaded machine may
+        # take seconds for the first frame; an episode interrupted before any frame has no video to write)
+        assert spin_until(kernel_started, 180.0, period=0.5) and agent is not None, launch.output()[-3000:]
         if stop in ("sigterm", "sigkill"):
             tree = descendants(launch.pid) | {launch.pid}
             os.kill(launch.pid, signal.SIGTERM if stop == "sigterm" else signal.SIGKILL)
