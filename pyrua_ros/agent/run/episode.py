@@ -16,9 +16,9 @@
 SIGKILL still leaves a record that says what happened), then rewritten in ``finally`` whatever happened: model
 server, simulator or cell failures included. SIGINT, SIGTERM and SIGHUP (those the process does not ignore) become
 KeyboardInterrupt so the ``finally`` runs; an interrupted episode's status is ``interrupted`` (never a success, in
-no rate). Once interrupted, or once the shutdown has begun, further ones are ignored, and the shutdown waits for nothing the interrupt
-stopped (the driver's last stream frames, a final capture), so the records are complete within the 5 s that
-``ros2 launch`` waits before it escalates to SIGTERM.
+no rate). Once interrupted, or once the shutdown has begun, further ones are ignored, and the shutdown waits for
+nothing the interrupt stopped (the driver's last stream frames, a final capture), so the records are complete within
+the 5 s that ``ros2 launch`` waits before it escalates to SIGTERM.
 
 Run directory (PYRUALEAN-CONTRACT.md 6.1): result.json, prompt.txt, card.json + card/*.png, workspace/cell_NNN.py
 (or program_NN.py), tool_turns.json, calls.jsonl, <runtime>_events.jsonl, transcript.json, last_message.md,
