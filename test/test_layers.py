@@ -1,14 +1,16 @@
 """The package is laid in layers, and a layer imports only the layers below it; no module import circle exists.
 
 Every ``import`` and ``from ... import`` of every module under pyrua_ros/ counts, at module level and inside
-functions alike (an import hidden in a function still ties the two modules together); only imports under
-``if TYPE_CHECKING:`` are left out, as they never run. Adding a module to a new folder means placing that folder in
-LAYERS below; moving a shared piece down a layer, not hiding an import in a function, is how a violation is fixed.
+functions alike (an import hidden in a function still ties the two modules together), and module names in strings
+that ``importlib`` loads; only the body of ``if TYPE_CHECKING:`` is left out, as it never runs (its ``else:`` does).
+Adding a module to a new folder means placing that folder in LAYERS below; moving a shared piece down a layer, not
+hiding an import in a function, is how a violation is fixed.
 """
 
 import ast
 import functools
 import pathlib
+import re
 
 import pytest
 
@@ -53,11 +55,32 @@ MODULES = _modules()
 
 
 def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """The nodes under ``if TYPE_CHECKING:`` (its body only: an ``else:`` runs)."""
     hidden = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
-            hidden.update(id(inner) for inner in ast.walk(node))
+            hidden.update(id(inner) for statement in node.body for inner in ast.walk(statement))
     return hidden
+
+
+MODULE_STRING = re.compile(r"pyrua_ros(\.\w+)+(:\w+)?")
+
+
+def _imported_strings(tree: ast.AST) -> list[tuple[str, int]]:
+    """Module names a file imports by string: in a file that calls ``importlib.import_module`` or ``__import__``,
+    every string constant that is a whole dotted pyrua_ros name (``pkg.mod`` or ``pkg.mod:attr``, the form a
+    registry table holds), and the literal start of an f-string passed to the call."""
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and getattr(node.func, "attr", getattr(node.func, "id", None)) in ("import_module", "__import__")]
+    if not calls:
+        return []
+    found = [(node.value.partition(":")[0], node.lineno) for node in ast.walk(tree)
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_STRING.fullmatch(node.value)]
+    for call in calls:
+        first = call.args[0] if call.args else None
+        if isinstance(first, ast.JoinedStr) and first.values and isinstance(first.values[0], ast.Constant):
+            found.append((str(first.values[0].value).rstrip("."), call.lineno))
+    return found
 
 
 def _resolve(name: str) -> str | None:
@@ -90,13 +113,22 @@ def imports_of(module: str) -> dict[str, int]:
             target = _resolve(name) if name.startswith("pyrua_ros") else None
             if target and target != module:
                 found.setdefault(target, node.lineno)
+    for name, line in _imported_strings(tree):
+        target = _resolve(name)
+        if target and target != module:
+            found.setdefault(target, line)
     return found
 
 
 def group_of(module: str) -> str:
-    """The longest LAYERS prefix that ``module`` falls under."""
+    """The longest LAYERS prefix that ``module`` falls under. A group that has groups of its own below it (the
+    package root, ``agent``, ``cli``) holds only its own files: a folder under it must be placed in LAYERS itself,
+    so a new folder never lands silently in its parent's rank."""
     best = max((g for g in RANK if module == g or module.startswith(g + ".")), key=len, default=None)
     assert best is not None, f"{module} is in no layer: place its folder in LAYERS"
+    folder = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    assert folder == best or not any(g.startswith(best + ".") for g in RANK), \
+        f"{module} is in folder {folder}, which LAYERS does not place (its parent {best} has placed sub-groups)"
     return best
 
 
@@ -178,3 +210,31 @@ def test_the_checks_see_function_level_imports_and_circles():
     assert "pyrua_ros.agent.runtimes.base" in imports_of("pyrua_ros.agent.runtimes")     # `from .base import`
     assert _cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
     assert RANK[group_of("pyrua_ros.agent.loop.arms")] > RANK[group_of("pyrua_ros.agent.prompting.prompt")]
+
+
+def test_the_checks_see_else_branches_import_strings_and_unplaced_folders(monkeypatch):
+    """The three ways an import used to pass unseen: the ``else:`` of ``if TYPE_CHECKING`` (it runs), a module name
+    in a string that ``importlib`` loads, and a new folder that fell silently into the package root's rank."""
+    tree = ast.parse("if TYPE_CHECKING:\n    import a\nelse:\n    import b\n")
+    hidden = _type_checking_nodes(tree)
+    seen = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) and id(node) not in hidden
+            for alias in node.names]
+    assert seen == ["b"]
+    source = ('import importlib\nTABLE = {"x": ("pyrua_ros.cli.main", "main")}\n'
+              'importlib.import_module(f"pyrua_ros.nodes.{n}")\n')
+    assert {name for name, _line in _imported_strings(ast.parse(source))} == {"pyrua_ros.cli.main", "pyrua_ros.nodes"}
+    assert _imported_strings(ast.parse('DOC = "pyrua_ros.cli.main"\n')) == []   # no import_module: a plain string
+    monkeypatch.setitem(MODULES, "pyrua_ros.newfolder.thing", PKG / "newfolder" / "thing.py")
+    monkeypatch.setitem(MODULES, "pyrua_ros.agent.newjob", PKG / "agent" / "newjob" / "__init__.py")
+    for unplaced in ("pyrua_ros.newfolder.thing", "pyrua_ros.agent.newjob"):
+        with pytest.raises(AssertionError, match="LAYERS does not place"):
+            group_of(unplaced)
+
+
+def test_the_layout_table_is_layers():
+    """docs/LAYOUT.md's table lists every placed folder at its rank, in LAYERS order, and nothing else."""
+    rows = re.findall(r"^\| (\d+) \| `pyrua_ros/([\w/]+?)(/|\.py)` \|", (ROOT / "docs" / "LAYOUT.md").read_text(), re.M)
+    table = [(int(rank), "pyrua_ros." + path.replace("/", ".")) for rank, path, _end in rows]
+    placed = [(RANK[group], group) for groups in LAYERS for group in groups
+              if group not in ("pyrua_ros", "pyrua_ros.agent")]   # the package root and agent/ hold only groups
+    assert table == placed

@@ -103,7 +103,7 @@ class Argument:
 
 
 AGENT = ("agent",)
-EPISODE = ("driver", "agent")   # the driver starts on these; the agent resets it to them (DESIGN.md layer 2)
+EPISODE = ("driver", "agent")   # the driver starts on these; the agent resets it to them (DESIGN.md, "Sim interfaces")
 SCOPE_TARGETS = {"episode": EPISODE, "agent": AGENT, "driver": ("driver",), "graph": ()}
 _KINDS = {"str": "str", "path": "str", "int": "int", "float": "float", "bool": "bool", "json": "json"}
 

@@ -1,2 +1,2 @@
-"""Layer 1, the driver surface: interface names, QoS, frames and message conversions shared by every driver
+"""The driver surface: interface names, QoS, frames and message conversions shared by every driver
 (the LIBERO sim node, the kinematic fake arm, a real arm's remapped drivers) and by the agent side."""

@@ -1,4 +1,4 @@
-"""Layer 9, evaluation at scale: ``pyrualean eval`` runs an instance set (suites x tasks x seeds) with ``play``'s
+"""Evaluation at scale: ``pyrualean eval`` runs an instance set (suites x tasks x seeds) with ``play``'s
 agent options, many episodes at once, resumably, on local worker processes or Ray actors.
 
 - ``instances.py``: instance sets (flags, files, named LIBERO / LIBERO-PRO sets) and each episode's run directory;

@@ -1,4 +1,4 @@
-"""Layer 5: the PyRUA-Lean ``robo`` API (``LiberoRobot``) on a small ``RobotBackend`` protocol.
+"""The PyRUA-Lean ``robo`` API (``LiberoRobot``) on a small ``RobotBackend`` protocol.
 
 Pure Python except ``ros_backend`` (rclpy). ``results`` and ``errors`` are imported by the sandboxed kernel, so
 this package imports nothing heavy at import time.

@@ -1,4 +1,4 @@
-"""Layer 2, the sim interfaces: the few sim-only things (episode selection, reset, status, capture,
+"""The sim interfaces: the few sim-only things (episode selection, reset, status, capture,
 segmentation) that a real robot replaces with an operator or a model service. See docs/DESIGN.md."""
 
 from pyrua_ros.sim_interfaces.status import CLOCK_MODES, EpisodeStatus

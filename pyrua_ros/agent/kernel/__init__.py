@@ -1,4 +1,4 @@
-"""The cell kernel (layer 7): model-written Python runs in a separate, sandboxed process that holds no ROS handle.
+"""The cell kernel: model-written Python runs in a separate, sandboxed process that holds no ROS handle.
 
 ``Kernel(target, workspace, limits=KernelLimits())`` starts the child (``worker.py``) under the OS boundary of
 ``sandbox.py`` (bubblewrap) and serves its robo calls on the real ``target``; ``run_cell`` / ``run_program``
