@@ -129,3 +129,30 @@ def test_a_second_ctrl_c_while_the_records_are_written_is_ignored(tmp_path, host
     assert [n for n in record["notes"] if n.startswith("interrupted")] == ["interrupted by SIGINT"], record
     assert "signal 2 while the episode writes its records: ignored" in capfd.readouterr().err
     assert (out / "calls.jsonl").exists()
+
+
+def test_one_interrupt_per_process_however_many_signals_and_scopes(capfd):
+    """The first signal raises once; the same process's later signals, in the scope or the one around it (an
+    eval worker around its episode, the agent node around play), are ignored; an ignored signal stays ignored."""
+    import os
+    import signal
+
+    from pyrua_ros.agent.run.interrupts import FirstSignalInterrupts
+
+    outer = FirstSignalInterrupts("the worker stops")
+    previous = {s: signal.signal(s, outer) for s in (signal.SIGINT, signal.SIGHUP)}
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with pytest.raises(KeyboardInterrupt, match="signal 2"):
+            with FirstSignalInterrupts("the episode writes its records").installed():
+                assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN   # nohup's choice is kept
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(1000):   # the handler runs between bytecodes of the main thread
+                    pass
+        assert signal.getsignal(signal.SIGINT) is outer and outer.done
+        os.kill(os.getpid(), signal.SIGINT)   # the outer scope learnt of the interrupt: no second one
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert "signal 2 while the worker stops: ignored" in capfd.readouterr().err
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -29,6 +29,7 @@ import signal
 import sys
 from typing import Any
 
+from pyrua_ros.agent.run.interrupts import FirstSignalInterrupts
 from pyrua_ros.agent.run.validate import check_play, check_play_model, check_ray_address
 from pyrua_ros.agent.settings import schema
 from pyrua_ros.agent.settings.config import PlayConfig
@@ -204,10 +205,6 @@ def check_eval_out(out: pathlib.Path) -> None:
                            f"({exc.strerror or type(exc).__name__})") from None
 
 
-def _raise_interrupt(signum, _frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance], configs: dict, *,
                    progress_mode: str = "auto") -> int:
     """Skip finished instances, run the rest on the chosen engine, record the invocation, print the report.
@@ -233,15 +230,13 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
                             successes_before=sum(bool(s.get("environment_success")) for s in finished.values()),
                             stream=stream, tty={"rich": True, "plain": False, "off": False}.get(progress_mode),
                             count_errors_as_failures=args.count_errors_as_failures)
-    old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     progress.start()
     try:
-        outcome = Coordinator(out, configs, engine, progress, retries=args.retries,
-                              max_provider_failures=args.max_provider_failures).run(todo)
+        with FirstSignalInterrupts("the evaluation stops its workers").installed():
+            outcome = Coordinator(out, configs, engine, progress, retries=args.retries,
+                                  max_provider_failures=args.max_provider_failures).run(todo)
     finally:
         progress.close()
-        for s, handler in old.items():
-            signal.signal(s, handler)
         if stream is not sys.stderr:
             stream.close()
     run["workers_info"] = list(engine.worker_info)

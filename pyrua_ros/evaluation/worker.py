@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pyrua_ros.agent.run.interrupts import SIGNALS, FirstSignalInterrupts
 from pyrua_ros.driver.rosenv import claim_domain_id, default_to_localhost, die_with_parent
 from pyrua_ros.evaluation.jobs import config_from_json, episode_summary
 
@@ -152,10 +153,6 @@ class EpisodeWorker:
 
 
 # ---------------------------------------------------------------------------------------------------- process
-def _raise_interrupt(signum, _frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     """A local worker process: read job lines from ``--jobs-fd`` until EOF, write event lines to ``--events-fd``."""
     parser = argparse.ArgumentParser(prog="python -m pyrua_ros.evaluation.worker", description=__doc__.splitlines()[0])
@@ -165,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-dir", type=pathlib.Path, required=True, help="folder of the worker's driver log")
     args = parser.parse_args(argv)
     die_with_parent()   # PR_SET_PDEATHSIG: the coordinator's death ends this worker (and so its driver)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupt)
+    interrupts = FirstSignalInterrupts("the worker ends its episode and its driver")
+    for sig in SIGNALS:
+        signal.signal(sig, interrupts)
     domain = isolate_ros_domain()
     events = os.fdopen(args.events_fd, "w", buffering=1, encoding="utf-8")
     jobs = os.fdopen(args.jobs_fd, "r", encoding="utf-8")

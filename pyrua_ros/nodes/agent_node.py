@@ -103,19 +103,6 @@ def config_from_parameters(values: dict):
     return dataclasses.replace(cfg, episode=dataclasses.replace(cfg.episode, driver="external"))
 
 
-class _FirstInterruptOnly:
-    """SIGINT handler: the first one raises KeyboardInterrupt, later ones are reported and ignored."""
-
-    def __init__(self):
-        self.count = 0
-
-    def __call__(self, signum, _frame):
-        self.count += 1
-        if self.count == 1:
-            raise KeyboardInterrupt(f"signal {signum}")
-        print(f"[agent] signal {signum} again: already stopping the episode", file=sys.stderr, flush=True)
-
-
 def remap_arguments(argv: list[str]) -> list[str]:
     """The node's ``remap`` parameter (its parameter file or an override in ``argv``) as global ``-r`` arguments,
     so the remappings hold for every node of this process (robo's state node included). Read on a short-lived
@@ -145,13 +132,13 @@ def main(args: list[str] | None = None) -> int:
     from rclpy.signals import SignalHandlerOptions
 
     from pyrua_ros.agent.run.episode import play
+    from pyrua_ros.agent.run.interrupts import FirstSignalInterrupts
     from pyrua_ros.agent.run.progress import PlainProgress
     from pyrua_ros.agent.run.validate import prepare_play
     from pyrua_ros.agent.settings.schema import SettingError
     from pyrua_ros.cli import exit_codes
 
-    interrupts = _FirstInterruptOnly()
-    signal.signal(signal.SIGINT, interrupts)
+    signal.signal(signal.SIGINT, FirstSignalInterrupts("the agent stops its episode"))
     node = None
     argv = list(sys.argv if args is None else args)
     try:

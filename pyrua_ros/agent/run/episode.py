@@ -41,6 +41,7 @@ import traceback
 from typing import Any, Protocol
 
 from pyrua_ros.agent.records.records import CardRecord, ErrorInfo, RunRecords
+from pyrua_ros.agent.run.interrupts import FirstSignalInterrupts
 from pyrua_ros.agent.run.watchdog import MARGIN_S as WATCHDOG_MARGIN_S
 from pyrua_ros.agent.run.watchdog import Watchdog
 from pyrua_ros.driver.rosenv import PARENT_PID_VAR
@@ -247,23 +248,6 @@ class AgentStrategy(Protocol):
 
     def result(self, ep: Episode, placeholder: bool = False):
         """The result record (written to result.json by the episode); ``placeholder``: the 'still running' one."""
-
-
-class _FirstSignalInterrupts:
-    """SIGINT/SIGTERM/SIGHUP handler of an episode: the first raises KeyboardInterrupt (so the episode's ``finally``
-    still writes its records); once ``done`` (an interrupt was handled, or the shutdown began) they are reported and
-    ignored, so a second Ctrl-C (a terminal's, or ``timeout -s INT``'s to the process and then its group) or a
-    launch's escalation cannot break the records half-written, nor skip the status the first one set."""
-
-    def __init__(self):
-        self.done = False
-
-    def __call__(self, signum, _frame):
-        if self.done:
-            print(f"signal {signum} while the episode writes its records: ignored", file=sys.stderr, flush=True)
-            return
-        self.done = True
-        raise KeyboardInterrupt(f"signal {signum}")
 
 
 class Episode:
@@ -482,53 +466,45 @@ class Episode:
     # ------------------------------------------------------------------ the whole episode
     def run(self):
         """Run every step; returns the result record that was written to ``<out>/result.json``."""
-        # SIGINT only where it is not ignored (a job started with `nohup` or `&` by a script keeps ignoring it)
-        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-               if signal.getsignal(s) is not signal.SIG_IGN}
-        interrupts = _FirstSignalInterrupts()
-        with contextlib.suppress(ValueError):  # only the main thread may install handlers
-            for s in old:
-                signal.signal(s, interrupts)
-        stage = "boot"
-        watchdog = None
-        try:
-            self.prepare()
-            self.boot()
-            stage = "agent"
-            self.strategy.start(self)
-            budget = getattr(self.strategy, "wall_budget_s", None)
-            if budget is not None and math.isfinite(budget):   # outside this process: see watchdog.py
-                watchdog = Watchdog.start(self.out, budget + WATCHDOG_MARGIN_S)
-            self.strategy.run(self)
-            self.read_environment_outcome()
-        except BootError as exc:
-            self.status, self.reason = "boot_error", str(exc)
-            self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
-            self.notes.append("host failed before the agent started")
-        except KeyboardInterrupt as exc:   # the user's Ctrl-C, or SIGTERM/SIGHUP: its own outcome, in no rate
-            interrupts.done = True
-            self._mark_interrupted(exc)
-        except Exception as exc:
-            self.status = "boot_error" if stage == "boot" else "error"
-            self.reason = f"{type(exc).__name__}: {exc}"
-            driver = self.host.driver if self.host is not None else None
-            if driver is not None and not driver.alive():
-                self.reason = f"{self.reason} ({driver.death_message()})"
-            self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
-            if stage == "boot":
-                self.notes.append("host failed before the agent started")
-            self._judge_quietly()
-        finally:
-            interrupts.done = True
+        interrupts = FirstSignalInterrupts("the episode writes its records")
+        with interrupts.installed():
+            stage = "boot"
+            watchdog = None
             try:
-                self.shutdown()
+                self.prepare()
+                self.boot()
+                stage = "agent"
+                self.strategy.start(self)
+                budget = getattr(self.strategy, "wall_budget_s", None)
+                if budget is not None and math.isfinite(budget):   # outside this process: see watchdog.py
+                    watchdog = Watchdog.start(self.out, budget + WATCHDOG_MARGIN_S)
+                self.strategy.run(self)
+                self.read_environment_outcome()
+            except BootError as exc:
+                self.status, self.reason = "boot_error", str(exc)
+                self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
+                self.notes.append("host failed before the agent started")
+            except KeyboardInterrupt as exc:   # the user's Ctrl-C, or SIGTERM/SIGHUP: its own outcome, in no rate
+                interrupts.done = True
+                self._mark_interrupted(exc)
+            except Exception as exc:
+                self.status = "boot_error" if stage == "boot" else "error"
+                self.reason = f"{type(exc).__name__}: {exc}"
+                driver = self.host.driver if self.host is not None else None
+                if driver is not None and not driver.alive():
+                    self.reason = f"{self.reason} ({driver.death_message()})"
+                self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
+                if stage == "boot":
+                    self.notes.append("host failed before the agent started")
+                self._judge_quietly()
             finally:
-                result = self.write_result()
-                if watchdog is not None:
-                    watchdog.stop()
-                for s, handler in old.items():
-                    with contextlib.suppress(ValueError, TypeError):
-                        signal.signal(s, handler)
+                interrupts.done = True
+                try:
+                    self.shutdown()
+                finally:
+                    result = self.write_result()
+                    if watchdog is not None:
+                        watchdog.stop()
         return result
 
     def _mark_interrupted(self, exc: KeyboardInterrupt) -> None:
