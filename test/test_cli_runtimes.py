@@ -47,10 +47,20 @@ def group_alive(pgid: int) -> bool:
 
 
 def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
+    """Also the CLI's sandbox: its shell writes a module into the workspace that the next cell imports, and it
+    cannot read a host file outside its view (world-readable, so only the view keeps it out) nor the host's
+    names (/etc/hostname, /root)."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host-secret-7f3a")
+    secret.chmod(0o644)
+    shell = (f"cat {secret}; cat /etc/hostname; ls /root; printf 'def answer():\\n    return 42\\n' > helper_mod.py; "
+             "echo wrote")
     script = [
         Turn(calls=(("python", {"code": "s = robo.state()\nprint(s.step, s.gripper_opening)"}),),
              reasoning="Look before moving.", usage={"input": 5000, "cached": 1000, "output": 200, "reasoning": 50}),
-        Turn(calls=(("python", {"code": PROGRAM + "\nrun(robo)"}),), usage={"input": 7000, "output": 300}),
+        Turn(calls=(("exec_command", {"cmd": shell}),)),
+        Turn(calls=(("python", {"code": "import helper_mod\nprint('helper says', helper_mod.answer())\n"
+                                        + PROGRAM + "\nrun(robo)"}),), usage={"input": 7000, "output": 300}),
         Turn(calls=(("finish", {"status": "success", "summary": "the cube is on the plate"}),)),
         Turn(text="Done: the cube is on the plate."),
     ]
@@ -66,6 +76,10 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
         outputs = server.call_outputs()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert trap.attempts == [], trap.attempts                 # nothing but loopback
+    shell_output = [item for r in requests for item in r.body.get("input") or []
+                    if item.get("type") == "function_call_output" and "wrote" in json.dumps(item)]
+    assert shell_output and "No such file or directory" in json.dumps(shell_output[0]), shell_output
+    assert not any("host-secret-7f3a" in json.dumps(r.body) for r in requests)      # never reached the model
     assert [r.outcome for r in checks] == ["models"]           # the check before boot: one GET of /v1/models
     assert server.steps_used == len(script) and all(r.main and r.outcome == "turn" for r in requests)
     first = requests[0]
@@ -74,12 +88,14 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     user_parts = [p for item in first.body["input"] if item.get("role") == "user" for p in item["content"]]
     assert sum(p["type"] == "input_image" for p in user_parts) == 2           # the card images
     assert any("# Task card" in p.get("text", "") for p in user_parts)
-    moving = [o for o in outputs if any(p.get("type") == "input_image" for p in o["output"])]
+    moving = [o for o in outputs if isinstance(o["output"], list)
+              and any(p.get("type") == "input_image" for p in o["output"])]
     assert len(moving) == 1                                                 # on-motion images after the move
 
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "completed" and result["environment_success"] is True
     assert result["finish"]["status"] == "success" and result["tool_turns"] == 3
+    assert any("codex CLI ran in bubblewrap" in n and "shared with the kernel" in n for n in result["notes"])
     assert result["reasoning_effort"] == "high" and result["codex_returncode"] == 0
     generation = result["generation"]
     assert generation["runtime"] == "codex" and generation["usage_source"] == "codex_events"
@@ -88,8 +104,10 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     assert generation["total_tokens"] == reported["input"] + reported["output"]
     assert generation["requests"] == len(script) and generation["tool_calls"] == {"python": 2, "finish": 1}
     assert (out / "last_message.md").read_text().strip() == "Done: the cube is on the plate."
-    assert [t["tool"] for t in json.loads((out / "tool_turns.json").read_text())] == ["python", "python", "finish"]
-    assert (out / "workspace" / "cell_002.py").is_file()
+    turns = json.loads((out / "tool_turns.json").read_text())
+    assert [t["tool"] for t in turns] == ["python", "python", "finish"]
+    assert turns[1]["ok"] and "helper says 42" in json.dumps(outputs)   # the CLI's module, imported by a cell
+    assert (out / "workspace" / "cell_002.py").is_file() and (out / "workspace" / "helper_mod.py").is_file()
     events = [json.loads(line) for line in (out / "codex_events.jsonl").read_text().splitlines()]
     assert sum(e.get("item", {}).get("type") == "mcp_tool_call" and e["type"] == "item.completed" for e in events) == 3
     assert (out / "codex_home" / "config.toml").is_file()

@@ -4,10 +4,13 @@ Command line (PYRUALEAN-CONTRACT.md 4.3, adapted to the pinned Codex):
 ``codex exec -m <model> -c model_reasoning_effort="<r>" -c mcp_servers.pyrualean.url="<url>"
 -c mcp_servers.pyrualean.bearer_token_env_var="PYRUALEAN_MCP_TOKEN" -c mcp_servers.pyrualean.tool_timeout_sec=<s>
 -c project_doc_max_bytes=0 <isolation> [<provider>]
--s workspace-write -C <workspace> --skip-git-repo-check --json -o <out>/last_message.md [-i <card image>]... -``
-with the whole prompt on stdin. Isolation: ``approval_policy="never"``, no update check, no analytics, no
-plugins (their start-up sync reaches the network), no web search, no memories, no shell snapshot. With
-``--base-url`` a custom provider ``pyrualean`` is configured (``wire_api="responses"``, ``env_key`` = the
+-s danger-full-access -C <workspace> --skip-git-repo-check --json -o <CODEX_HOME>/last_message.md
+[-i <CODEX_HOME>/images/card_N.png]... -`` with the whole prompt on stdin. The CLI runs inside
+:mod:`.cli_sandbox` (the boundary: Codex's own shell sandbox needs user namespaces, which it refuses), so the card
+images are copied into CODEX_HOME; under ``--unsafe-sandbox`` it runs as it is, with ``-s workspace-write``,
+``-o <out>/last_message.md`` and the run directory's images. Isolation: ``approval_policy="never"``, no update
+check, no analytics, no plugins (their start-up sync reaches the network), no web search, no memories, no shell
+snapshot. With ``--base-url`` a custom provider ``pyrualean`` is configured (``wire_api="responses"``, ``env_key`` = the
 ``--api-key-env`` variable, retries from ``PYRUALEAN_CODEX_RETRIES``, default 10); the key is passed only in the
 environment, and so is the MCP server's per-run token (``PYRUALEAN_MCP_TOKEN``, which Codex sends as
 ``Authorization: Bearer``); both variables are kept out of the shell commands Codex runs
@@ -87,6 +90,10 @@ class CodexRuntime(CliRuntime):
         self._rollout_key: tuple = ()
         self._rollout_value: tuple = (None, 0)
 
+    @property
+    def config_home(self) -> pathlib.Path:
+        return self.home
+
     def prepare_home(self) -> None:
         """Create a clean CODEX_HOME with only config.toml (an existing ``--codex-home`` is used as it is)."""
         if self.settings.home is None:
@@ -121,9 +128,21 @@ class CodexRuntime(CliRuntime):
                      "-c", f"{prefix}.stream_max_retries={codex_retries()}"]
             if s.api_key_env:
                 argv += ["-c", f"{prefix}.env_key={json.dumps(s.api_key_env)}"]
-        argv += ["-s", "workspace-write", "-C", str(self.workspace), "--skip-git-repo-check", "--json",
-                 "-o", str(self.out / "last_message.md")]
-        for image in images:
+        if self.isolated:   # inside cli_sandbox, which is the boundary (Codex's own needs user namespaces)
+            argv += ["-s", "danger-full-access", "-C", str(self.workspace), "--skip-git-repo-check", "--json",
+                     "-o", str(self.home / "last_message.md")]
+        else:
+            argv += ["-s", "workspace-write", "-C", str(self.workspace), "--skip-git-repo-check", "--json",
+                     "-o", str(self.out / "last_message.md")]
+        for index, card in enumerate(images):
+            image = pathlib.Path(card)
+            if self.isolated:   # the run directory is outside the CLI's view: a copy in its config folder
+                copy = self.home / "images" / f"card_{index}{image.suffix}"
+                copy.parent.mkdir(exist_ok=True)
+                copy.write_bytes(image.read_bytes())
+                os.chmod(copy.parent, 0o755)   # readable by the sandbox's uid
+                os.chmod(copy, 0o644)
+                image = copy
             argv += ["-i", str(image)]
         argv.append("-")
         env = base_environment(s, proxy_url)
