@@ -127,11 +127,11 @@ def _results(body: dict) -> list[tuple[str, dict, dict]]:
     """(tool, arguments, result JSON) of every tool call in a Messages request, in the order the results came."""
     calls = {block["id"]: (block["name"].rsplit("__", 1)[-1], block.get("input") or {})
              for message in body["messages"] if message["role"] == "assistant" and isinstance(message["content"], list)
-             for block in message["content"] if block.get("type") == "tool_use"}
+             for block in message["content"] if block.get("type") == "tool_use" and block["name"].startswith("mcp__")}
     found = []
     for message in body["messages"]:
         for block in message["content"] if isinstance(message["content"], list) else []:
-            if block.get("type") == "tool_result":
+            if block.get("type") == "tool_result" and block["tool_use_id"] in calls:
                 text = block["content"][0]["text"] if isinstance(block["content"], list) else block["content"]
                 found.append((*calls[block["tool_use_id"]], json.loads(text)))
     return found
@@ -157,7 +157,13 @@ def _move(target: str, dz: float, gripper: float):
 
 
 def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path):
+    """Also the CLI's sandbox: its Read tool cannot reach a host file outside its view (world-readable, so only
+    the view keeps it out) nor /etc/hostname."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host-secret-7f3a")
+    secret.chmod(0o644)
     script = [
+        Turn(calls=(("Read", {"file_path": str(secret)}), ("Read", {"file_path": "/etc/hostname"}))),
         Turn(calls=(("segment", {"prompt": "the red cube"}), ("segment", {"prompt": "the plate"})),
              reasoning="Find both objects.", usage={"input": 4000, "cached": 500, "output": 120}),
         _move("the red cube", 0.10, -1.0),
@@ -179,6 +185,10 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
         tool_results = server.tool_results()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert trap.attempts == [], trap.attempts
+    assert not any("host-secret-7f3a" in json.dumps(r.body) for r in server.requests)   # never reached the model
+    reads = [block for message in main[1].body["messages"] if isinstance(message["content"], list)
+             for block in message["content"] if block.get("type") == "tool_result"]
+    assert len(reads) == 2 and all(block.get("is_error") for block in reads), reads
     assert server.steps_used == len(script) and all(r.outcome == "turn" for r in main)
     assert all(r.outcome == "side" for r in side)
     tools = {t["name"] for t in main[0].body["tools"]}
@@ -200,7 +210,8 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
     assert generation["input_tokens"] == reported["input"] + reported["cached"]
     assert generation["cached_input_tokens"] == reported["cached"] == 500
     assert generation["output_tokens"] == reported["output"]
-    assert generation["max_turns"] == 25 and generation["tool_requests"] == [1, 1, 2, 3, 4, 5, 6, 7, 8]
+    assert generation["max_turns"] == 25 and generation["tool_requests"] == [2, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert any("claude CLI ran in bubblewrap" in n and "of its own" in n for n in result["notes"])
     assert generation["init"]["mcp_servers"][0]["status"] == "connected"   # with the server's bearer token
     start = json.loads((out / "claude_events.jsonl").read_text().splitlines()[0])
     mcp_config = json.loads(start["argv"][start["argv"].index("--mcp-config") + 1])
@@ -208,7 +219,8 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
     assert result["host"]["claude_cli"].endswith("claude")
     assert (out / "last_message.md").read_text().strip() == "The cube is on the plate."
     assert not (out / "workspace" / "cell_001.py").exists()                 # no code ran on the tools arm
-    images = [block for result in tool_results for block in result["content"] if block.get("type") == "image"]
+    images = [block for result in tool_results if isinstance(result["content"], list)
+              for block in result["content"] if block.get("type") == "image"]
     assert len(images) == 2 * 6                     # --images on-motion: both cameras after each motion call
     view = load_episode(out)   # the episode viewer reads the turns back from the events
     assert [t.tool for t in view.turns] == [t["tool"] for t in turns] and view.runtime == "claude"

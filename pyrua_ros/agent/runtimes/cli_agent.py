@@ -185,10 +185,17 @@ class CliProcess:
 
     def stop(self, grace_s: float) -> None:
         """SIGINT, SIGTERM, SIGKILL to the whole process group, ``grace_s`` apart (helpers the CLI left behind in
-        its group are killed even when the CLI itself has exited); then the reader is joined."""
+        its group are killed even when the CLI itself has exited), and a wait (at most 10 s) until the group is
+        gone; then the reader is joined."""
         stop_process_groups([self.proc], sigint_grace_s=grace_s, sigterm_grace_s=grace_s)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.poll()
+        until = time.monotonic() + 10.0   # a sandbox's processes die with its PID namespace, a moment later
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            while time.monotonic() < until:
+                os.killpg(self.proc.pid, 0)
+                time.sleep(0.05)
         self._reader.join(timeout=5.0)
         self._stderr.close()
 
