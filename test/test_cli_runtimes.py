@@ -8,6 +8,7 @@ anything off loopback: each test asserts it saw none, and that the scripted serv
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import pathlib
@@ -27,6 +28,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "pyrua_ros.cli.main"]
 EPISODE = ["--suite", "fake_table", "--task", "0", "--driver", "fake", "--no-video", "--no-record"]
 PROGRAM = (ROOT / "pyrua_ros" / "examples" / "fake_table_cube_on_plate.py").read_text()
+PNG_1PX = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLv"
+                           "AAAAAElFTkSuQmCC")
 
 
 def play(out: pathlib.Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -53,12 +56,14 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("host-secret-7f3a")
     secret.chmod(0o644)
+    picture = tmp_path / "secret.png"   # Codex's view_image once read outside even Codex's own sandbox
+    picture.write_bytes(PNG_1PX)
     shell = (f"cat {secret}; cat /etc/hostname; ls /root; printf 'def answer():\\n    return 42\\n' > helper_mod.py; "
              "echo wrote")
     script = [
         Turn(calls=(("python", {"code": "s = robo.state()\nprint(s.step, s.gripper_opening)"}),),
              reasoning="Look before moving.", usage={"input": 5000, "cached": 1000, "output": 200, "reasoning": 50}),
-        Turn(calls=(("exec_command", {"cmd": shell}),)),
+        Turn(calls=(("exec_command", {"cmd": shell}), ("view_image", {"path": str(picture)}))),
         Turn(calls=(("python", {"code": "import helper_mod\nprint('helper says', helper_mod.answer())\n"
                                         + PROGRAM + "\nrun(robo)"}),), usage={"input": 7000, "output": 300}),
         Turn(calls=(("finish", {"status": "success", "summary": "the cube is on the plate"}),)),
@@ -80,6 +85,9 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
                     if item.get("type") == "function_call_output" and "wrote" in json.dumps(item)]
     assert shell_output and "No such file or directory" in json.dumps(shell_output[0]), shell_output
     assert not any("host-secret-7f3a" in json.dumps(r.body) for r in requests)      # never reached the model
+    viewed = [item for r in requests for item in r.body.get("input") or []
+              if item.get("type") == "function_call_output" and "secret.png" in json.dumps(item)]
+    assert viewed and "input_image" not in json.dumps(viewed), viewed
     assert [r.outcome for r in checks] == ["models"]           # the check before boot: one GET of /v1/models
     assert server.steps_used == len(script) and all(r.main and r.outcome == "turn" for r in requests)
     first = requests[0]
