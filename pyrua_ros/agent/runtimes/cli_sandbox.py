@@ -10,7 +10,8 @@ runs, sees what the cell kernel sees and the workspace it shares with the kernel
   caps). As a normal user the kernel's tmpfs cannot be shared: the run directory's ``workspace/`` is bound instead
   (the kernel's copy of it is refreshed at its next start only);
 - **a read-only view**: ``/usr`` (the shell and tools a CLI runs, node), ``/etc/ssl``, ``/etc/alternatives``,
-  ``/etc/ld.so.cache``, ``/etc/localtime``, the CLI's own package folder (its ``node_modules``), the interpreter
+  ``/etc/ld.so.cache``, ``/etc/localtime``, an ``/etc/hosts`` naming only ``localhost`` (with ``--cli-network
+  inherit``: this machine's name service files), the CLI's own package folder (its ``node_modules``), the interpreter
   that runs the loopback forwarder; read-write its config folder (CODEX_HOME / CLAUDE_CONFIG_DIR), a private
   16 MiB ``/tmp`` (``HOME`` and ``TMPDIR``); never root's home, the repository, the venv, other run
   directories, ``/etc/passwd``, ``/etc/hostname``;
@@ -46,9 +47,11 @@ from pyrua_ros.agent.kernel import sandbox as kernel_sandbox
 INSIDE_NET = "/run/pyrua-net"   # the relay's unix sockets, inside
 TMP_BYTES = 16 * 2**20
 ETC = ("/etc/ssl", "/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime")
+NAME_SERVICE = ("/etc/hosts", "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/gai.conf")   # --cli-network inherit
+LOOPBACK_HOSTS = "127.0.0.1 localhost\n::1 localhost\n"   # /etc/hosts under --cli-network loopback
 
-# Run inside as ``python -I -S -c FORWARD <socket dir> <port>... -- <cli argv>``: listen on 127.0.0.1:<port> for
-# each port, carry each connection to <socket dir>/<port>.sock, run the CLI and exit with its status.
+# Run inside as ``python -I -S -c FORWARD <socket dir> <port>... -- <cli argv>``: listen on 127.0.0.1:<port> (and
+# [::1]:<port>) for each port, carry each connection to <socket dir>/<port>.sock, run the CLI and exit with its status.
 FORWARD = r"""
 import signal, socket, subprocess, sys, threading
 args = sys.argv[1:]
@@ -80,11 +83,17 @@ def serve(listener, path):
         threading.Thread(target=pump, args=(conn, up), daemon=True).start()
         threading.Thread(target=pump, args=(up, conn), daemon=True).start()
 for port in ports:
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(64)
-    threading.Thread(target=serve, args=(listener, f"{where}/{port}.sock"), daemon=True).start()
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind((host, port))
+        except OSError:
+            if family == socket.AF_INET:
+                raise
+            continue   # (no IPv6 loopback in this namespace)
+        listener.listen(64)
+        threading.Thread(target=serve, args=(listener, f"{where}/{port}.sock"), daemon=True).start()
 child = subprocess.Popen(argv)
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -203,6 +212,12 @@ class CliSandbox:
                     os.lchown(name, self.uid, self.uid)
         self.ports = sorted(set(ports)) if network == "loopback" else []
         self.relay = LoopbackRelay(self.ports, self.uid) if network == "loopback" else None
+        self._hosts: pathlib.Path | None = None
+        if network == "loopback":   # "localhost" resolves, nothing else of this machine's names is seen
+            self._hosts = pathlib.Path(tempfile.mkdtemp(prefix="pyrua-cli-etc-"))
+            os.chmod(self._hosts, 0o755)
+            (self._hosts / "hosts").write_text(LOOPBACK_HOSTS)
+            os.chmod(self._hosts / "hosts", 0o644)
 
     def wrap(self, argv: list[str]) -> Wrapped:
         """``argv`` (the CLI's command line) run inside the sandbox."""
@@ -224,9 +239,11 @@ class CliSandbox:
         args.ro_bind("/usr", "/usr")
         args.argv += ["--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin",
                       "/bin", "--symlink", "usr/sbin", "/sbin"]
-        for path in ETC:
+        for path in ETC if self._hosts is not None else ETC + NAME_SERVICE:
             if os.path.exists(path):
                 args.ro_bind(path, path)
+        if self._hosts is not None:
+            args.ro_bind(str(self._hosts / "hosts"), "/etc/hosts")
         for source, dest in kernel_sandbox._interpreter_binds():
             if not source.startswith("/usr/"):
                 args.ro_bind(source, dest)
@@ -268,6 +285,9 @@ class CliSandbox:
         if self.relay is not None:
             self.relay.close()
             self.relay = None
+        if self._hosts is not None:
+            shutil.rmtree(self._hosts, ignore_errors=True)
+            self._hosts = None
         if self._own_mount is not None:
             os.close(self._own_mount)
             self._own_mount = None
