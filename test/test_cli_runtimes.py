@@ -9,6 +9,8 @@ anything off loopback: each test asserts it saw none, and that the scripted serv
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
 import json
 import os
 import pathlib
@@ -363,3 +365,63 @@ def test_cli_runtime_settings_are_checked_before_anything_starts(tmp_path, args,
     proc = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert not (tmp_path / "run" / "result.json").exists()
+
+
+PROBE = r"""
+import json, os, socket, sys
+got = {}
+for name, port in (("proxied", int(sys.argv[1])), ("other", int(sys.argv[2]))):
+    try:
+        with socket.create_connection(("localhost", port), timeout=5) as conn:
+            got[name] = conn.recv(16).decode()
+    except OSError as exc:
+        got[name] = exc.errno
+for path in ("/etc/hostname", "/etc/passwd", sys.argv[3]):
+    got[path] = os.path.exists(path)
+print(json.dumps(got))
+"""
+
+
+def test_the_cli_sandbox_reaches_only_its_proxied_loopback_ports(tmp_path):
+    """The CLI's network namespace has only the ports it was given (the model server, the MCP server, the proxy),
+    carried through the agent process; another server on this machine's loopback is refused, and nothing of
+    /etc or the run directory's neighbours is in view. Run with the interpreter the forwarder uses."""
+    import socket
+    import threading
+
+    from pyrua_ros.agent.runtimes.cli_sandbox import CliSandbox
+
+    servers = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+
+    def answer(server: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                conn.sendall(b"hello")
+                conn.close()
+
+    for server in servers:
+        threading.Thread(target=answer, args=(server,), daemon=True).start()
+    proxied, other = (s.getsockname()[1] for s in servers)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host-secret-7f3a")
+    (tmp_path / "workspace").mkdir()
+    sandbox = CliSandbox(workspace=tmp_path / "workspace", shared=None, home=tmp_path / "home", own_home=True,
+                         executable="/usr/bin/true", ports=[proxied])
+    try:
+        wrapped = sandbox.wrap([os.path.realpath(sys.executable), "-I", "-S", "-c", PROBE, str(proxied), str(other),
+                                str(secret)])
+        try:
+            done = subprocess.run(wrapped.argv, pass_fds=wrapped.pass_fds, capture_output=True, text=True,
+                                  timeout=60)
+        finally:
+            for fd in wrapped.owned:
+                os.close(fd)
+    finally:
+        sandbox.close()
+        for server in servers:
+            server.close()
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got == {"proxied": "hello", "other": errno.ECONNREFUSED, "/etc/hostname": False, "/etc/passwd": False,
+                   str(secret): False}, got
