@@ -16,6 +16,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -316,8 +317,18 @@ def test_codex_usage_of_a_killed_session_is_recovered_from_its_rollout(tmp_path)
                                   "reasoning_output_tokens": 5, "total_tokens": total_in + total_out},
             "last_token_usage": {"input_tokens": 1, "output_tokens": 1}}}})
     rollout.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    assert rt.usage_totals() == {"input_tokens": 2500, "cached_input_tokens": 100, "output_tokens": 45,
-                                 "reasoning_output_tokens": 5, "total_tokens": 2545, "requests": 2}
+    # the CLI's folder is the model's to write (its shell runs there): a FIFO, a link to an endless file and a
+    # linked folder named like this run's rollouts are passed by, never read (a FIFO once held the host forever)
+    rt.on_event({"type": "thread.started", "thread_id": "0def"})
+    os.mkfifo(rollout.parent / "rollout-2026-12-03T10-00-01-0def.jsonl")
+    (rollout.parent / "rollout-2026-12-03T10-00-02-0def.jsonl").symlink_to("/dev/zero")
+    (tmp_path / "codex_home" / "sessions" / "loop").symlink_to(tmp_path)
+    result = []
+    reader = threading.Thread(target=lambda: result.append(rt.usage_totals()), daemon=True)
+    reader.start()
+    reader.join(20.0)
+    assert result == [{"input_tokens": 2500, "cached_input_tokens": 100, "output_tokens": 45,
+                       "reasoning_output_tokens": 5, "total_tokens": 2545, "requests": 2}]
     assert rt.audit()["usage_source"] == "codex_rollout"
 
 

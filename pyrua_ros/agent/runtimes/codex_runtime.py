@@ -33,11 +33,13 @@ import json
 import os
 import pathlib
 
+from pyrua_ros.agent.records import bounded
 from pyrua_ros.agent.settings.model import v1_endpoint
 
 from .cli_agent import MCP_TOKEN_ENV, CliRuntime, base_environment
 
 SERVER = "pyrualean"
+ROLLOUT_WALK = 10_000   # entries of CODEX_HOME/sessions looked at for this run's rollout files
 WARNING_MARKERS = ("Model metadata for", "Defaulting to fallback metadata")
 ISOLATION = (
     'approval_policy="never"', "check_for_update_on_startup=false", "analytics.enabled=false",
@@ -201,9 +203,8 @@ class CodexRuntime(CliRuntime):
     def _rollout(self) -> tuple[dict | None, int]:
         """From this run's rollout files under CODEX_HOME/sessions: usage summed over its threads (the last
         ``token_count`` event of each) and the number of model responses (``token_count`` events)."""
-        paths = [path for thread in self.thread_ids
-                 for path in sorted(self.home.glob(f"sessions/**/rollout-*{thread}.jsonl"))]
-        key = tuple((str(p), p.stat().st_size) for p in paths)
+        paths = self._rollout_paths()
+        key = tuple((str(p), p.lstat().st_size) for p in paths)
         if key == self._rollout_key:   # progress views ask after every turn; read a file only when it grew
             return self._rollout_value
         totals: dict[str, int] = {}
@@ -211,9 +212,13 @@ class CodexRuntime(CliRuntime):
         found = False
         for path in paths:
             last = None
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:   # (the CLI's folder is the model's to write: no link, FIFO or huge file is followed)
+                text = bounded.read_bytes(path).decode("utf-8", errors="replace")
+            except (OSError, ValueError):
+                continue
+            for line in text.splitlines():
                 try:
-                    record = json.loads(line)
+                    record = bounded.loads(line, finite=False)
                 except ValueError:
                     continue
                 payload = record.get("payload") if isinstance(record, dict) else None
@@ -229,6 +234,19 @@ class CodexRuntime(CliRuntime):
                         totals[name] = totals.get(name, 0) + value
         self._rollout_key, self._rollout_value = key, ((totals if found else None), responses)
         return self._rollout_value
+
+    def _rollout_paths(self) -> list[pathlib.Path]:
+        """This run's rollout files under CODEX_HOME/sessions, found without following a link, at most
+        ``ROLLOUT_WALK`` entries looked at."""
+        wanted = tuple(f"{thread}.jsonl" for thread in self.thread_ids)
+        found, seen = [], 0
+        for folder, dirs, files in os.walk(self.home / "sessions"):   # (os.walk follows no linked folder)
+            seen += len(dirs) + len(files)
+            found += [pathlib.Path(folder, name) for name in files
+                      if name.startswith("rollout-") and name.endswith(wanted)]
+            if seen > ROLLOUT_WALK:
+                break
+        return sorted(found)
 
     def usage_totals(self) -> dict:
         recovered, responses = self._rollout() if self.thread_ids else (None, 0)
