@@ -123,13 +123,13 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 
 class LoopbackRelay:
     """This process's side of the proxied ports: a unix socket ``<port>.sock`` in a private folder for each port,
-    each connection to it carried to 127.0.0.1:<port>. ``owner``: the uid allowed to connect (root mode)."""
+    each connection to it carried to 127.0.0.1:<port>. ``owner``: the uid the sockets are given, so it may connect
+    (root mode); the folder stays this process's."""
 
     def __init__(self, ports: list[int], owner: int | None):
         self.folder = pathlib.Path(tempfile.mkdtemp(prefix="pyrua-cli-net-"))
         self._listeners: list[socket.socket] = []
-        if owner is not None:
-            os.chown(self.folder, owner, owner)
+        os.chmod(self.folder, 0o711)   # the sandbox may connect to the sockets, never change the folder
         for port in sorted(set(ports)):
             path = self.folder / f"{port}.sock"
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -90,6 +90,8 @@ class CodexRuntime(CliRuntime):
         self._attempt_errors = 0
         self._attempt_tools = 0
         self._rollout_key: tuple = ()
+        self._prepared = False
+        self._images: list[pathlib.Path] | None = None
         self._rollout_value: tuple = (None, 0)
 
     @property
@@ -97,10 +99,29 @@ class CodexRuntime(CliRuntime):
         return self.home
 
     def prepare_home(self) -> None:
-        """Create a clean CODEX_HOME with only config.toml (an existing ``--codex-home`` is used as it is)."""
-        if self.settings.home is None:
+        """Create a clean CODEX_HOME with only config.toml (an existing ``--codex-home`` is used as it is). Once,
+        before the first attempt: afterwards the folder is the model's to write (the CLI's shell runs there), so
+        this process writes nothing into it again (a link planted at config.toml would be followed)."""
+        if self.settings.home is None and not self._prepared:
             self.home.mkdir(parents=True, exist_ok=True)
             (self.home / "config.toml").write_text(CONFIG_TOML)
+        self._prepared = True
+
+    def _card_images(self, images) -> list[pathlib.Path]:
+        """The card images as the CLI sees them: inside its sandbox the run directory is out of view, so copies in
+        CODEX_HOME/images, made once (like config.toml); else the run directory's own files."""
+        if not self.isolated:
+            return [pathlib.Path(image) for image in images]
+        if self._images is None:
+            self._images = []
+            for index, card in enumerate(images):
+                copy = self.home / "images" / f"card_{index}{pathlib.Path(card).suffix}"
+                copy.parent.mkdir(exist_ok=True)
+                copy.write_bytes(pathlib.Path(card).read_bytes())
+                os.chmod(copy.parent, 0o755)   # readable by the sandbox's uid
+                os.chmod(copy, 0o644)
+                self._images.append(copy)
+        return self._images
 
     def command(self, prompt, images, mcp_url, proxy_url, mcp_token=None):
         self.prepare_home()
@@ -136,15 +157,7 @@ class CodexRuntime(CliRuntime):
         else:
             argv += ["-s", "workspace-write", "-C", str(self.workspace), "--skip-git-repo-check", "--json",
                      "-o", str(self.out / "last_message.md")]
-        for index, card in enumerate(images):
-            image = pathlib.Path(card)
-            if self.isolated:   # the run directory is outside the CLI's view: a copy in its config folder
-                copy = self.home / "images" / f"card_{index}{image.suffix}"
-                copy.parent.mkdir(exist_ok=True)
-                copy.write_bytes(image.read_bytes())
-                os.chmod(copy.parent, 0o755)   # readable by the sandbox's uid
-                os.chmod(copy, 0o644)
-                image = copy
+        for image in self._card_images(images):
             argv += ["-i", str(image)]
         argv.append("-")
         env = base_environment(s, proxy_url)
