@@ -8,11 +8,15 @@ anything off loopback: each test asserts it saw none, and that the scripted serv
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import errno
 import json
 import os
 import pathlib
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -27,6 +31,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "pyrua_ros.cli.main"]
 EPISODE = ["--suite", "fake_table", "--task", "0", "--driver", "fake", "--no-video", "--no-record"]
 PROGRAM = (ROOT / "pyrua_ros" / "examples" / "fake_table_cube_on_plate.py").read_text()
+PNG_1PX = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLv"
+                           "AAAAAElFTkSuQmCC")
 
 
 def play(out: pathlib.Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -47,10 +53,22 @@ def group_alive(pgid: int) -> bool:
 
 
 def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
+    """Also the CLI's sandbox: its shell writes a module into the workspace that the next cell imports, and it
+    cannot read a host file outside its view (world-readable, so only the view keeps it out) nor the host's
+    names (/etc/hostname, /root)."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host-secret-7f3a")
+    secret.chmod(0o644)
+    picture = tmp_path / "secret.png"   # Codex's view_image once read outside even Codex's own sandbox
+    picture.write_bytes(PNG_1PX)
+    shell = (f"cat {secret}; cat /etc/hostname; ls /root; printf 'def answer():\\n    return 42\\n' > helper_mod.py; "
+             "echo wrote")
     script = [
         Turn(calls=(("python", {"code": "s = robo.state()\nprint(s.step, s.gripper_opening)"}),),
              reasoning="Look before moving.", usage={"input": 5000, "cached": 1000, "output": 200, "reasoning": 50}),
-        Turn(calls=(("python", {"code": PROGRAM + "\nrun(robo)"}),), usage={"input": 7000, "output": 300}),
+        Turn(calls=(("exec_command", {"cmd": shell}), ("view_image", {"path": str(picture)}))),
+        Turn(calls=(("python", {"code": "import helper_mod\nprint('helper says', helper_mod.answer())\n"
+                                        + PROGRAM + "\nrun(robo)"}),), usage={"input": 7000, "output": 300}),
         Turn(calls=(("finish", {"status": "success", "summary": "the cube is on the plate"}),)),
         Turn(text="Done: the cube is on the plate."),
     ]
@@ -66,6 +84,13 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
         outputs = server.call_outputs()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert trap.attempts == [], trap.attempts                 # nothing but loopback
+    shell_output = [item for r in requests for item in r.body.get("input") or []
+                    if item.get("type") == "function_call_output" and "wrote" in json.dumps(item)]
+    assert shell_output and "No such file or directory" in json.dumps(shell_output[0]), shell_output
+    assert not any("host-secret-7f3a" in json.dumps(r.body) for r in requests)      # never reached the model
+    viewed = [item for r in requests for item in r.body.get("input") or []
+              if item.get("type") == "function_call_output" and "secret.png" in json.dumps(item)]
+    assert viewed and "input_image" not in json.dumps(viewed), viewed
     assert [r.outcome for r in checks] == ["models"]           # the check before boot: one GET of /v1/models
     assert server.steps_used == len(script) and all(r.main and r.outcome == "turn" for r in requests)
     first = requests[0]
@@ -74,12 +99,14 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     user_parts = [p for item in first.body["input"] if item.get("role") == "user" for p in item["content"]]
     assert sum(p["type"] == "input_image" for p in user_parts) == 2           # the card images
     assert any("# Task card" in p.get("text", "") for p in user_parts)
-    moving = [o for o in outputs if any(p.get("type") == "input_image" for p in o["output"])]
+    moving = [o for o in outputs if isinstance(o["output"], list)
+              and any(p.get("type") == "input_image" for p in o["output"])]
     assert len(moving) == 1                                                 # on-motion images after the move
 
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "completed" and result["environment_success"] is True
     assert result["finish"]["status"] == "success" and result["tool_turns"] == 3
+    assert any("codex CLI ran in bubblewrap" in n and "shared with the kernel" in n for n in result["notes"])
     assert result["reasoning_effort"] == "high" and result["codex_returncode"] == 0
     generation = result["generation"]
     assert generation["runtime"] == "codex" and generation["usage_source"] == "codex_events"
@@ -88,8 +115,10 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     assert generation["total_tokens"] == reported["input"] + reported["output"]
     assert generation["requests"] == len(script) and generation["tool_calls"] == {"python": 2, "finish": 1}
     assert (out / "last_message.md").read_text().strip() == "Done: the cube is on the plate."
-    assert [t["tool"] for t in json.loads((out / "tool_turns.json").read_text())] == ["python", "python", "finish"]
-    assert (out / "workspace" / "cell_002.py").is_file()
+    turns = json.loads((out / "tool_turns.json").read_text())
+    assert [t["tool"] for t in turns] == ["python", "python", "finish"]
+    assert turns[1]["ok"] and "helper says 42" in json.dumps(outputs)   # the CLI's module, imported by a cell
+    assert (out / "workspace" / "cell_002.py").is_file() and (out / "workspace" / "helper_mod.py").is_file()
     events = [json.loads(line) for line in (out / "codex_events.jsonl").read_text().splitlines()]
     assert sum(e.get("item", {}).get("type") == "mcp_tool_call" and e["type"] == "item.completed" for e in events) == 3
     assert (out / "codex_home" / "config.toml").is_file()
@@ -109,11 +138,11 @@ def _results(body: dict) -> list[tuple[str, dict, dict]]:
     """(tool, arguments, result JSON) of every tool call in a Messages request, in the order the results came."""
     calls = {block["id"]: (block["name"].rsplit("__", 1)[-1], block.get("input") or {})
              for message in body["messages"] if message["role"] == "assistant" and isinstance(message["content"], list)
-             for block in message["content"] if block.get("type") == "tool_use"}
+             for block in message["content"] if block.get("type") == "tool_use" and block["name"].startswith("mcp__")}
     found = []
     for message in body["messages"]:
         for block in message["content"] if isinstance(message["content"], list) else []:
-            if block.get("type") == "tool_result":
+            if block.get("type") == "tool_result" and block["tool_use_id"] in calls:
                 text = block["content"][0]["text"] if isinstance(block["content"], list) else block["content"]
                 found.append((*calls[block["tool_use_id"]], json.loads(text)))
     return found
@@ -139,7 +168,13 @@ def _move(target: str, dz: float, gripper: float):
 
 
 def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path):
+    """Also the CLI's sandbox: its Read tool cannot reach a host file outside its view (world-readable, so only
+    the view keeps it out) nor /etc/hostname."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host-secret-7f3a")
+    secret.chmod(0o644)
     script = [
+        Turn(calls=(("Read", {"file_path": str(secret)}), ("Read", {"file_path": "/etc/hostname"}))),
         Turn(calls=(("segment", {"prompt": "the red cube"}), ("segment", {"prompt": "the plate"})),
              reasoning="Find both objects.", usage={"input": 4000, "cached": 500, "output": 120}),
         _move("the red cube", 0.10, -1.0),
@@ -161,6 +196,10 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
         tool_results = server.tool_results()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert trap.attempts == [], trap.attempts
+    assert not any("host-secret-7f3a" in json.dumps(r.body) for r in server.requests)   # never reached the model
+    reads = [block for message in main[1].body["messages"] if isinstance(message["content"], list)
+             for block in message["content"] if block.get("type") == "tool_result"]
+    assert len(reads) == 2 and all(block.get("is_error") for block in reads), reads
     assert server.steps_used == len(script) and all(r.outcome == "turn" for r in main)
     assert all(r.outcome == "side" for r in side)
     tools = {t["name"] for t in main[0].body["tools"]}
@@ -182,7 +221,8 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
     assert generation["input_tokens"] == reported["input"] + reported["cached"]
     assert generation["cached_input_tokens"] == reported["cached"] == 500
     assert generation["output_tokens"] == reported["output"]
-    assert generation["max_turns"] == 25 and generation["tool_requests"] == [1, 1, 2, 3, 4, 5, 6, 7, 8]
+    assert generation["max_turns"] == 25 and generation["tool_requests"] == [2, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert any("claude CLI ran in bubblewrap" in n and "of its own" in n for n in result["notes"])
     assert generation["init"]["mcp_servers"][0]["status"] == "connected"   # with the server's bearer token
     start = json.loads((out / "claude_events.jsonl").read_text().splitlines()[0])
     mcp_config = json.loads(start["argv"][start["argv"].index("--mcp-config") + 1])
@@ -190,7 +230,8 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
     assert result["host"]["claude_cli"].endswith("claude")
     assert (out / "last_message.md").read_text().strip() == "The cube is on the plate."
     assert not (out / "workspace" / "cell_001.py").exists()                 # no code ran on the tools arm
-    images = [block for result in tool_results for block in result["content"] if block.get("type") == "image"]
+    images = [block for result in tool_results if isinstance(result["content"], list)
+              for block in result["content"] if block.get("type") == "image"]
     assert len(images) == 2 * 6                     # --images on-motion: both cameras after each motion call
     view = load_episode(out)   # the episode viewer reads the turns back from the events
     assert [t.tool for t in view.turns] == [t["tool"] for t in turns] and view.runtime == "claude"
@@ -276,8 +317,18 @@ def test_codex_usage_of_a_killed_session_is_recovered_from_its_rollout(tmp_path)
                                   "reasoning_output_tokens": 5, "total_tokens": total_in + total_out},
             "last_token_usage": {"input_tokens": 1, "output_tokens": 1}}}})
     rollout.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    assert rt.usage_totals() == {"input_tokens": 2500, "cached_input_tokens": 100, "output_tokens": 45,
-                                 "reasoning_output_tokens": 5, "total_tokens": 2545, "requests": 2}
+    # the CLI's folder is the model's to write (its shell runs there): a FIFO, a link to an endless file and a
+    # linked folder named like this run's rollouts are passed by, never read (a FIFO once held the host forever)
+    rt.on_event({"type": "thread.started", "thread_id": "0def"})
+    os.mkfifo(rollout.parent / "rollout-2026-12-03T10-00-01-0def.jsonl")
+    (rollout.parent / "rollout-2026-12-03T10-00-02-0def.jsonl").symlink_to("/dev/zero")
+    (tmp_path / "codex_home" / "sessions" / "loop").symlink_to(tmp_path)
+    result = []
+    reader = threading.Thread(target=lambda: result.append(rt.usage_totals()), daemon=True)
+    reader.start()
+    reader.join(20.0)
+    assert result == [{"input_tokens": 2500, "cached_input_tokens": 100, "output_tokens": 45,
+                       "reasoning_output_tokens": 5, "total_tokens": 2545, "requests": 2}]
     assert rt.audit()["usage_source"] == "codex_rollout"
 
 
@@ -325,3 +376,63 @@ def test_cli_runtime_settings_are_checked_before_anything_starts(tmp_path, args,
     proc = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert not (tmp_path / "run" / "result.json").exists()
+
+
+PROBE = r"""
+import json, os, socket, sys
+got = {}
+for name, port in (("proxied", int(sys.argv[1])), ("other", int(sys.argv[2]))):
+    try:
+        with socket.create_connection(("localhost", port), timeout=5) as conn:
+            got[name] = conn.recv(16).decode()
+    except OSError as exc:
+        got[name] = exc.errno
+for path in ("/etc/hostname", "/etc/passwd", sys.argv[3]):
+    got[path] = os.path.exists(path)
+print(json.dumps(got))
+"""
+
+
+def test_the_cli_sandbox_reaches_only_its_proxied_loopback_ports(tmp_path):
+    """The CLI's network namespace has only the ports it was given (the model server, the MCP server, the proxy),
+    carried through the agent process; another server on this machine's loopback is refused, and nothing of
+    /etc or the run directory's neighbours is in view. Run with the interpreter the forwarder uses."""
+    import socket
+    import threading
+
+    from pyrua_ros.agent.runtimes.cli_sandbox import CliSandbox
+
+    servers = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+
+    def answer(server: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                conn.sendall(b"hello")
+                conn.close()
+
+    for server in servers:
+        threading.Thread(target=answer, args=(server,), daemon=True).start()
+    proxied, other = (s.getsockname()[1] for s in servers)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host-secret-7f3a")
+    (tmp_path / "workspace").mkdir()
+    sandbox = CliSandbox(workspace=tmp_path / "workspace", shared=None, home=tmp_path / "home", own_home=True,
+                         executable="/usr/bin/true", ports=[proxied])
+    try:
+        wrapped = sandbox.wrap([os.path.realpath(sys.executable), "-I", "-S", "-c", PROBE, str(proxied), str(other),
+                                str(secret)])
+        try:
+            done = subprocess.run(wrapped.argv, pass_fds=wrapped.pass_fds, capture_output=True, text=True,
+                                  timeout=60)
+        finally:
+            for fd in wrapped.owned:
+                os.close(fd)
+    finally:
+        sandbox.close()
+        for server in servers:
+            server.close()
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got == {"proxied": "hello", "other": errno.ECONNREFUSED, "/etc/hostname": False, "/etc/passwd": False,
+                   str(secret): False}, got

@@ -661,6 +661,86 @@ def test_the_sandbox_tmpfs_hold_a_bounded_number_of_files(bare_kernel):
     assert bare_kernel.run_cell("1 + 1", 10).value == "2"
 
 
+MEMORY_ROUTES = (   # cell code (after ESCAPE): each way to hold memory RLIMIT_AS does not count, tried past its bound
+    "mmap, resource = _imp('mmap'), _imp('resource')\n"
+    "fcntl, ctypes = _imp('fcntl'), _imp('ctypes')\n"
+    "limit = resource.getrlimit(resource.RLIMIT_AS)[0]\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "got = {}\n"
+    "try:\n"
+    "    fd = os.memfd_create('pages')\n"
+    "    os.ftruncate(fd, limit)\n"
+    "    got['memfd'] = 'ok'\n"
+    "except OSError as e:\n"
+    "    got['memfd'] = e.errno\n"
+    "r = libc.shmget(0, ctypes.c_size_t(limit + 2**30), 0o1600)\n"   # SysV: IPC_PRIVATE, IPC_CREAT
+    "got['sysv_shm'] = 'ok' if r >= 0 else ctypes.get_errno()\n"
+    "try:\n"   # POSIX shared memory is a file in /dev/shm
+    "    os.open('/dev/shm/pyrua', os.O_CREAT | os.O_RDWR, 0o600)\n"
+    "    got['dev_shm'] = 'ok'\n"
+    "except OSError as e:\n"
+    "    got['dev_shm'] = e.errno\n"
+    "try:\n"
+    "    m = mmap.mmap(-1, limit + 2**20, flags=mmap.MAP_SHARED)\n"   # shmem pages of an anonymous mapping
+    "    got['shared_mapping'] = 'ok'\n"
+    "except OSError as e:\n"
+    "    got['shared_mapping'] = e.errno\n"
+    "for folder in ('/tmp', '.'):\n"   # the two tmpfs mounts, written until they refuse
+    "    n = 0\n"
+    "    try:\n"
+    "        with real_open(f'{folder}/fill', 'wb') as f:\n"
+    "            while n < 1024:\n"
+    "                f.write(bytes(2**20))\n"
+    "                f.flush()\n"
+    "                n += 1\n"
+    "    except OSError as e:\n"
+    "        got[folder] = (n, e.errno)\n"
+    "    os.unlink(f'{folder}/fill')\n"
+    "held, pipes = 0, []\n"   # pipe buffers: counted against the episode uid's own pipe pages
+    "try:\n"
+    "    while len(pipes) < 120:\n"
+    "        r, w = os.pipe()\n"
+    "        pipes.append((r, w))\n"
+    "        try:\n"
+    "            fcntl.fcntl(w, 1031, 2**20)\n"   # F_SETPIPE_SZ
+    "        except OSError:\n"
+    "            pass\n"
+    "        os.set_blocking(w, False)\n"
+    "        try:\n"
+    "            while True:\n"
+    "                held += os.write(w, bytes(65536))\n"
+    "        except BlockingIOError:\n"
+    "            pass\n"
+    "except OSError as e:\n"
+    "    got['pipes_stopped'] = e.errno\n"
+    "got['pipe_bytes'] = held\n"
+    "for r, w in pipes:\n"
+    "    os.close(r)\n"
+    "    os.close(w)\n"
+    "print(got)")
+
+
+def test_memory_past_rlimit_as_is_refused_or_bounded_and_result_json_says_so(bare_kernel):
+    """RLIMIT_AS counts the kernel's address space only; without a delegated cgroup these routes held memory past
+    it (memfd: 6 GiB against a 4 GiB limit; SysV shared memory outlived the cell). Each is tried past its bound:
+    memfd, SysV and POSIX shared memory are refused, a shared mapping counts against RLIMIT_AS, the two tmpfs
+    mounts stop at their sizes, pipe buffers at the per-user pipe pages of the episode's own uid; and the
+    kernel's sandbox line (result.json's notes) states the bounds."""
+    out = escape(bare_kernel, MEMORY_ROUTES, timeout_s=60.0)
+    assert out.exception is None, out.exception
+    got = eval(out.stdout)   # a dict printed by the cell
+    assert (got["memfd"], got["sysv_shm"], got["shared_mapping"]) == (errno.EPERM, errno.EPERM, errno.ENOMEM), got
+    assert got["dev_shm"] in (errno.ENOENT, errno.EROFS), got
+    assert got["/tmp"] == (sandbox.TMP_BYTES // 2**20, errno.ENOSPC), got   # 16 MiB
+    assert got["."][1] == errno.ENOSPC and got["."][0] <= 8, got            # the 8 MiB workspace of this kernel
+    pipe_pages = int(Path("/proc/sys/fs/pipe-user-pages-soft").read_text())
+    assert got["pipe_bytes"] <= pipe_pages * 4096 + 120 * 2 * 4096, got     # one uid's pipe pages, then 2 pages
+    assert (f"RLIMIT_AS {bare_kernel.limits.memory_bytes // 2**20} MiB" in bare_kernel.description
+            and "memory outside RLIMIT_AS: memfd and SysV shared memory refused, files in the 8 MiB workspace and "
+                "16 MiB /tmp tmpfs" in bare_kernel.description), bare_kernel.description
+    assert bare_kernel.run_cell("1 + 1", 10).value == "2"
+
+
 def test_the_workspace_has_a_size_limit(bare_kernel):
     out = bare_kernel.run_cell("with open('big.bin', 'wb') as f:\n    f.write(b'0' * (16 * 2**20))", 20)
     assert out.exception.strip().splitlines()[-1] == "OSError: [Errno 28] No space left on device"

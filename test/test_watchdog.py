@@ -66,3 +66,17 @@ def test_an_episode_that_ends_by_itself_is_left_alone(tmp_path):
     assert proc.wait(timeout=60) == 0
     time.sleep(0.5)
     assert json.loads((tmp_path / "result.json").read_text()) == {"status": "completed", "reason": None}
+
+
+def test_a_single_shot_run_has_the_episode_watchdog_too(tmp_path):
+    """``Episode.run`` starts the watchdog for any strategy with a finite ``wall_budget_s``: the loop arms (play,
+    eval) had one, the single shot of ``pyrualean run`` had none (its only watchdog was a timer inside the agent
+    process)."""
+    import math
+
+    from pyrua_ros.agent.run.single_shot import SingleShotAgent
+    from pyrua_ros.agent.settings.config import RunConfig, SingleShotSettings
+
+    cfg = RunConfig(single=SingleShotSettings(policy=tmp_path / "policy.py", timeout_s=42.0))
+    budget = getattr(SingleShotAgent(cfg), "wall_budget_s", None)
+    assert budget == 42.0 and math.isfinite(budget)

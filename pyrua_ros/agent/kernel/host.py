@@ -40,7 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyrua_ros.agent.kernel import cgroup, mounts, policy, protocol, sandbox, seccomp
+from pyrua_ros.agent.kernel import cgroup, mounts, policy, protocol, seccomp
+from pyrua_ros.agent.kernel import sandbox as sandbox_mod
 from pyrua_ros.agent.kernel import workspace as wsfiles
 from pyrua_ros.agent.kernel.child import BOOT, child_environment, describe_exit, only_child, read_bwrap_info
 from pyrua_ros.agent.kernel.frames import clean_done, frame_problem
@@ -115,12 +116,22 @@ class Kernel:
         self._reader: protocol.FrameReader | None = None
         self._host_fd = wsfiles.open_dir(self.workspace)
         self._ws_fd: int | None = None
+        self._mount_fd: int | None = None   # the episode's shared workspace tmpfs (root; mounts.workspace_tmpfs)
         self._records: set[str] = set()     # top-level names this process wrote (never overwritten by a copy)
         self._seen: dict[str, tuple] = {}   # copy cache: files already mirrored
         try:
+            if sandbox == "bwrap" and os.geteuid() == 0:
+                self._uid = sandbox_mod.episode_uid()
+                try:
+                    self._mount_fd = mounts.workspace_tmpfs(self.limits.workspace_bytes, self.limits.workspace_inodes,
+                                                            self._uid)
+                except OSError as exc:   # an older Linux: a tmpfs of the kernel's own, shared with nothing
+                    self._event(f"the workspace cannot be a shared tmpfs here ({exc}); the kernel mounts its own")
             self._start()
         except BaseException:
             os.close(self._host_fd)
+            if self._mount_fd is not None:
+                os.close(self._mount_fd)
             raise
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -133,6 +144,14 @@ class Kernel:
     def uid(self) -> int | None:
         """The uid the kernel runs as, seen from outside (as root: this episode's own, kept across restarts)."""
         return self._uid
+
+    @property
+    def shared_workspace(self) -> tuple[int, int] | None:
+        """(mount fd, uid) of the workspace tmpfs a coding-agent CLI's sandbox attaches to share the kernel's
+        files (:mod:`pyrua_ros.agent.runtimes.cli_sandbox`); None where the kernel's workspace is its own."""
+        if self._mount_fd is None or self._uid is None:
+            return None
+        return self._mount_fd, self._uid
 
     @property
     def mirrored(self) -> bool:
@@ -148,9 +167,10 @@ class Kernel:
         try:
             try:
                 filter_fd = _filter_fd() if self.sandbox == "bwrap" else None
-                launch = sandbox.plan(self.workspace, workspace_bytes=self.limits.workspace_bytes,
-                                      isolation=self.sandbox, uid=self._uid, info_fd=info_w, seccomp_fd=filter_fd)
-            except (sandbox.SandboxUnavailable, ValueError) as exc:
+                launch = sandbox_mod.plan(self.workspace, workspace_bytes=self.limits.workspace_bytes,
+                                          isolation=self.sandbox, uid=self._uid, info_fd=info_w, seccomp_fd=filter_fd,
+                                          workspace_mount=self._mount_fd)
+            except (sandbox_mod.SandboxUnavailable, ValueError) as exc:
                 raise SandboxUnavailable(str(exc)) from None
             self.description = launch.description
             self._uid = launch.uid
@@ -159,7 +179,7 @@ class Kernel:
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                 cwd=self.workspace if self.sandbox == "unsafe" else "/", env=child_environment(self.workspace),
                 start_new_session=True, close_fds=True,
-                pass_fds=tuple(fd for fd in (info_w, filter_fd) if fd is not None), bufsize=0)
+                pass_fds=tuple(fd for fd in (info_w, filter_fd, self._mount_fd) if fd is not None), bufsize=0)
         finally:
             for fd in (info_w, filter_fd):
                 if fd is not None:
@@ -197,14 +217,20 @@ class Kernel:
             files = self._limit_files(f"/proc/{sandbox_pid}/root")   # before any file or cell reaches it
             self.description += (f"; memory outside RLIMIT_AS: memfd and SysV shared memory refused, files in "
                                  f"the {self.limits.workspace_bytes // 2**20} MiB workspace and "
-                                 f"{sandbox.TMP_BYTES // 2**20} MiB /tmp tmpfs, {files}")
-            self._ws_fd = wsfiles.open_dir(f"/proc/{sandbox_pid}/root{self.workspace}")
+                                 f"{sandbox_mod.TMP_BYTES // 2**20} MiB /tmp tmpfs, {files}")
             owner = self._uid if os.geteuid() == 0 else None
-            if owner is not None:
-                os.fchown(self._ws_fd, owner, owner)
+            if self._mount_fd is not None:   # the episode's tmpfs: it outlives a kernel, so restore it only once
+                self._ws_fd = mounts.open_root(self._mount_fd)
+                restore = self.starts == 0
+            else:
+                self._ws_fd = wsfiles.open_dir(f"/proc/{sandbox_pid}/root{self.workspace}")
+                restore = True
+                if owner is not None:
+                    os.fchown(self._ws_fd, owner, owner)
             try:   # a workspace that was full before a restart may not fit again: what fits is restored
-                wsfiles.copy_tree(self._host_fd, self._ws_fd, owner=owner,
-                                  limits=wsfiles.CopyLimits(bytes=self.limits.workspace_bytes))
+                if restore:
+                    wsfiles.copy_tree(self._host_fd, self._ws_fd, owner=owner,
+                                      limits=wsfiles.CopyLimits(bytes=self.limits.workspace_bytes))
             except OSError as exc:
                 self._event(f"the new kernel's workspace could not be restored whole: {exc.strerror or exc}")
         self._bound({self._proc.pid, sandbox_pid, self._pid} - {None})
@@ -216,12 +242,13 @@ class Kernel:
         if os.geteuid() != 0:
             return "their file count not capped (setting nr_inodes needs root)"
         try:
-            mounts.limit_inodes(root, str(self.workspace), self.limits.workspace_inodes)
-            mounts.limit_inodes(root, "/tmp", sandbox.TMP_INODES)
+            if self._mount_fd is None:   # (a shared workspace got its nr_inodes when it was made)
+                mounts.limit_inodes(root, str(self.workspace), self.limits.workspace_inodes)
+            mounts.limit_inodes(root, "/tmp", sandbox_mod.TMP_INODES)
         except (OSError, ValueError) as exc:
             self._event(f"the sandbox's file count could not be capped: {exc}")
             return f"their file count not capped ({exc})"
-        return f"at most {self.limits.workspace_inodes} and {sandbox.TMP_INODES} files"
+        return f"at most {self.limits.workspace_inodes} and {sandbox_mod.TMP_INODES} files"
 
     _cgroup: cgroup.KernelCgroup | None = None
 
@@ -296,6 +323,9 @@ class Kernel:
             if self._host_fd is not None:
                 os.close(self._host_fd)
                 self._host_fd = None
+            if self._mount_fd is not None:
+                os.close(self._mount_fd)
+                self._mount_fd = None
 
     def __enter__(self) -> Kernel:
         return self

@@ -47,7 +47,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from pyrua_ros.agent.kernel import policy, seccomp
+from pyrua_ros.agent.kernel import mounts, policy, seccomp
 
 ISOLATIONS = ("bwrap", "unsafe")
 INSIDE_SRC = "/opt/pyrua/src"      # the kernel's own source files, read-only
@@ -238,6 +238,11 @@ class _Args:
         self.argv += ["--ro-bind", source, dest]
         self._dirs.add(dest)
 
+    def bind(self, source: str, dest: str) -> None:
+        self.dirs_for(dest)
+        self.argv += ["--bind", source, dest]
+        self._dirs.add(dest)
+
     def tmpfs(self, dest: str, size: int, perms: str) -> None:
         self.dirs_for(dest)
         self.argv += ["--perms", perms, "--size", str(int(size)), "--tmpfs", dest]
@@ -286,13 +291,15 @@ def problem() -> str | None:
 
 
 def plan(workspace: Path, *, workspace_bytes: int, isolation: str = "bwrap", uid: int | None = None,
-         info_fd: int | None = None, seccomp_fd: int | None = None) -> Launch:
+         info_fd: int | None = None, seccomp_fd: int | None = None, workspace_mount: int | None = None) -> Launch:
     """The command that starts the kernel for ``workspace`` (the host path; inside, a tmpfs of
-    ``workspace_bytes`` is mounted at the same path). ``uid``: the uid to drop to as root (None: a fresh
-    :func:`episode_uid`; a kernel restarted within its episode keeps its own). ``info_fd``: an fd bwrap writes
-    its JSON info to (the sandbox's child pid). ``seccomp_fd``: an fd holding :func:`seccomp.program`, which
-    bwrap loads (None only for tests of the bare namespaces). Raises SandboxUnavailable when
-    ``isolation="bwrap"`` and bubblewrap is missing."""
+    ``workspace_bytes`` is mounted at the same path; ``workspace_mount``: instead, the detached tmpfs of
+    :func:`mounts.workspace_tmpfs` the episode shares with its coding-agent CLI, attached there by
+    :func:`mounts.attach_argv`; the caller passes that fd to the child). ``uid``: the uid to drop to as root
+    (None: a fresh :func:`episode_uid`; a kernel restarted within its episode keeps its own). ``info_fd``: an fd
+    bwrap writes its JSON info to (the sandbox's child pid). ``seccomp_fd``: an fd holding
+    :func:`seccomp.program`, which bwrap loads (None only for tests of the bare namespaces). Raises
+    SandboxUnavailable when ``isolation="bwrap"`` and bubblewrap is missing."""
     if isolation not in ISOLATIONS:
         raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)}; got {isolation!r}")
     exe = os.path.realpath(sys.executable)
@@ -335,7 +342,11 @@ def plan(workspace: Path, *, workspace_bytes: int, isolation: str = "bwrap", uid
     args.argv += ["--dev", "/dev", "--proc", "/proc"]
     args.tmpfs("/tmp", TMP_BYTES, "1777")
     ws = str(Path(workspace).resolve())
-    args.tmpfs(ws, workspace_bytes, "0700" if root else "0755")
+    if workspace_mount is not None:
+        args.bind(ws, ws)
+        args.argv[:0] = mounts.attach_argv(exe, workspace_mount, ws)
+    else:
+        args.tmpfs(ws, workspace_bytes, "0700" if root else "0755")
     args.argv += ["--chdir", ws, "--remount-ro", "/", "--remount-ro", "/dev", "--"]
     if root and uid is None:
         uid = episode_uid()

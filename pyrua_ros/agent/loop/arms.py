@@ -88,7 +88,7 @@ class LoopAgent:
         agent = self.cfg.agent
         if agent.runtime in CLI_RUNTIMES:
             self.runtime = make_cli_runtime(self.cfg, out_dir=ep.out, workspace=ep.workspace,
-                                            tool_names=self.toolkit.tool_names())
+                                            tool_names=self.toolkit.tool_names(), kernel=self.kernel)
             return
         self.events = JsonlEventSink(ep.out / f"{agent.runtime}_events.jsonl")
 

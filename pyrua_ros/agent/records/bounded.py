@@ -76,10 +76,10 @@ def depth_over(value: Any, max_depth: int = MAX_DEPTH) -> bool:
     return False
 
 
-def read_file(path: str | os.PathLike, *, max_bytes: int = MAX_FILE_BYTES, max_depth: int = MAX_DEPTH) -> Any:
-    """The JSON in the file ``path`` with :func:`loads`' bounds; the file is opened without following a link in
-    its last component, must be a regular file and is read to at most ``max_bytes``. Raises ``OSError`` (cannot
-    be read) or :class:`JSONRefused` naming the file."""
+def read_bytes(path: str | os.PathLike, *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the file ``path``, opened without following a link in its last component (and without
+    blocking on a FIFO); it must be a regular file of at most ``max_bytes``. Raises ``OSError`` (cannot be read)
+    or :class:`JSONRefused` naming the file."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -87,6 +87,13 @@ def read_file(path: str | os.PathLike, *, max_bytes: int = MAX_FILE_BYTES, max_d
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise JSONRefused(f"{os.fspath(path)}: larger than the {max_bytes} byte limit")
+    return data
+
+
+def read_file(path: str | os.PathLike, *, max_bytes: int = MAX_FILE_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON in the file ``path`` with :func:`loads`' bounds, read by :func:`read_bytes`. Raises ``OSError``
+    (cannot be read) or :class:`JSONRefused` naming the file."""
+    data = read_bytes(path, max_bytes=max_bytes)
     try:
         return loads(data, max_depth=max_depth)
     except JSONRefused as exc:

@@ -10,9 +10,11 @@ also when the server fails or the answer has no code block, then with ``error``)
 whose agent strategy is :class:`SingleShotAgent`), runs ``run(robo)`` exactly once in the sandboxed kernel under a
 wall-clock watchdog (no model, no feedback), judges with the benchmark's success check and writes ``result.json``
 (:class:`RunResult`), ``policy.py`` (copy), ``policy_output.txt``, ``prompt.txt``, the card, ``calls.jsonl`` and
-``workspace/``. The watchdog is two-fold: a timer stops the episode at ``timeout_s`` (a running motion ends with
-``EpisodeFinished("timeout")``, the backend command is cancelled) and the kernel interrupts, then kills, a program
-that is still running at ``timeout_s`` (a pure-Python loop).
+``workspace/``. The watchdog is three-fold: a timer stops the episode at ``timeout_s`` (a running motion ends with
+``EpisodeFinished("timeout")``, the backend command is cancelled), the kernel interrupts, then kills, a program
+that is still running at ``timeout_s`` (a pure-Python loop), and the episode's watchdog process
+(:mod:`~pyrua_ros.agent.run.watchdog`, outside the agent process) kills an agent process still running 120 s
+later and finishes its result.json (status ``timeout``).
 """
 
 from __future__ import annotations
@@ -274,6 +276,13 @@ class SingleShotAgent:
             ep.notes.append(f"generation.json at {path} could not be read: {exc}")
             return None
         return data if isinstance(data, dict) else None
+
+    @property
+    def wall_budget_s(self) -> float:
+        """``--timeout-s``: the episode starts its watchdog outside this process at this plus its margin
+        (``watchdog.MARGIN_S``), so a ``pyrualean run`` whose agent process is held where the timer below cannot
+        reach it still ends, with a full result.json, as play and eval do."""
+        return self.cfg.timeout_s
 
     def start(self, ep) -> None:
         self.generation = self._load_generation(ep)

@@ -117,7 +117,7 @@ def check_play(cfg) -> None:
     """Every local check of a :class:`~pyrua_ros.agent.settings.config.PlayConfig` (no network, no run directory)."""
     e, agent = cfg.episode, cfg.agent
     check_episode(e.suite, e.task, e.seed, e.driver)
-    if agent.arm in CODE_ARMS:   # the tools arm starts no kernel
+    if agent.arm in CODE_ARMS or agent.runtime in CLI_RUNTIMES:   # a kernel, or a CLI in the same boundary
         check_sandbox(cfg.sandbox)
     check_vla_server_cmd(e.vla_server_cmd)
     check_reference_root(agent.reference_root)

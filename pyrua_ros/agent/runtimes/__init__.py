@@ -67,10 +67,11 @@ def cli_reasoning(cfg) -> str | None:
     return DEFAULT_CLI_REASONING if cfg.agent.runtime in CLI_RUNTIMES else None
 
 
-def make_cli_runtime(cfg, *, out_dir, workspace, tool_names: list[str]):
+def make_cli_runtime(cfg, *, out_dir, workspace, tool_names: list[str], kernel=None):
     """Build the ``codex`` / ``claude`` runtime of a :class:`~pyrua_ros.agent.settings.config.PlayConfig`
     (``cfg.agent.runtime``), its events going to ``<out_dir>/<runtime>_events.jsonl``. ``tool_names``: the MCP
-    tools the CLI may call (the arm's)."""
+    tools the CLI may call (the arm's); ``kernel``: the episode's cell kernel, whose workspace the CLI's sandbox
+    shares (None on the tools arm); ``--unsafe-sandbox`` runs the CLI outside any sandbox too."""
     import pathlib
 
     from .cli_agent import CliSettings, find_cli
@@ -89,4 +90,5 @@ def make_cli_runtime(cfg, *, out_dir, workspace, tool_names: list[str]):
     extra = {"tool_names": tool_names} if agent.runtime == "claude" else {}
     out_dir = pathlib.Path(out_dir)
     return cls(settings, out_dir=out_dir, workspace=workspace,
-               events_path=out_dir / f"{agent.runtime}_events.jsonl", **extra)
+               events_path=out_dir / f"{agent.runtime}_events.jsonl", isolation=cfg.sandbox.isolation,
+               shared_workspace=kernel.shared_workspace if kernel is not None else None, **extra)

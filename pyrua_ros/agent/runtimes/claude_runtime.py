@@ -67,6 +67,10 @@ class ClaudeRuntime(CliRuntime):
         self.warnings: list[str] = []
         self._attempt_tools = 0
 
+    @property
+    def config_home(self) -> pathlib.Path:
+        return self.config_dir
+
     def command(self, prompt, images, mcp_url, proxy_url, mcp_token=None):
         s = self.settings
         self.config_dir.mkdir(parents=True, exist_ok=True)

@@ -147,12 +147,13 @@ class CliProcess:
     thread, stderr to a file. ``wait(deadline, finished)`` returns ``exited`` | ``timeout`` | ``finished``."""
 
     def __init__(self, argv: list[str], *, env: dict[str, str], cwd: pathlib.Path, stdin: bytes,
-                 stderr_path: pathlib.Path, on_line: Callable[[str], None]):
+                 stderr_path: pathlib.Path, on_line: Callable[[str], None], pass_fds: tuple[int, ...] = ()):
         prefix = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
         self.argv = argv
         self._stderr = open(stderr_path, "ab")
         self.proc = subprocess.Popen([*prefix, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._stderr, cwd=cwd, env=env, start_new_session=True)
+                                     stderr=self._stderr, cwd=cwd, env=env, start_new_session=True,
+                                     pass_fds=pass_fds)
         self._on_line = on_line
         self._reader = threading.Thread(target=self._read, name="cli-stdout", daemon=True)
         self._reader.start()
@@ -184,10 +185,17 @@ class CliProcess:
 
     def stop(self, grace_s: float) -> None:
         """SIGINT, SIGTERM, SIGKILL to the whole process group, ``grace_s`` apart (helpers the CLI left behind in
-        its group are killed even when the CLI itself has exited); then the reader is joined."""
+        its group are killed even when the CLI itself has exited), and a wait (at most 10 s) until the group is
+        gone; then the reader is joined."""
         stop_process_groups([self.proc], sigint_grace_s=grace_s, sigterm_grace_s=grace_s)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.poll()
+        until = time.monotonic() + 10.0   # a sandbox's processes die with its PID namespace, a moment later
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            while time.monotonic() < until:
+                os.killpg(self.proc.pid, 0)
+                time.sleep(0.05)
         self._reader.join(timeout=5.0)
         self._stderr.close()
 
@@ -243,8 +251,11 @@ class CliRuntime:
     name = "cli"
 
     def __init__(self, settings: CliSettings, *, out_dir: pathlib.Path, workspace: pathlib.Path,
-                 events_path: pathlib.Path | None = None):
+                 events_path: pathlib.Path | None = None, isolation: str = "bwrap",
+                 shared_workspace: tuple[int, int] | None = None):
         self.settings = settings
+        self.isolation = isolation               # "bwrap": the CLI runs in cli_sandbox; "unsafe": as it is
+        self.shared_workspace = shared_workspace  # Kernel.shared_workspace: the kernel's tmpfs and uid
         self.out = pathlib.Path(out_dir)
         self.workspace = pathlib.Path(workspace)
         self.notes: list[str] = []
@@ -278,6 +289,29 @@ class CliRuntime:
     def audit(self) -> dict:
         raise NotImplementedError
 
+    @property
+    def config_home(self) -> pathlib.Path:
+        """The CLI's own config folder (CODEX_HOME / CLAUDE_CONFIG_DIR), read-write in its sandbox."""
+        raise NotImplementedError
+
+    @property
+    def isolated(self) -> bool:
+        """True when the CLI runs inside :mod:`.cli_sandbox`."""
+        return self.isolation == "bwrap"
+
+    def _sandbox(self, mcp_url: str, proxy: str):
+        """The CLI's :class:`~.cli_sandbox.CliSandbox` for this episode (None under ``--unsafe-sandbox``)."""
+        if not self.isolated:
+            return None
+        from .cli_sandbox import CliSandbox, loopback_port
+
+        ports = [p for p in (loopback_port(u) for u in (self.settings.base_url, mcp_url, proxy)) if p]
+        sandbox = CliSandbox(workspace=self.workspace, shared=self.shared_workspace, home=self.config_home,
+                             own_home=self.settings.home is None, executable=self.settings.executable, ports=ports,
+                             network=self.settings.network)
+        self.notes.append(sandbox.description())
+        return sandbox
+
     def ceiling_hit(self) -> str | None:
         """A reason when the CLI stopped at its own turn ceiling (Claude), else None."""
         return None
@@ -305,14 +339,24 @@ class CliRuntime:
         out = LoopOutcome()
         dead = DeadPort() if self.settings.network == "loopback" and self.settings.proxy is None else None
         proxy = self.settings.proxy or (dead.url if dead is not None else "")
+        sandbox = None
         try:
+            sandbox = self._sandbox(mcp_url, proxy)
             while True:
                 self.attempts += 1
                 self.start_attempt()
                 argv, env, stdin = self.command(prompt, images, mcp_url, proxy, mcp_token)
                 self.events.write({"type": "pyrua.start", "attempt": self.attempts, "argv": argv})
-                proc = CliProcess(argv, env=env, cwd=self.workspace, stdin=stdin,
-                                  stderr_path=self.out / f"{self.name}_stderr.txt", on_line=self._line)
+                wrapped = sandbox.wrap(argv) if sandbox is not None else None
+                if wrapped is not None:   # no host HOME inside: the sandbox's private /tmp
+                    env.update(HOME="/tmp", TMPDIR="/tmp")
+                try:
+                    proc = CliProcess(wrapped.argv if wrapped else argv, env=env, cwd=self.workspace, stdin=stdin,
+                                      stderr_path=self.out / f"{self.name}_stderr.txt", on_line=self._line,
+                                      pass_fds=wrapped.pass_fds if wrapped else ())
+                finally:
+                    for fd in wrapped.owned if wrapped else ():
+                        os.close(fd)
                 self.events.write({"type": "pyrua.started", "attempt": self.attempts, "pid": proc.proc.pid})
                 ending = proc.wait(deadline, finished, self.settings.finish_grace_s)
                 proc.stop(self.settings.kill_grace_s if ending != "exited" else 0.5)
@@ -349,6 +393,8 @@ class CliRuntime:
         finally:
             if dead is not None:
                 dead.close()
+            if sandbox is not None:
+                sandbox.close()
         out.requests = int(self.usage_totals().get("requests") or 0)
         out.last_message = self.last_message
         out.notes.extend(self.notes)

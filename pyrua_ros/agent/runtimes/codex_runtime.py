@@ -4,10 +4,13 @@ Command line (PYRUALEAN-CONTRACT.md 4.3, adapted to the pinned Codex):
 ``codex exec -m <model> -c model_reasoning_effort="<r>" -c mcp_servers.pyrualean.url="<url>"
 -c mcp_servers.pyrualean.bearer_token_env_var="PYRUALEAN_MCP_TOKEN" -c mcp_servers.pyrualean.tool_timeout_sec=<s>
 -c project_doc_max_bytes=0 <isolation> [<provider>]
--s workspace-write -C <workspace> --skip-git-repo-check --json -o <out>/last_message.md [-i <card image>]... -``
-with the whole prompt on stdin. Isolation: ``approval_policy="never"``, no update check, no analytics, no
-plugins (their start-up sync reaches the network), no web search, no memories, no shell snapshot. With
-``--base-url`` a custom provider ``pyrualean`` is configured (``wire_api="responses"``, ``env_key`` = the
+-s danger-full-access -C <workspace> --skip-git-repo-check --json -o <CODEX_HOME>/last_message.md
+[-i <CODEX_HOME>/images/card_N.png]... -`` with the whole prompt on stdin. The CLI runs inside
+:mod:`.cli_sandbox` (the boundary: Codex's own shell sandbox needs user namespaces, which it refuses), so the card
+images are copied into CODEX_HOME; under ``--unsafe-sandbox`` it runs as it is, with ``-s workspace-write``,
+``-o <out>/last_message.md`` and the run directory's images. Isolation: ``approval_policy="never"``, no update
+check, no analytics, no plugins (their start-up sync reaches the network), no web search, no memories, no shell
+snapshot. With ``--base-url`` a custom provider ``pyrualean`` is configured (``wire_api="responses"``, ``env_key`` = the
 ``--api-key-env`` variable, retries from ``PYRUALEAN_CODEX_RETRIES``, default 10); the key is passed only in the
 environment, and so is the MCP server's per-run token (``PYRUALEAN_MCP_TOKEN``, which Codex sends as
 ``Authorization: Bearer``); both variables are kept out of the shell commands Codex runs
@@ -30,11 +33,13 @@ import json
 import os
 import pathlib
 
+from pyrua_ros.agent.records import bounded
 from pyrua_ros.agent.settings.model import v1_endpoint
 
 from .cli_agent import MCP_TOKEN_ENV, CliRuntime, base_environment
 
 SERVER = "pyrualean"
+ROLLOUT_WALK = 10_000   # entries of CODEX_HOME/sessions looked at for this run's rollout files
 WARNING_MARKERS = ("Model metadata for", "Defaulting to fallback metadata")
 ISOLATION = (
     'approval_policy="never"', "check_for_update_on_startup=false", "analytics.enabled=false",
@@ -85,13 +90,38 @@ class CodexRuntime(CliRuntime):
         self._attempt_errors = 0
         self._attempt_tools = 0
         self._rollout_key: tuple = ()
+        self._prepared = False
+        self._images: list[pathlib.Path] | None = None
         self._rollout_value: tuple = (None, 0)
 
+    @property
+    def config_home(self) -> pathlib.Path:
+        return self.home
+
     def prepare_home(self) -> None:
-        """Create a clean CODEX_HOME with only config.toml (an existing ``--codex-home`` is used as it is)."""
-        if self.settings.home is None:
+        """Create a clean CODEX_HOME with only config.toml (an existing ``--codex-home`` is used as it is). Once,
+        before the first attempt: afterwards the folder is the model's to write (the CLI's shell runs there), so
+        this process writes nothing into it again (a link planted at config.toml would be followed)."""
+        if self.settings.home is None and not self._prepared:
             self.home.mkdir(parents=True, exist_ok=True)
             (self.home / "config.toml").write_text(CONFIG_TOML)
+        self._prepared = True
+
+    def _card_images(self, images) -> list[pathlib.Path]:
+        """The card images as the CLI sees them: inside its sandbox the run directory is out of view, so copies in
+        CODEX_HOME/images, made once (like config.toml); else the run directory's own files."""
+        if not self.isolated:
+            return [pathlib.Path(image) for image in images]
+        if self._images is None:
+            self._images = []
+            for index, card in enumerate(images):
+                copy = self.home / "images" / f"card_{index}{pathlib.Path(card).suffix}"
+                copy.parent.mkdir(exist_ok=True)
+                copy.write_bytes(pathlib.Path(card).read_bytes())
+                os.chmod(copy.parent, 0o755)   # readable by the sandbox's uid
+                os.chmod(copy, 0o644)
+                self._images.append(copy)
+        return self._images
 
     def command(self, prompt, images, mcp_url, proxy_url, mcp_token=None):
         self.prepare_home()
@@ -121,9 +151,13 @@ class CodexRuntime(CliRuntime):
                      "-c", f"{prefix}.stream_max_retries={codex_retries()}"]
             if s.api_key_env:
                 argv += ["-c", f"{prefix}.env_key={json.dumps(s.api_key_env)}"]
-        argv += ["-s", "workspace-write", "-C", str(self.workspace), "--skip-git-repo-check", "--json",
-                 "-o", str(self.out / "last_message.md")]
-        for image in images:
+        if self.isolated:   # inside cli_sandbox, which is the boundary (Codex's own needs user namespaces)
+            argv += ["-s", "danger-full-access", "-C", str(self.workspace), "--skip-git-repo-check", "--json",
+                     "-o", str(self.home / "last_message.md")]
+        else:
+            argv += ["-s", "workspace-write", "-C", str(self.workspace), "--skip-git-repo-check", "--json",
+                     "-o", str(self.out / "last_message.md")]
+        for image in self._card_images(images):
             argv += ["-i", str(image)]
         argv.append("-")
         env = base_environment(s, proxy_url)
@@ -182,9 +216,8 @@ class CodexRuntime(CliRuntime):
     def _rollout(self) -> tuple[dict | None, int]:
         """From this run's rollout files under CODEX_HOME/sessions: usage summed over its threads (the last
         ``token_count`` event of each) and the number of model responses (``token_count`` events)."""
-        paths = [path for thread in self.thread_ids
-                 for path in sorted(self.home.glob(f"sessions/**/rollout-*{thread}.jsonl"))]
-        key = tuple((str(p), p.stat().st_size) for p in paths)
+        paths = self._rollout_paths()
+        key = tuple((str(p), p.lstat().st_size) for p in paths)
         if key == self._rollout_key:   # progress views ask after every turn; read a file only when it grew
             return self._rollout_value
         totals: dict[str, int] = {}
@@ -192,9 +225,13 @@ class CodexRuntime(CliRuntime):
         found = False
         for path in paths:
             last = None
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:   # (the CLI's folder is the model's to write: no link, FIFO or huge file is followed)
+                text = bounded.read_bytes(path).decode("utf-8", errors="replace")
+            except (OSError, ValueError):
+                continue
+            for line in text.splitlines():
                 try:
-                    record = json.loads(line)
+                    record = bounded.loads(line, finite=False)
                 except ValueError:
                     continue
                 payload = record.get("payload") if isinstance(record, dict) else None
@@ -210,6 +247,19 @@ class CodexRuntime(CliRuntime):
                         totals[name] = totals.get(name, 0) + value
         self._rollout_key, self._rollout_value = key, ((totals if found else None), responses)
         return self._rollout_value
+
+    def _rollout_paths(self) -> list[pathlib.Path]:
+        """This run's rollout files under CODEX_HOME/sessions, found without following a link, at most
+        ``ROLLOUT_WALK`` entries looked at."""
+        wanted = tuple(f"{thread}.jsonl" for thread in self.thread_ids)
+        found, seen = [], 0
+        for folder, dirs, files in os.walk(self.home / "sessions"):   # (os.walk follows no linked folder)
+            seen += len(dirs) + len(files)
+            found += [pathlib.Path(folder, name) for name in files
+                      if name.startswith("rollout-") and name.endswith(wanted)]
+            if seen > ROLLOUT_WALK:
+                break
+        return sorted(found)
 
     def usage_totals(self) -> dict:
         recovered, responses = self._rollout() if self.thread_ids else (None, 0)
