@@ -1,6 +1,7 @@
 """``pyrualean eval``: instance sets, refusal of bad input before anything boots, the manifest, and real evaluations
 through the CLI: the fake arm on two local workers (interrupted, then resumed without re-running finished episodes),
-the LIBERO sim on two workers, and the same fake-arm set through a local Ray cluster bound to loopback only.
+the LIBERO sim on two workers, the same fake-arm set through a private Ray instance that stays on loopback in a
+network namespace with a real interface and a default route, and across a two-node Ray cluster that loses a node.
 
 Episodes are the replay runtime running the packaged example programs, judged by each driver's success check.
 """
@@ -12,6 +13,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -299,11 +301,11 @@ def test_libero_eval_on_two_workers(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------- Ray
-def _socket_table() -> dict[int, tuple[str, str, str]]:
-    """inode -> (protocol, local address, state) for every TCP/UDP socket of this network namespace."""
+def _socket_table(pid: int | str = "self") -> dict[int, tuple[str, str, str]]:
+    """inode -> (protocol, local address, state) for every TCP/UDP socket of the network namespace of ``pid``."""
     table = {}
     for proto in ("tcp", "tcp6", "udp", "udp6"):
-        with open(f"/proc/net/{proto}") as f:
+        with open(f"/proc/{pid}/net/{proto}") as f:
             next(f)
             for line in f:
                 fields = line.split()
@@ -323,10 +325,11 @@ def _is_loopback(address: str) -> bool:
     return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
-def non_loopback_sockets(processes: list[psutil.Process]) -> list[str]:
+def non_loopback_sockets(processes: list[psutil.Process], namespace_of: int | str = "self") -> list[str]:
     """Sockets of ``processes`` bound to a non-loopback address: every TCP socket, and UDP sockets of processes
-    that are not ROS nodes (DDS in the episode actors and driver nodes is kept local by its discovery range)."""
-    table = _socket_table()
+    that are not ROS nodes (DDS in the episode actors and driver nodes is kept local by its discovery range).
+    ``namespace_of``: a process in the network namespace they run in."""
+    table = _socket_table(namespace_of)
     bad = []
     for p in processes:
         try:
@@ -383,32 +386,60 @@ def ray_head(tmp_path):
         assert not leftovers, f"Ray processes outlived the head: {leftovers}"
 
 
+# A network namespace like any workstation's or cluster node's: an interface with a routable address, a default
+# route (nothing behind it answers), no IPv6 (whose link-local chatter would count as packets). The command runs in
+# it; when it ends, the interface's transmit count says whether anything tried to leave the machine.
+NETNS_SETUP = ("ip link set lo up && ip link add v0 type veth peer name v1"
+               " && sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
+               " net.ipv6.conf.v0.disable_ipv6=1 net.ipv6.conf.v1.disable_ipv6=1"
+               " && ip addr add 198.51.100.1/24 dev v0 && ip link set v0 up && ip link set v1 up"
+               " && ip route add default via 198.51.100.2"
+               ' && "$@"; code=$?; echo "v0 sent $(awk \'/v0:/ {print $11}\' /proc/net/dev) packet(s)"; exit $code')
+
+
+def in_network_namespace(command: list[str]) -> list[str]:
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        pytest.skip("needs root, unshare and ip to make a network namespace")
+    return ["unshare", "--net", "sh", "-c", NETNS_SETUP, "sh", *command]
+
+
 @pytest.mark.slow
-def test_fake_arm_eval_through_a_local_ray_cluster(tmp_path, ray_head):
+def test_fake_arm_eval_through_a_private_ray_instance_in_a_networked_namespace(tmp_path):
+    """A private Ray instance on a machine with a real interface and a default route binds nothing but loopback
+    and sends not one packet out (Ray's dashboard once asked the cloud metadata services which cloud it ran on,
+    and held a UDP socket on the external address)."""
     out, log_path = tmp_path / "ray", tmp_path / "eval.log"
-    args = [*FAKE_SET, "--backend", "ray", "--address", ray_head["address"], "--out", str(out)]
+    args = [*FAKE_SET, "--backend", "ray", "--workers", "2", "--out", str(out)]
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(eval_command(*args), cwd=ROOT, env=ray_head["env"], stdout=log,
+        proc = subprocess.Popen(in_network_namespace(eval_command(*args)), cwd=ROOT, stdout=log,
                                 stderr=subprocess.STDOUT)
+    found: list[str] = []
     try:
-        # while both actors run episodes: every socket of the cluster and of the coordinator is on loopback
+        # while both actors run episodes: every socket of the instance and of the coordinator is on loopback
         assert spin_until(lambda: episode_lines(log_path.read_text(), "start") >= 2 or proc.poll() is not None, 300), \
             log_path.read_text()
-        tree = [psutil.Process(ray_head["process"].pid), psutil.Process(proc.pid)]
-        tree += [c for p in list(tree) for c in p.children(recursive=True)]
+        tree = [psutil.Process(proc.pid)]
+        tree += tree[0].children(recursive=True)
         assert any("raylet" in " ".join(p.cmdline()) for p in _alive(tree))
-        assert non_loopback_sockets(_alive(tree)) == []
+        while proc.poll() is None:   # sampled till the end: the metadata probe came seconds after the start
+            try:
+                found += non_loopback_sockets(_alive(tree), namespace_of=proc.pid)
+            except FileNotFoundError:   # the namespace ended with the command
+                break
+            time.sleep(0.5)
         assert proc.wait(600) == 0, log_path.read_text()[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
+    text = log_path.read_text()
+    assert found == [] and "v0 sent 0 packet(s)" in text, (found, text[-2000:])
     final = results(out)
     assert sorted(final) == [f"fake_table:0:{s}" for s in range(3)]
     assert all(r["status"] == "completed" and r["environment_success"] for r in final.values())
     run = json.loads((out / "eval.json").read_text())["runs"][0]
-    assert run["backend"] == "ray" and run["workers"] == "cluster" and len(run["workers_info"]) == 2
+    assert run["backend"] == "ray" and len(run["workers_info"]) == 2
     assert len({w["ros_domain_id"] for w in run["workers_info"]}) == 2
-    assert "3/3 done" in log_path.read_text()
+    assert "3/3 done" in text
 
 
 def test_gathered_run_directories_land_in_out_with_their_paths_moved(tmp_path):

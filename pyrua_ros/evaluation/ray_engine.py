@@ -28,7 +28,14 @@ import tempfile
 import time
 from typing import Any
 
-LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+#: ``RAY_USAGE_STATS_REPORT_URL``: a head started by ``ray start --head`` with usage statistics off still posts a
+#: "disabled" notice to Ray's usage server (https://usage-stats.ray.io): this one is a loopback port nothing serves
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
+                "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/"}
+#: the user's home folder, for the actors of a private instance (whose Ray processes get HOME = a private folder)
+USER_HOME_ENV = "PYRUA_RAY_USER_HOME"
+#: the autoscaler's cluster config that Ray's dashboard process reads from ``~`` (see :func:`private_ray_home`)
+BOOTSTRAP_CONFIG = "ray_bootstrap_config.yaml"
 DEFAULT_TOKEN_FILE = pathlib.Path.home() / ".ray" / "auth_token"
 TOKEN_FILE = "ray-token"
 RESULT_MODES = ("auto", "shared", "gather")
@@ -45,6 +52,40 @@ def loopback_ray_environment(env: dict[str, str] | None = None) -> dict[str, str
         env["RAY_AUTH_MODE"] = "token"
         env.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
     return env
+
+
+def private_ray_home(folder: pathlib.Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """Give the Ray processes of a private instance (started with ``env``, by default this process's) ``folder``
+    as HOME, holding an empty autoscaler config, and keep the user's home in ``PYRUA_RAY_USER_HOME`` for the
+    actors (:class:`EpisodeActor` restores it).
+
+    Why: the head's dashboard process always runs Ray's usage-statistics module (``include_dashboard=False`` loads
+    that one alone), and it reads ``~/ray_bootstrap_config.yaml`` *before* it checks that usage statistics are off;
+    without that file it asks the cloud metadata services which cloud it runs on (a DNS query for
+    metadata.google.internal, HTTP to 169.254.169.254), on any machine with a default route. With the file there
+    it reads it and asks nothing. Returns ``env``."""
+    env = os.environ if env is None else env
+    folder = pathlib.Path(folder)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (folder / BOOTSTRAP_CONFIG).write_text("# a private pyrua_ros Ray instance: no autoscaler, no cloud provider\n{}\n")
+    env.setdefault(USER_HOME_ENV, env.get("HOME", str(pathlib.Path.home())))
+    env["HOME"] = str(folder)
+    return env
+
+
+@contextlib.contextmanager
+def _private_home_while_starting(folder: pathlib.Path):
+    """:func:`private_ray_home` for the processes ``ray.init`` starts, then this process's HOME again."""
+    saved = {key: os.environ.get(key) for key in ("HOME", USER_HOME_ENV)}
+    private_ray_home(folder)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def private_temp_dir() -> pathlib.Path:
@@ -113,6 +154,10 @@ class EpisodeActor:
 
     def __init__(self, slot: int, log_dir: str):
         from pyrua_ros.evaluation.worker import EpisodeWorker, isolate_ros_domain
+
+        home = os.environ.pop(USER_HOME_ENV, None)   # a private instance's actor: the user's home again
+        if home:
+            os.environ["HOME"] = home
 
         self.domain = isolate_ros_domain()
         self.slot = slot
@@ -214,9 +259,10 @@ class RayEngine:
         else:
             slots = self.slots or os.cpu_count() or 1
             self.temp_dir = private_temp_dir()
-            ray.init(num_cpus=max(1, int(slots * self.cpus + 0.999)), include_dashboard=False,
-                     logging_level="WARNING", log_to_driver=False, _node_ip_address="127.0.0.1",
-                     _temp_dir=str(self.temp_dir))
+            with _private_home_while_starting(self.temp_dir.parent / "home"):
+                ray.init(num_cpus=max(1, int(slots * self.cpus + 0.999)), include_dashboard=False,
+                         logging_level="WARNING", log_to_driver=False, _node_ip_address="127.0.0.1",
+                         _temp_dir=str(self.temp_dir))
         if self.slots is None:
             fit = int(ray.cluster_resources().get("CPU", 1) / self.cpus)
             self.slots = max(1, min(fit, self.max_slots or fit))
