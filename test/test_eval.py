@@ -8,6 +8,7 @@ Episodes are the replay runtime running the packaged example programs, judged by
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -354,36 +355,117 @@ def non_loopback_sockets(processes: list[psutil.Process], namespace_of: int | st
 
 
 @pytest.fixture
-def ray_head(tmp_path):
-    """A local Ray head with two CPUs: every Ray server on 127.0.0.1, no dashboard, no usage statistics."""
-    from pyrua_ros.bringup.process import stop_process_groups
-    from pyrua_ros.evaluation.ray_engine import loopback_ray_environment
+def ray_two_nodes(tmp_path):
+    """A Ray cluster of two nodes on this machine (``pyrua_ros.testing.ray_cluster``), one CPU each: every Ray
+    server on 127.0.0.1, no dashboard, no usage statistics, a node declared dead about 3 s after it goes."""
+    from pyrua_ros.evaluation.ray_engine import loopback_ray_environment, private_ray_home
 
     env = loopback_ray_environment(dict(os.environ))
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")   # short: Ray's socket paths must fit 107 bytes
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log_path = tmp_path / "ray-head.log"
-    with open(log_path, "w") as log:
-        head = subprocess.Popen([str(pathlib.Path(sys.executable).parent / "ray"), "start", "--head", "--block",
-                                 "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
-                                 "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", temp],
-                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    private_ray_home(pathlib.Path(temp) / "home", env)
+    helper = subprocess.Popen([sys.executable, "-m", "pyrua_ros.testing.ray_cluster", "2", temp], cwd=ROOT, env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(tmp_path / "ray.log", "w"),
+                              text=True, start_new_session=True)
     try:
-        assert spin_until(lambda: "Ray runtime started" in log_path.read_text() or head.poll() is not None, 180), \
-            log_path.read_text()[-3000:]
-        yield {"address": f"127.0.0.1:{port}", "env": env, "process": head}
+        line = helper.stdout.readline()
+        assert line, (tmp_path / "ray.log").read_text()[-3000:]
+
+        def remove(index: int) -> None:
+            helper.stdin.write(f"remove {index}\n")
+            helper.stdin.flush()
+            assert helper.stdout.readline().strip() == f"removed {index}"
+
+        yield {**json.loads(line), "env": env, "remove": remove}
     finally:
-        stop_process_groups([head], sigint_grace_s=20.0)
+        with contextlib.suppress(OSError):
+            helper.stdin.close()   # the cluster shuts down
+        try:
+            helper.wait(60)
+        except subprocess.TimeoutExpired:
+            helper.kill()
         leftovers = [p.pid for p in psutil.process_iter(["cmdline"]) if temp in " ".join(p.info["cmdline"] or [])]
-        for pid in leftovers:   # our head's processes only: they carry our private temp dir
+        for pid in leftovers:   # our cluster's processes only: they carry our private temp dir
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        __import__("shutil").rmtree(temp, ignore_errors=True)
-        assert not leftovers, f"Ray processes outlived the head: {leftovers}"
+        shutil.rmtree(temp, ignore_errors=True)
+        assert not leftovers, f"Ray processes outlived the cluster: {leftovers}"
+
+
+def _outcomes(found: dict[str, dict]) -> dict[str, tuple]:
+    return {key: (r["status"], r["environment_success"], r["env_steps"], r["calls"]) for key, r in found.items()}
+
+
+@pytest.mark.slow
+def test_fake_arm_eval_across_two_ray_nodes_survives_losing_one_and_its_coordinator(tmp_path, ray_two_nodes):
+    """Node 2 (its raylet and the actor on it) is killed mid-episode: that episode runs again on the head as an
+    infrastructure retry, its first attempt kept. Then the coordinator itself is killed; the same command resumes.
+    Every instance ends with one record, whose outcome equals a local run's."""
+    out, log_path = tmp_path / "ray", tmp_path / "eval.log"
+    program = tmp_path / "slow.py"
+    program.write_text(SLOW_FAKE_PROGRAM.replace("WAVES", "6"))
+    instances = ["--arm", "cells", "--driver", "fake", "--suite", "fake_table", "--task", "0", "--seed", "0-3",
+                 "--no-video", "--no-record", "--replay", str(program)]
+    args = [*instances, "--backend", "ray", "--address", ray_two_nodes["address"], "--out", str(out)]
+    env = ray_two_nodes["env"]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(eval_command(*args), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def actor_on_node2() -> bool:
+            for pid in ray_two_nodes["nodes"][1]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if any("EpisodeActor" in " ".join(c.cmdline()) for c in psutil.Process(pid).children(True)):
+                        return True
+            return False
+
+        assert spin_until(lambda: (episode_lines(log_path.read_text(), "start") >= 2 and actor_on_node2())
+                          or proc.poll() is not None, 300), log_path.read_text()
+        assert proc.poll() is None, log_path.read_text()
+        tree = [psutil.Process(proc.pid)]
+        for pid in [pid for node in ray_two_nodes["nodes"] for pid in node]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                tree.append(psutil.Process(pid))
+        tree += [c for p in _alive(tree) for c in p.children(recursive=True)]
+        assert non_loopback_sockets(_alive(tree)) == []   # both nodes and the coordinator: loopback only
+        ray_two_nodes["remove"](1)   # node 2 goes: its raylet, its agents, the actor on it
+        assert spin_until(lambda: "-> retrying" in log_path.read_text() or proc.poll() is not None, 120), \
+            log_path.read_text()
+        done = episode_lines(log_path.read_text(), "done")
+        assert spin_until(lambda: episode_lines(log_path.read_text(), "done") > done or proc.poll() is not None,
+                          300), log_path.read_text()
+        assert proc.poll() is None, log_path.read_text()   # three episodes are still to finish or run
+        proc.kill()   # the coordinator goes too
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    first = log_path.read_text()
+    assert "Ray: " in first, first   # the lost node's episode: a crash named as Ray's
+    finished = {k for k, r in results(out).items() if r["status"] == "completed"}
+    assert 1 <= len(finished) < 4, first
+
+    again = run_eval(*args, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{len(finished)} already finished" in again.stderr
+    final = results(out)
+    assert sorted(final) == [f"fake_table:0:{s}" for s in range(4)]
+    assert all(r["status"] == "completed" and r["environment_success"] for r in final.values()), final
+    attempts = sorted(str(p.relative_to(out / ".eval" / "attempts")) for p in
+                      (out / ".eval" / "attempts").glob("*/*/*/*/result.json"))
+    crashed = [a for a in attempts if a.split("/")[3] == "1"]
+    assert len(crashed) == 1, attempts   # the lost node's episode, kept as attempt 1
+    record = json.loads((out / ".eval" / "attempts" / crashed[0]).read_text())
+    assert record["status"] == "killed" and "Ray" in record["reason"], record
+    manifest = json.loads((out / "eval.json").read_text())
+    assert len(manifest["runs"]) == 2 and manifest["runs"][1]["outcome"] == "finished"
+    assert manifest["runs"][1]["skipped_finished"] == len(finished)
+    assert "4/4 done" in again.stderr or f"{4 - len(finished)}/{4 - len(finished)}" in again.stderr
+    assert "fake_table" in again.stdout and "100.0%" in again.stdout   # the report counts each instance once
+
+    local = run_eval(*instances, "--workers", "2", "--out", str(tmp_path / "local"), timeout=600)
+    assert local.returncode == 0, local.stderr[-3000:]
+    assert _outcomes(results(tmp_path / "local")) == _outcomes(final)
 
 
 # A network namespace like any workstation's or cluster node's: an interface with a routable address, a default

@@ -234,6 +234,10 @@ class RayEngine:
         self.actors: dict[int, Any] = {}
         self.worker_info: list[dict[str, Any]] = []   # one entry per actor: slot, host, pid, ROS domain
         self.running: dict[Any, int] = {}   # object ref -> slot
+        self.pending: dict[int, Any] = {}   # slot -> its new actor's ``info`` ref, until it answers
+        self.ready: set[int] = set()   # slots whose actor answered
+        self.unplaced_since: float | None = None   # since when no actor runs and none found room
+        self.placement_timeout_s = 600.0
         self.statuses = None
         self.closing = False
         self.temp_dir: pathlib.Path | None = None   # a private instance's own session folder (private_temp_dir)
@@ -267,23 +271,63 @@ class RayEngine:
             fit = int(ray.cluster_resources().get("CPU", 1) / self.cpus)
             self.slots = max(1, min(fit, self.max_slots or fit))
         from ray.util.queue import Queue
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        self.statuses = Queue(maxsize=1000, actor_options={"num_cpus": 0})
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        self.statuses = Queue(maxsize=1000, actor_options={"num_cpus": 0, "scheduling_strategy": here})   # (lives
+        # on the coordinator's node: it outlives any other node)
         self._actor_class = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=0)(EpisodeActor)
-        self._new_actors(range(self.slots))
+        self._new_actors(range(self.slots), wait_s=300.0)
 
-    def _new_actors(self, slots) -> None:
-        """Start actors for ``slots`` and record where each runs (host, pid, ROS domain)."""
+    def _new_actors(self, slots, wait_s: float = 0.0) -> None:
+        """Start actors for ``slots``; each slot takes episodes once its actor answers where it runs (host, pid,
+        ROS domain), waited for up to ``wait_s`` here, later checked by :meth:`submit`. A replacement for an actor
+        whose node died may wait for room in the cluster: its slot stays idle meanwhile, and the survivors run the
+        episodes."""
         import ray
 
         for slot in slots:
             self.actors[slot] = self._actor_class.remote(slot, str(self.out / ".eval" / "logs"))
-        infos = {slot: self.actors[slot].info.remote() for slot in slots}
-        for slot, ref in infos.items():
+            self.pending[slot] = self.actors[slot].info.remote()
+        self.ready.difference_update(slots)
+        if wait_s > 0 and slots:
             with contextlib.suppress(Exception):
-                self.worker_info.append({"slot": slot, **ray.get(ref, timeout=300)})
+                ray.wait([self.pending[slot] for slot in slots], num_returns=len(slots), timeout=wait_s)
+        for slot in slots:
+            self._placed(slot)
+
+    def _placed(self, slot: int) -> bool:
+        """Whether ``slot``'s actor runs (recording where, the first time it answers)."""
+        import ray
+
+        if slot in self.ready:
+            return True
+        ref = self.pending.get(slot)
+        if ref is None or not ray.wait([ref], timeout=0)[0]:
+            return False
+        del self.pending[slot]
+        try:
+            self.worker_info.append({"slot": slot, **ray.get(ref)})
+        except Exception:   # died before it answered: another one
+            self._new_actors([slot])
+            return False
+        self.ready.add(slot)
+        return True
 
     def submit(self, slot: int, job: dict[str, Any]) -> bool:
+        """Hand ``job`` to ``slot``'s actor; False while that actor waits for a place in the cluster."""
+        if not self._placed(slot):
+            if self.ready or self.running:
+                self.unplaced_since = None
+            elif self.unplaced_since is None:
+                self.unplaced_since = time.monotonic()
+            elif time.monotonic() - self.unplaced_since > self.placement_timeout_s:
+                from pyrua_ros.evaluation.runner import EngineError
+
+                raise EngineError(f"no episode actor found room in the Ray cluster for "
+                                  f"{self.placement_timeout_s:.0f} s (each needs {self.cpus:g} CPU, "
+                                  f"{self.gpus:g} GPU); `ray status` shows what the cluster has")
+            return False
         ref = self.actors[slot].run.remote(job, str(self.out), self.token, self.results, self.statuses)
         self.running[ref] = slot
         return True
@@ -322,6 +366,7 @@ class RayEngine:
             except (RayActorError, RayTaskError) as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 events.append({"event": "crash", "worker": slot, "instance": None, "detail": f"Ray: {first}"})
+                self.ready.discard(slot)
                 if not self.closing:
                     with contextlib.suppress(Exception):
                         ray.kill(self.actors[slot])
@@ -340,9 +385,9 @@ class RayEngine:
             with contextlib.suppress(Exception):
                 ray.wait(list(self.running), num_returns=len(self.running), timeout=60.0)
         closing = []
-        for actor in self.actors.values():
+        for slot in self.ready:   # (an actor still waiting for a place would never answer)
             with contextlib.suppress(Exception):
-                closing.append(actor.close.remote())
+                closing.append(self.actors[slot].close.remote())
         with contextlib.suppress(Exception):
             ray.wait(closing, num_returns=len(closing), timeout=60.0)
         for actor in self.actors.values():
