@@ -245,6 +245,7 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
         if stream is not sys.stderr:
             stream.close()
     run["workers_info"] = list(engine.worker_info)
+    run["engine_timings"] = dict(getattr(engine, "timings", {}))   # Ray: instance start, actors, close
     ended = "interrupted" if outcome.interrupted else (f"failed: {outcome.error}" if outcome.error else "finished")
     manifest.end_run(run, outcome=ended, episodes_run=outcome.episodes_run)
     if outcome.error:
