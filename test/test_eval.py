@@ -111,6 +111,20 @@ def test_job_config_round_trip(tmp_path):
         config_from_json({"episode": {"nope": 1}})
 
 
+def test_a_base_url_can_name_the_node_each_episode_runs_on():
+    """``{node}`` in --base-url is the address of the node an episode runs on: each cluster node's episodes reach
+    the model server on that node (the job carries the URL as given; the worker resolves it)."""
+    from pyrua_ros.agent.settings.config import AgentSettings, ModelSettings, PlayConfig
+    from pyrua_ros.evaluation.worker import on_node
+
+    cfg = PlayConfig(agent=AgentSettings(runtime="openai"), model=ModelSettings(base_url="http://{node}:30000/v1"))
+    assert config_from_json(config_to_json(cfg)).model.base_url == "http://{node}:30000/v1"
+    assert on_node(cfg, "10.0.0.7").model.base_url == "http://10.0.0.7:30000/v1"
+    assert on_node(cfg, "fd00::2").model.base_url == "http://[fd00::2]:30000/v1"
+    plain = PlayConfig(agent=AgentSettings(runtime="openai"), model=ModelSettings(base_url="http://127.0.0.1:1/v1"))
+    assert on_node(plain, "10.0.0.7") is plain
+
+
 # ---------------------------------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize(("args", "message"), [
     (["--suite", "libero_nope"], "unknown suite 'libero_nope' for --driver sim; valid suites: libero_spatial, "),

@@ -167,12 +167,16 @@ class EpisodeActor:
         self.domain = isolate_ros_domain()
         self.slot = slot
         self.scratch = pathlib.Path(tempfile.mkdtemp(prefix=f"pyrua_eval_actor{slot}_"))
-        self.worker = EpisodeWorker(slot, pathlib.Path(log_dir) if _writable(log_dir) else self.scratch / "logs")
+        import ray
+
+        self.worker = EpisodeWorker(slot, pathlib.Path(log_dir) if _writable(log_dir) else self.scratch / "logs",
+                                    node_address=ray.util.get_node_ip_address())
 
     def info(self) -> dict[str, Any]:
         import socket
 
-        return {"pid": os.getpid(), "host": socket.gethostname(), "ros_domain_id": self.domain}
+        return {"pid": os.getpid(), "host": socket.gethostname(), "node_address": self.worker.node_address,
+                "ros_domain_id": self.domain}
 
     def run(self, job: dict[str, Any], out_root: str, token: str, mode: str, statuses=None) -> dict[str, Any]:
         """One episode; the summary, plus ``archive`` (gzipped tar of the run directory) when gathering.
