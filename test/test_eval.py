@@ -583,7 +583,7 @@ def test_progress_plain_lines_and_live_view():
                                                  "worker_wall_s": 75.0})
     lines = stream.getvalue().splitlines()
     assert lines[0] == "[eval] starting: 3 episode(s) to run on 2 worker(s), 2 already finished"
-    assert lines[2] == "[eval] w1 start libero_goal:8:0 (attempt 2)"
+    assert lines[2] == "[eval] w1 start libero_goal:8:0 (attempt 2): boot"   # a phase from the first second
     # an infrastructure failure names its cause on its line
     assert lines[3].startswith("[eval] w1 done libero_goal:8:0: boot_error infra in 12s (episode reset failed: the "
                                "sim node exited with status 1) -> retrying | 2/5 done")
@@ -598,6 +598,14 @@ def test_progress_plain_lines_and_live_view():
     assert "planner_error infra in 3s (provider error mid-episode: connection: request 1 failed)" in lines[5]
     # the one rate, with the buckets outside it named beside it; an interrupt is never a success
     assert "| 5/5 done | success 2/3 (66.7%); infra 1, interrupted 1 |" in lines[6]
+    phased = EvalProgress(1, 1, stream=io.StringIO(), tty=False)   # each new phase: a line
+    phased.episode_started(0, "fake_table:0:0")
+    for status in ({"phase": "boot"}, {"phase": "reset", "phase_detail": "seed 0"}, {"turn": 1, "steps": 9},
+                   {"phase": "agent", "phase_detail": "runtime replay"}, {"phase": "records"}):
+        phased.episode_status(0, status)
+    assert [line.rsplit(" at ", 1)[0] for line in phased.stream.getvalue().splitlines()] == [
+        "[eval] w0 start fake_table:0:0: boot", "[eval] w0 reset fake_table:0:0 (seed 0)",
+        "[eval] w0 agent fake_table:0:0 (runtime replay)", "[eval] w0 records fake_table:0:0"]
     counted = EvalProgress(1, 1, stream=io.StringIO(), tty=False, count_errors_as_failures=True)
     counted.episode_done(0, "libero_goal:8:0", {"status": "boot_error", "reason": "x"})
     assert "success 0/1 (0.0%); infra (in the rate) 1" in counted.headline()   # the final report's rule
