@@ -272,12 +272,7 @@ class RayEngine:
         if self.address:
             ray.init(address=self.address, logging_level="WARNING", log_to_driver=False)
         else:
-            slots = self.slots or os.cpu_count() or 1
-            self.temp_dir = private_temp_dir()
-            with _private_home_while_starting(self.temp_dir.parent / "home"):
-                ray.init(num_cpus=max(1, int(slots * self.cpus + 0.999)), include_dashboard=False,
-                         logging_level="WARNING", log_to_driver=False, _node_ip_address="127.0.0.1",
-                         _temp_dir=str(self.temp_dir))
+            self._start_private(ray)
         self.timings["ray_init_s"] = round(time.monotonic() - t0, 2)
         if self.slots is None:
             fit = int(ray.cluster_resources().get("CPU", 1) / self.cpus)
@@ -292,6 +287,27 @@ class RayEngine:
         t1 = time.monotonic()
         self._new_actors(range(self.slots), wait_s=300.0)
         self.timings["actors_start_s"] = round(time.monotonic() - t1, 2)
+
+    def _start_private(self, ray, tries: int = 2) -> None:
+        """A private instance; a second try when the first timed out (Ray waits a fixed 30 s for its raylet,
+        which a machine loaded many times over its cores can miss)."""
+        slots = self.slots or os.cpu_count() or 1
+        for attempt in range(1, tries + 1):
+            if self.temp_dir is not None:
+                shutil.rmtree(self.temp_dir.parent, ignore_errors=True)
+            self.temp_dir = private_temp_dir()
+            try:
+                with _private_home_while_starting(self.temp_dir.parent / "home"):
+                    ray.init(num_cpus=max(1, int(slots * self.cpus + 0.999)), include_dashboard=False,
+                             logging_level="WARNING", log_to_driver=False, _node_ip_address="127.0.0.1",
+                             _temp_dir=str(self.temp_dir))
+                return
+            except Exception:
+                with contextlib.suppress(Exception):
+                    ray.shutdown()   # the processes this try started
+                if attempt == tries:
+                    raise
+                self.timings["failed_starts"] = attempt
 
     def _new_actors(self, slots, wait_s: float = 0.0) -> None:
         """Start actors for ``slots``; each slot takes episodes once its actor answers where it runs (host, pid,
@@ -394,6 +410,9 @@ class RayEngine:
         import ray
 
         self.closing = True
+        if not ray.is_initialized():   # it never started (a Ray call here could start a default instance)
+            self._remove_private_files()
+            return
         if interrupted and self.running:
             self._interrupt_running()
             with contextlib.suppress(Exception):
@@ -414,6 +433,9 @@ class RayEngine:
         if ray.is_initialized():
             ray.shutdown()
         self.timings["close_s"] = round(time.monotonic() - t0, 2)
+        self._remove_private_files()
+
+    def _remove_private_files(self) -> None:
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir.parent, ignore_errors=True)
         with contextlib.suppress(OSError):
