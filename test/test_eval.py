@@ -541,6 +541,7 @@ def test_fake_arm_eval_through_a_private_ray_instance_in_a_networked_namespace(t
 def test_gathered_run_directories_land_in_out_with_their_paths_moved(tmp_path):
     """--ray-results gather: an actor on another machine packs its scratch run directory; the coordinator unpacks
     it at the instance's place in OUT and makes the record's paths point there."""
+    from pyrua_ros.evaluation import gather as G
     from pyrua_ros.evaluation import ray_engine as E
 
     scratch = tmp_path / "node-b" / "run"
@@ -552,7 +553,7 @@ def test_gathered_run_directories_land_in_out_with_their_paths_moved(tmp_path):
     target = tmp_path / "out" / "fake_table" / "0" / "0"
     target.mkdir(parents=True)
     (target / "stale.txt").write_text("from an earlier attempt")
-    E.unpack_into(E._pack(scratch), target, {"host": "node-b", "path": str(scratch)})
+    G.unpack_into(G.pack(scratch), target, {"host": "node-b", "path": str(scratch)})
     record = json.loads((target / "result.json").read_text())
     assert record["prompt"]["images"] == [str(target / "card" / "agentview_high.png")]
     assert record["reason"] == str(scratch) + "x"   # only whole path prefixes move

@@ -17,16 +17,16 @@ dashboard; with one, the coordinator joins that cluster (``ray start --head`` th
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import pathlib
 import secrets
 import shutil
 import signal
-import tarfile
 import tempfile
 import time
 from typing import Any
+
+from pyrua_ros.evaluation.gather import pack
 
 #: ``RAY_USAGE_STATS_REPORT_URL``: a head started by ``ray start --head`` with usage statistics off still posts a
 #: "disabled" notice to Ray's usage server (https://usage-stats.ray.io): this one is a loopback port nothing serves
@@ -112,43 +112,6 @@ def cluster_token_environment(env: dict[str, str] | None = None) -> dict[str, st
     return env
 
 
-def _pack(folder: pathlib.Path) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        tar.add(folder, arcname=".")
-    return buffer.getvalue()
-
-
-def unpack_into(archive: bytes, target: pathlib.Path, origin: dict[str, str] | None = None) -> None:
-    """Unpack a gathered run directory into ``target`` (replacing it; only regular files and folders below it).
-    Paths in its result.json that pointed into the actor's scratch folder (``origin["path"]``) are made to point
-    into ``target``, and a note says where the episode ran."""
-    from pyrua_ros.agent.records.records import read_result, write_json
-
-    target = pathlib.Path(target)
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        tar.extractall(target, filter="data")
-    if origin is None or not (target / "result.json").is_file():
-        return
-    with contextlib.suppress(OSError, ValueError):
-        data = _relocate(read_result(target), origin["path"], str(target))
-        data.setdefault("notes", []).append(f"run on {origin['host']} in {origin['path']}; gathered by Ray")
-        write_json(target / "result.json", data)
-
-
-def _relocate(value: Any, old: str, new: str) -> Any:
-    if isinstance(value, str):
-        return new + value[len(old):] if value == old or value.startswith(old + "/") else value
-    if isinstance(value, list):
-        return [_relocate(v, old, new) for v in value]
-    if isinstance(value, dict):
-        return {k: _relocate(v, old, new) for k, v in value.items()}
-    return value
-
-
 class EpisodeActor:
     """The actor body (wrapped by ``ray.remote`` in :class:`RayEngine`): one EpisodeWorker for its lifetime."""
 
@@ -201,7 +164,7 @@ class EpisodeActor:
             if local_out.exists():
                 import socket
 
-                event["archive"] = _pack(local_out)
+                event["archive"] = pack(local_out)
                 event["gathered_from"] = {"host": socket.gethostname(), "path": str(local_out)}
         return event
 

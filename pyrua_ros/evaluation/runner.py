@@ -158,7 +158,7 @@ class Coordinator:
             return
         instance, attempt = self.running.pop(slot)
         if event.get("archive") is not None:
-            from pyrua_ros.evaluation.ray_engine import unpack_into
+            from pyrua_ros.evaluation.gather import unpack_into
 
             unpack_into(event["archive"], instance.run_dir(self.out), event.get("gathered_from"))
         detail = event.get("detail") or event.get("error") or ""
