@@ -419,7 +419,7 @@ def test_fake_arm_eval_across_two_ray_nodes_survives_losing_one_and_its_coordina
     out, log_path = tmp_path / "ray", tmp_path / "eval.log"
     program = tmp_path / "slow.py"
     program.write_text(SLOW_FAKE_PROGRAM.replace("WAVES", "6"))
-    instances = ["--arm", "cells", "--driver", "fake", "--suite", "fake_table", "--task", "0", "--seed", "0-3",
+    instances = ["--arm", "cells", "--driver", "fake", "--suite", "fake_table", "--task", "0", "--seed", "0-2",
                  "--no-video", "--no-record", "--replay", str(program)]
     args = [*instances, "--backend", "ray", "--address", ray_two_nodes["address"], "--out", str(out)]
     env = ray_two_nodes["env"]
@@ -448,7 +448,7 @@ def test_fake_arm_eval_across_two_ray_nodes_survives_losing_one_and_its_coordina
         done = episode_lines(log_path.read_text(), "done")
         assert spin_until(lambda: episode_lines(log_path.read_text(), "done") > done or proc.poll() is not None,
                           300), log_path.read_text()
-        assert proc.poll() is None, log_path.read_text()   # three episodes are still to finish or run
+        assert proc.poll() is None, log_path.read_text()   # the retried episode and the third are still to run
         proc.kill()   # the coordinator goes too
         proc.wait(30)
     finally:
@@ -457,13 +457,13 @@ def test_fake_arm_eval_across_two_ray_nodes_survives_losing_one_and_its_coordina
     first = log_path.read_text()
     assert "Ray: " in first, first   # the lost node's episode: a crash named as Ray's
     finished = {k for k, r in results(out).items() if r["status"] == "completed"}
-    assert 1 <= len(finished) < 4, first
+    assert 1 <= len(finished) < 3, first
 
     again = run_eval(*args, env=env, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"{len(finished)} already finished" in again.stderr
     final = results(out)
-    assert sorted(final) == [f"fake_table:0:{s}" for s in range(4)]
+    assert sorted(final) == [f"fake_table:0:{s}" for s in range(3)]
     assert all(r["status"] == "completed" and r["environment_success"] for r in final.values()), final
     attempts = sorted(str(p.relative_to(out / ".eval" / "attempts")) for p in
                       (out / ".eval" / "attempts").glob("*/*/*/*/result.json"))
@@ -474,7 +474,7 @@ def test_fake_arm_eval_across_two_ray_nodes_survives_losing_one_and_its_coordina
     manifest = json.loads((out / "eval.json").read_text())
     assert len(manifest["runs"]) == 2 and manifest["runs"][1]["outcome"] == "finished"
     assert manifest["runs"][1]["skipped_finished"] == len(finished)
-    assert "4/4 done" in again.stderr or f"{4 - len(finished)}/{4 - len(finished)}" in again.stderr
+    assert "3/3 done" in again.stderr
     assert "fake_table" in again.stdout and "100.0%" in again.stdout   # the report counts each instance once
 
     local = run_eval(*instances, "--workers", "2", "--out", str(tmp_path / "local"), timeout=600)
