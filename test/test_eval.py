@@ -535,6 +535,7 @@ def test_fake_arm_eval_through_a_private_ray_instance_in_a_networked_namespace(t
     run = json.loads((out / "eval.json").read_text())["runs"][0]
     assert run["backend"] == "ray" and len(run["workers_info"]) == 2
     assert len({w["ros_domain_id"] for w in run["workers_info"]}) == 2
+    assert "private Ray instance started in" in text   # the start's progress: what and how long
     assert "3/3 done" in text
 
 

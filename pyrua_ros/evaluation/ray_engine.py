@@ -221,6 +221,12 @@ class RayEngine:
             return f"joining the Ray cluster at {self.address}"
         return "starting a private Ray instance on this machine (loopback only; this takes a while)"
 
+    def started_note(self) -> str:
+        """What :meth:`start` did and how long it took, for the progress view."""
+        what = f"joined the Ray cluster at {self.address}" if self.address else "private Ray instance started"
+        took = self.timings.get("ray_init_s", 0.0) + self.timings.get("actors_start_s", 0.0)
+        return f"{what} in {took:.0f} s; {len(self.ready)} of {self.slots} episode actor(s) ready"
+
     def start(self) -> None:
         if self.address:   # both are read when ray is imported: they must come first
             cluster_token_environment()

@@ -104,6 +104,9 @@ class Coordinator:
                 raise EngineError(f"the {self.engine.name} engine did not start: {type(exc).__name__}: {exc}") \
                     from exc
             self.progress.slots = self.engine.slots   # a Ray cluster's size is known once joined
+            started = getattr(self.engine, "started_note", None)
+            if started is not None:
+                self.progress.note(started())
             while (self.todo or self.running) and not self.outcome.provider_stop:
                 self._fill_idle_slots()
                 for event in self.engine.poll(POLL_S):
