@@ -21,7 +21,7 @@ MuJoCo's own SIMD paths are fixed when its wheel is built and cannot be switched
 MuJoCo code paths is not emulated here. The last line is JSON: per variant the digest, steps, success and the first
 control step at which it departs from the first ``default`` run (null when identical).
 
-Usage: ``.venv/bin/python benchmarks/reproducibility.py [--program libero_goal:8] [--repeats 3]``
+Usage: ``.venv/bin/python benchmarks/reproducibility.py [--program libero_goal:8] [--repeats 3] [--only LABELS]``
 """
 
 from __future__ import annotations
@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--program", default="libero_goal:8", help="suite:task of a packaged example program")
     parser.add_argument("--repeats", type=int, default=3, help="quiet default runs (default 3)")
+    parser.add_argument("--only", default=None, help="comma list of variant labels to run (default #0 always "
+                                                     "runs first, as the reference), e.g. blas_kernel=haswell")
     args = parser.parse_args(argv)
     suite, task = args.program.split(":")[0], int(args.program.split(":")[1])
 
@@ -85,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     pinned = blas.environment("haswell")
     variants.append(("blas_kernel=haswell", pinned, False))
 
+    if args.only:
+        wanted = set(args.only.split(","))
+        variants = [v for v in variants if v[0] == "default#0" or v[0] in wanted]
     rows, reference = {}, None
     for label, extra, busy in variants:
         if busy:

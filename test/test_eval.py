@@ -1,17 +1,20 @@
 """``pyrualean eval``: instance sets, refusal of bad input before anything boots, the manifest, and real evaluations
 through the CLI: the fake arm on two local workers (interrupted, then resumed without re-running finished episodes),
-the LIBERO sim on two workers, and the same fake-arm set through a local Ray cluster bound to loopback only.
+the LIBERO sim on two workers, the same fake-arm set through a private Ray instance that stays on loopback in a
+network namespace with a real interface and a default route, and across a two-node Ray cluster that loses a node.
 
 Episodes are the replay runtime running the packaged example programs, judged by each driver's success check.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -106,6 +109,20 @@ def test_job_config_round_trip(tmp_path):
     assert config_from_json(data, out=str(tmp_path / "x")).out == tmp_path / "x"
     with pytest.raises(SettingError, match=r"episode\.nope is not a setting of PlayConfig"):
         config_from_json({"episode": {"nope": 1}})
+
+
+def test_a_base_url_can_name_the_node_each_episode_runs_on():
+    """``{node}`` in --base-url is the address of the node an episode runs on: each cluster node's episodes reach
+    the model server on that node (the job carries the URL as given; the worker resolves it)."""
+    from pyrua_ros.agent.settings.config import AgentSettings, ModelSettings, PlayConfig
+    from pyrua_ros.evaluation.worker import on_node
+
+    cfg = PlayConfig(agent=AgentSettings(runtime="openai"), model=ModelSettings(base_url="http://{node}:30000/v1"))
+    assert config_from_json(config_to_json(cfg)).model.base_url == "http://{node}:30000/v1"
+    assert on_node(cfg, "10.0.0.7").model.base_url == "http://10.0.0.7:30000/v1"
+    assert on_node(cfg, "fd00::2").model.base_url == "http://[fd00::2]:30000/v1"
+    plain = PlayConfig(agent=AgentSettings(runtime="openai"), model=ModelSettings(base_url="http://127.0.0.1:1/v1"))
+    assert on_node(plain, "10.0.0.7") is plain
 
 
 # ---------------------------------------------------------------------------------------------------- bad input
@@ -299,11 +316,11 @@ def test_libero_eval_on_two_workers(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------- Ray
-def _socket_table() -> dict[int, tuple[str, str, str]]:
-    """inode -> (protocol, local address, state) for every TCP/UDP socket of this network namespace."""
+def _socket_table(pid: int | str = "self") -> dict[int, tuple[str, str, str]]:
+    """inode -> (protocol, local address, state) for every TCP/UDP socket of the network namespace of ``pid``."""
     table = {}
     for proto in ("tcp", "tcp6", "udp", "udp6"):
-        with open(f"/proc/net/{proto}") as f:
+        with open(f"/proc/{pid}/net/{proto}") as f:
             next(f)
             for line in f:
                 fields = line.split()
@@ -323,10 +340,11 @@ def _is_loopback(address: str) -> bool:
     return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
-def non_loopback_sockets(processes: list[psutil.Process]) -> list[str]:
+def non_loopback_sockets(processes: list[psutil.Process], namespace_of: int | str = "self") -> list[str]:
     """Sockets of ``processes`` bound to a non-loopback address: every TCP socket, and UDP sockets of processes
-    that are not ROS nodes (DDS in the episode actors and driver nodes is kept local by its discovery range)."""
-    table = _socket_table()
+    that are not ROS nodes (DDS in the episode actors and driver nodes is kept local by its discovery range).
+    ``namespace_of``: a process in the network namespace they run in."""
+    table = _socket_table(namespace_of)
     bad = []
     for p in processes:
         try:
@@ -351,69 +369,180 @@ def non_loopback_sockets(processes: list[psutil.Process]) -> list[str]:
 
 
 @pytest.fixture
-def ray_head(tmp_path):
-    """A local Ray head with two CPUs: every Ray server on 127.0.0.1, no dashboard, no usage statistics."""
-    from pyrua_ros.bringup.process import stop_process_groups
-    from pyrua_ros.evaluation.ray_engine import loopback_ray_environment
+def ray_two_nodes(tmp_path):
+    """A Ray cluster of two nodes on this machine (``pyrua_ros.testing.ray_cluster``), one CPU each: every Ray
+    server on 127.0.0.1, no dashboard, no usage statistics, a node declared dead about 3 s after it goes."""
+    from pyrua_ros.evaluation.ray_engine import loopback_ray_environment, private_ray_home
 
     env = loopback_ray_environment(dict(os.environ))
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")   # short: Ray's socket paths must fit 107 bytes
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log_path = tmp_path / "ray-head.log"
-    with open(log_path, "w") as log:
-        head = subprocess.Popen([str(pathlib.Path(sys.executable).parent / "ray"), "start", "--head", "--block",
-                                 "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
-                                 "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", temp],
-                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    private_ray_home(pathlib.Path(temp) / "home", env)
+    helper = subprocess.Popen([sys.executable, "-m", "pyrua_ros.testing.ray_cluster", "2", temp], cwd=ROOT, env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(tmp_path / "ray.log", "w"),
+                              text=True, start_new_session=True)
     try:
-        assert spin_until(lambda: "Ray runtime started" in log_path.read_text() or head.poll() is not None, 180), \
-            log_path.read_text()[-3000:]
-        yield {"address": f"127.0.0.1:{port}", "env": env, "process": head}
+        line = helper.stdout.readline()
+        assert line, (tmp_path / "ray.log").read_text()[-3000:]
+
+        def remove(index: int) -> None:
+            helper.stdin.write(f"remove {index}\n")
+            helper.stdin.flush()
+            assert helper.stdout.readline().strip() == f"removed {index}"
+
+        yield {**json.loads(line), "env": env, "remove": remove}
     finally:
-        stop_process_groups([head], sigint_grace_s=20.0)
+        with contextlib.suppress(OSError):
+            helper.stdin.close()   # the cluster shuts down
+        try:
+            helper.wait(60)
+        except subprocess.TimeoutExpired:
+            helper.kill()
         leftovers = [p.pid for p in psutil.process_iter(["cmdline"]) if temp in " ".join(p.info["cmdline"] or [])]
-        for pid in leftovers:   # our head's processes only: they carry our private temp dir
+        for pid in leftovers:   # our cluster's processes only: they carry our private temp dir
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        __import__("shutil").rmtree(temp, ignore_errors=True)
-        assert not leftovers, f"Ray processes outlived the head: {leftovers}"
+        shutil.rmtree(temp, ignore_errors=True)
+        assert not leftovers, f"Ray processes outlived the cluster: {leftovers}"
+
+
+def _outcomes(found: dict[str, dict]) -> dict[str, tuple]:
+    return {key: (r["status"], r["environment_success"], r["env_steps"], r["calls"]) for key, r in found.items()}
 
 
 @pytest.mark.slow
-def test_fake_arm_eval_through_a_local_ray_cluster(tmp_path, ray_head):
+def test_fake_arm_eval_across_two_ray_nodes_survives_losing_one_and_its_coordinator(tmp_path, ray_two_nodes):
+    """Node 2 (its raylet and the actor on it) is killed mid-episode: that episode runs again on the head as an
+    infrastructure retry, its first attempt kept. Then the coordinator itself is killed; the same command resumes.
+    Every instance ends with one record, whose outcome equals a local run's."""
     out, log_path = tmp_path / "ray", tmp_path / "eval.log"
-    args = [*FAKE_SET, "--backend", "ray", "--address", ray_head["address"], "--out", str(out)]
+    program = tmp_path / "slow.py"
+    program.write_text(SLOW_FAKE_PROGRAM.replace("WAVES", "6"))
+    instances = ["--arm", "cells", "--driver", "fake", "--suite", "fake_table", "--task", "0", "--seed", "0-2",
+                 "--no-video", "--no-record", "--replay", str(program)]
+    args = [*instances, "--backend", "ray", "--address", ray_two_nodes["address"], "--out", str(out)]
+    env = ray_two_nodes["env"]
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(eval_command(*args), cwd=ROOT, env=ray_head["env"], stdout=log,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(eval_command(*args), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        # while both actors run episodes: every socket of the cluster and of the coordinator is on loopback
+        def actor_on_node2() -> bool:
+            for pid in ray_two_nodes["nodes"][1]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if any("EpisodeActor" in " ".join(c.cmdline()) for c in psutil.Process(pid).children(True)):
+                        return True
+            return False
+
+        assert spin_until(lambda: (episode_lines(log_path.read_text(), "start") >= 2 and actor_on_node2())
+                          or proc.poll() is not None, 300), log_path.read_text()
+        assert proc.poll() is None, log_path.read_text()
+        tree = [psutil.Process(proc.pid)]
+        for pid in [pid for node in ray_two_nodes["nodes"] for pid in node]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                tree.append(psutil.Process(pid))
+        tree += [c for p in _alive(tree) for c in p.children(recursive=True)]
+        assert non_loopback_sockets(_alive(tree)) == []   # both nodes and the coordinator: loopback only
+        ray_two_nodes["remove"](1)   # node 2 goes: its raylet, its agents, the actor on it
+        assert spin_until(lambda: "-> retrying" in log_path.read_text() or proc.poll() is not None, 120), \
+            log_path.read_text()
+        done = episode_lines(log_path.read_text(), "done")
+        assert spin_until(lambda: episode_lines(log_path.read_text(), "done") > done or proc.poll() is not None,
+                          300), log_path.read_text()
+        assert proc.poll() is None, log_path.read_text()   # the retried episode and the third are still to run
+        proc.kill()   # the coordinator goes too
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    first = log_path.read_text()
+    assert "Ray: " in first, first   # the lost node's episode: a crash named as Ray's
+    finished = {k for k, r in results(out).items() if r["status"] == "completed"}
+    assert 1 <= len(finished) < 3, first
+
+    again = run_eval(*args, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{len(finished)} already finished" in again.stderr
+    final = results(out)
+    assert sorted(final) == [f"fake_table:0:{s}" for s in range(3)]
+    assert all(r["status"] == "completed" and r["environment_success"] for r in final.values()), final
+    attempts = sorted(str(p.relative_to(out / ".eval" / "attempts")) for p in
+                      (out / ".eval" / "attempts").glob("*/*/*/*/result.json"))
+    crashed = [a for a in attempts if a.split("/")[3] == "1"]
+    assert len(crashed) == 1, attempts   # the lost node's episode, kept as attempt 1
+    record = json.loads((out / ".eval" / "attempts" / crashed[0]).read_text())
+    assert record["status"] == "killed" and "Ray" in record["reason"], record
+    manifest = json.loads((out / "eval.json").read_text())
+    assert len(manifest["runs"]) == 2 and manifest["runs"][1]["outcome"] == "finished"
+    assert manifest["runs"][1]["skipped_finished"] == len(finished)
+    assert "3/3 done" in again.stderr
+    assert "fake_table" in again.stdout and "100.0%" in again.stdout   # the report counts each instance once
+
+    local = run_eval(*instances, "--workers", "2", "--out", str(tmp_path / "local"), timeout=600)
+    assert local.returncode == 0, local.stderr[-3000:]
+    assert _outcomes(results(tmp_path / "local")) == _outcomes(final)
+
+
+# A network namespace like any workstation's or cluster node's: an interface with a routable address, a default
+# route (nothing behind it answers), no IPv6 (whose link-local chatter would count as packets). The command runs in
+# it; when it ends, the interface's transmit count says whether anything tried to leave the machine.
+NETNS_SETUP = ("ip link set lo up && ip link add v0 type veth peer name v1"
+               " && sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
+               " net.ipv6.conf.v0.disable_ipv6=1 net.ipv6.conf.v1.disable_ipv6=1"
+               " && ip addr add 198.51.100.1/24 dev v0 && ip link set v0 up && ip link set v1 up"
+               " && ip route add default via 198.51.100.2"
+               ' && "$@"; code=$?; echo "v0 sent $(awk \'/v0:/ {print $11}\' /proc/net/dev) packet(s)"; exit $code')
+
+
+def in_network_namespace(command: list[str]) -> list[str]:
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        pytest.skip("needs root, unshare and ip to make a network namespace")
+    return ["unshare", "--net", "sh", "-c", NETNS_SETUP, "sh", *command]
+
+
+@pytest.mark.slow
+def test_fake_arm_eval_through_a_private_ray_instance_in_a_networked_namespace(tmp_path):
+    """A private Ray instance on a machine with a real interface and a default route binds nothing but loopback
+    and sends not one packet out (Ray's dashboard once asked the cloud metadata services which cloud it ran on,
+    and held a UDP socket on the external address)."""
+    out, log_path = tmp_path / "ray", tmp_path / "eval.log"
+    args = [*FAKE_SET, "--backend", "ray", "--workers", "2", "--out", str(out)]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(in_network_namespace(eval_command(*args)), cwd=ROOT, stdout=log,
+                                stderr=subprocess.STDOUT)
+    found: list[str] = []
+    try:
+        # while both actors run episodes: every socket of the instance and of the coordinator is on loopback
         assert spin_until(lambda: episode_lines(log_path.read_text(), "start") >= 2 or proc.poll() is not None, 300), \
             log_path.read_text()
-        tree = [psutil.Process(ray_head["process"].pid), psutil.Process(proc.pid)]
-        tree += [c for p in list(tree) for c in p.children(recursive=True)]
+        tree = [psutil.Process(proc.pid)]
+        tree += tree[0].children(recursive=True)
         assert any("raylet" in " ".join(p.cmdline()) for p in _alive(tree))
-        assert non_loopback_sockets(_alive(tree)) == []
+        while proc.poll() is None:   # sampled till the end: the metadata probe came seconds after the start
+            try:
+                found += non_loopback_sockets(_alive(tree), namespace_of=proc.pid)
+            except FileNotFoundError:   # the namespace ended with the command
+                break
+            time.sleep(0.5)
         assert proc.wait(600) == 0, log_path.read_text()[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
+    text = log_path.read_text()
+    assert found == [] and "v0 sent 0 packet(s)" in text, (found, text[-2000:])
     final = results(out)
     assert sorted(final) == [f"fake_table:0:{s}" for s in range(3)]
     assert all(r["status"] == "completed" and r["environment_success"] for r in final.values())
     run = json.loads((out / "eval.json").read_text())["runs"][0]
-    assert run["backend"] == "ray" and run["workers"] == "cluster" and len(run["workers_info"]) == 2
+    assert run["backend"] == "ray" and len(run["workers_info"]) == 2
     assert len({w["ros_domain_id"] for w in run["workers_info"]}) == 2
-    assert "3/3 done" in log_path.read_text()
+    assert "private Ray instance started in" in text   # the start's progress: what and how long
+    assert "3/3 done" in text
 
 
 def test_gathered_run_directories_land_in_out_with_their_paths_moved(tmp_path):
     """--ray-results gather: an actor on another machine packs its scratch run directory; the coordinator unpacks
     it at the instance's place in OUT and makes the record's paths point there."""
+    from pyrua_ros.evaluation import gather as G
     from pyrua_ros.evaluation import ray_engine as E
 
     scratch = tmp_path / "node-b" / "run"
@@ -425,7 +554,7 @@ def test_gathered_run_directories_land_in_out_with_their_paths_moved(tmp_path):
     target = tmp_path / "out" / "fake_table" / "0" / "0"
     target.mkdir(parents=True)
     (target / "stale.txt").write_text("from an earlier attempt")
-    E.unpack_into(E._pack(scratch), target, {"host": "node-b", "path": str(scratch)})
+    G.unpack_into(G.pack(scratch), target, {"host": "node-b", "path": str(scratch)})
     record = json.loads((target / "result.json").read_text())
     assert record["prompt"]["images"] == [str(target / "card" / "agentview_high.png")]
     assert record["reason"] == str(scratch) + "x"   # only whole path prefixes move
@@ -456,7 +585,7 @@ def test_progress_plain_lines_and_live_view():
                                                  "worker_wall_s": 75.0})
     lines = stream.getvalue().splitlines()
     assert lines[0] == "[eval] starting: 3 episode(s) to run on 2 worker(s), 2 already finished"
-    assert lines[2] == "[eval] w1 start libero_goal:8:0 (attempt 2)"
+    assert lines[2] == "[eval] w1 start libero_goal:8:0 (attempt 2): boot"   # a phase from the first second
     # an infrastructure failure names its cause on its line
     assert lines[3].startswith("[eval] w1 done libero_goal:8:0: boot_error infra in 12s (episode reset failed: the "
                                "sim node exited with status 1) -> retrying | 2/5 done")
@@ -471,6 +600,14 @@ def test_progress_plain_lines_and_live_view():
     assert "planner_error infra in 3s (provider error mid-episode: connection: request 1 failed)" in lines[5]
     # the one rate, with the buckets outside it named beside it; an interrupt is never a success
     assert "| 5/5 done | success 2/3 (66.7%); infra 1, interrupted 1 |" in lines[6]
+    phased = EvalProgress(1, 1, stream=io.StringIO(), tty=False)   # each new phase: a line
+    phased.episode_started(0, "fake_table:0:0")
+    for status in ({"phase": "boot"}, {"phase": "reset", "phase_detail": "seed 0"}, {"turn": 1, "steps": 9},
+                   {"phase": "agent", "phase_detail": "runtime replay"}, {"phase": "records"}):
+        phased.episode_status(0, status)
+    assert [line.rsplit(" at ", 1)[0] for line in phased.stream.getvalue().splitlines()] == [
+        "[eval] w0 start fake_table:0:0: boot", "[eval] w0 reset fake_table:0:0 (seed 0)",
+        "[eval] w0 agent fake_table:0:0 (runtime replay)", "[eval] w0 records fake_table:0:0"]
     counted = EvalProgress(1, 1, stream=io.StringIO(), tty=False, count_errors_as_failures=True)
     counted.episode_done(0, "libero_goal:8:0", {"status": "boot_error", "reason": "x"})
     assert "success 0/1 (0.0%); infra (in the rate) 1" in counted.headline()   # the final report's rule

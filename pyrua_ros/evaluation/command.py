@@ -36,6 +36,7 @@ from pyrua_ros.agent.settings.config import PlayConfig
 from pyrua_ros.cli import exit_codes
 from pyrua_ros.cli.args import add_settings, settings_from_args
 from pyrua_ros.evaluation.instances import NAMED_SETS, Instance, build_instances, load_instance_file
+from pyrua_ros.evaluation.jobs import NODE_PLACEHOLDER
 from pyrua_ros.evaluation.manifest import PER_EPISODE
 
 SettingError = schema.SettingError
@@ -177,7 +178,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         _check_engine_flags(args, base.episode.driver)
         instances = plan_instances(args, base.episode.driver)
         configs = episode_configs(base, instances, args.out.resolve())
-        check_play_model(base, warn=warnings.append)
+        if NODE_PLACEHOLDER in (base.model.base_url or ""):   # a server per node: each episode checks its own
+            warnings.append(f"note: --base-url {base.model.base_url}: {NODE_PLACEHOLDER} is the address of the node "
+                            "each episode runs on (127.0.0.1 for local workers); not checked from here")
+        else:
+            check_play_model(base, warn=warnings.append)
         check_eval_out(args.out)
         manifest = Manifest.open(args.out, manifest_options(base), allow_code_change=args.allow_code_change)
     except ValueError as exc:   # SettingError, ManifestMismatch
@@ -240,6 +245,7 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
         if stream is not sys.stderr:
             stream.close()
     run["workers_info"] = list(engine.worker_info)
+    run["engine_timings"] = dict(getattr(engine, "timings", {}))   # Ray: instance start, actors, close
     ended = "interrupted" if outcome.interrupted else (f"failed: {outcome.error}" if outcome.error else "finished")
     manifest.end_run(run, outcome=ended, episodes_run=outcome.episodes_run)
     if outcome.error:

@@ -18,6 +18,9 @@ from typing import Any
 from pyrua_ros.agent.settings import schema
 from pyrua_ros.agent.settings.config import PlayConfig
 
+#: in ``--base-url``, the address of the node an episode runs on (its Ray actor's node; 127.0.0.1 for a local
+#: worker): every node of a cluster points its episodes at a model server of its own
+NODE_PLACEHOLDER = "{node}"
 SUMMARY_KEYS = ("status", "reason", "environment_success", "tool_turns", "env_steps", "policy_wall_s",
                 "total_wall_s")
 

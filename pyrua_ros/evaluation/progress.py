@@ -105,12 +105,23 @@ class EvalProgress:
                                   "status": {"phase": "boot"}}
         if not self.tty:
             retry = f" (attempt {attempt})" if attempt > 1 else ""
-            self._line(f"w{slot} start {instance}{retry}")
+            self._line(f"w{slot} start {instance}{retry}: boot")
 
     def episode_status(self, slot: int, status: dict[str, Any]) -> None:
+        """A worker's agent status or phase; a plain stream gets a line for each new phase (``w0 reset
+        libero_goal:8:0 (detail) at 4s``), so a log shows where every episode is, boot to records."""
+        line = None
         with self._lock:
-            if slot in self.workers:   # a phase and the agent status arrive apart: the latest of each is kept
-                self.workers[slot]["status"].update(status)
+            worker = self.workers.get(slot)
+            if worker is not None:   # a phase and the agent status arrive apart: the latest of each is kept
+                phase = status.get("phase")
+                if phase and phase != worker["status"].get("phase"):
+                    detail = " ".join(str(status.get("phase_detail") or "").split())[:REASON_CHARS]
+                    line = (f"w{slot} {phase} {worker['instance']}{f' ({detail})' if detail else ''} at "
+                            f"{_duration(time.monotonic() - worker['t0'])}")
+                worker["status"].update(status)
+        if line and not self.tty:
+            self._line(line)
 
     def episode_done(self, slot: int, instance: str, summary: dict[str, Any] | None, *, final: bool = True,
                      detail: str = "") -> None:

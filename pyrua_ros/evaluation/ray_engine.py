@@ -17,18 +17,25 @@ dashboard; with one, the coordinator joins that cluster (``ray start --head`` th
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import pathlib
 import secrets
 import shutil
 import signal
-import tarfile
 import tempfile
 import time
 from typing import Any
 
-LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+from pyrua_ros.evaluation.gather import pack
+
+#: ``RAY_USAGE_STATS_REPORT_URL``: a head started by ``ray start --head`` with usage statistics off still posts a
+#: "disabled" notice to Ray's usage server (https://usage-stats.ray.io): this one is a loopback port nothing serves
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
+                "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/"}
+#: the user's home folder, for the actors of a private instance (whose Ray processes get HOME = a private folder)
+USER_HOME_ENV = "PYRUA_RAY_USER_HOME"
+#: the autoscaler's cluster config that Ray's dashboard process reads from ``~`` (see :func:`private_ray_home`)
+BOOTSTRAP_CONFIG = "ray_bootstrap_config.yaml"
 DEFAULT_TOKEN_FILE = pathlib.Path.home() / ".ray" / "auth_token"
 TOKEN_FILE = "ray-token"
 RESULT_MODES = ("auto", "shared", "gather")
@@ -45,6 +52,40 @@ def loopback_ray_environment(env: dict[str, str] | None = None) -> dict[str, str
         env["RAY_AUTH_MODE"] = "token"
         env.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
     return env
+
+
+def private_ray_home(folder: pathlib.Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """Give the Ray processes of a private instance (started with ``env``, by default this process's) ``folder``
+    as HOME, holding an empty autoscaler config, and keep the user's home in ``PYRUA_RAY_USER_HOME`` for the
+    actors (:class:`EpisodeActor` restores it).
+
+    Why: the head's dashboard process always runs Ray's usage-statistics module (``include_dashboard=False`` loads
+    that one alone), and it reads ``~/ray_bootstrap_config.yaml`` *before* it checks that usage statistics are off;
+    without that file it asks the cloud metadata services which cloud it runs on (a DNS query for
+    metadata.google.internal, HTTP to 169.254.169.254), on any machine with a default route. With the file there
+    it reads it and asks nothing. Returns ``env``."""
+    env = os.environ if env is None else env
+    folder = pathlib.Path(folder)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (folder / BOOTSTRAP_CONFIG).write_text("# a private pyrua_ros Ray instance: no autoscaler, no cloud provider\n{}\n")
+    env.setdefault(USER_HOME_ENV, env.get("HOME", str(pathlib.Path.home())))
+    env["HOME"] = str(folder)
+    return env
+
+
+@contextlib.contextmanager
+def _private_home_while_starting(folder: pathlib.Path):
+    """:func:`private_ray_home` for the processes ``ray.init`` starts, then this process's HOME again."""
+    saved = {key: os.environ.get(key) for key in ("HOME", USER_HOME_ENV)}
+    private_ray_home(folder)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def private_temp_dir() -> pathlib.Path:
@@ -71,58 +112,34 @@ def cluster_token_environment(env: dict[str, str] | None = None) -> dict[str, st
     return env
 
 
-def _pack(folder: pathlib.Path) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        tar.add(folder, arcname=".")
-    return buffer.getvalue()
-
-
-def unpack_into(archive: bytes, target: pathlib.Path, origin: dict[str, str] | None = None) -> None:
-    """Unpack a gathered run directory into ``target`` (replacing it; only regular files and folders below it).
-    Paths in its result.json that pointed into the actor's scratch folder (``origin["path"]``) are made to point
-    into ``target``, and a note says where the episode ran."""
-    from pyrua_ros.agent.records.records import read_result, write_json
-
-    target = pathlib.Path(target)
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        tar.extractall(target, filter="data")
-    if origin is None or not (target / "result.json").is_file():
-        return
-    with contextlib.suppress(OSError, ValueError):
-        data = _relocate(read_result(target), origin["path"], str(target))
-        data.setdefault("notes", []).append(f"run on {origin['host']} in {origin['path']}; gathered by Ray")
-        write_json(target / "result.json", data)
-
-
-def _relocate(value: Any, old: str, new: str) -> Any:
-    if isinstance(value, str):
-        return new + value[len(old):] if value == old or value.startswith(old + "/") else value
-    if isinstance(value, list):
-        return [_relocate(v, old, new) for v in value]
-    if isinstance(value, dict):
-        return {k: _relocate(v, old, new) for k, v in value.items()}
-    return value
-
-
 class EpisodeActor:
     """The actor body (wrapped by ``ray.remote`` in :class:`RayEngine`): one EpisodeWorker for its lifetime."""
 
     def __init__(self, slot: int, log_dir: str):
         from pyrua_ros.evaluation.worker import EpisodeWorker, isolate_ros_domain
 
+        home = os.environ.pop(USER_HOME_ENV, None)   # a private instance's actor: the user's home again
+        if home:
+            os.environ["HOME"] = home
+        # Ray's workers block SIGINT, and a blocked signal stays blocked in every child (fork and exec keep the
+        # mask): the driver node and the cell kernels would ignore the SIGINT that asks them to stop, and each
+        # stop would wait out its grace period (closing two actors took 16 s instead of 2). A SIGINT to the
+        # actor itself now raises KeyboardInterrupt, as in a local worker: the episode ends as interrupted.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
         self.domain = isolate_ros_domain()
         self.slot = slot
         self.scratch = pathlib.Path(tempfile.mkdtemp(prefix=f"pyrua_eval_actor{slot}_"))
-        self.worker = EpisodeWorker(slot, pathlib.Path(log_dir) if _writable(log_dir) else self.scratch / "logs")
+        import ray
+
+        self.worker = EpisodeWorker(slot, pathlib.Path(log_dir) if _writable(log_dir) else self.scratch / "logs",
+                                    node_address=ray.util.get_node_ip_address())
 
     def info(self) -> dict[str, Any]:
         import socket
 
-        return {"pid": os.getpid(), "host": socket.gethostname(), "ros_domain_id": self.domain}
+        return {"pid": os.getpid(), "host": socket.gethostname(), "node_address": self.worker.node_address,
+                "ros_domain_id": self.domain}
 
     def run(self, job: dict[str, Any], out_root: str, token: str, mode: str, statuses=None) -> dict[str, Any]:
         """One episode; the summary, plus ``archive`` (gzipped tar of the run directory) when gathering.
@@ -147,7 +164,7 @@ class EpisodeActor:
             if local_out.exists():
                 import socket
 
-                event["archive"] = _pack(local_out)
+                event["archive"] = pack(local_out)
                 event["gathered_from"] = {"host": socket.gethostname(), "path": str(local_out)}
         return event
 
@@ -189,15 +206,26 @@ class RayEngine:
         self.actors: dict[int, Any] = {}
         self.worker_info: list[dict[str, Any]] = []   # one entry per actor: slot, host, pid, ROS domain
         self.running: dict[Any, int] = {}   # object ref -> slot
+        self.pending: dict[int, Any] = {}   # slot -> its new actor's ``info`` ref, until it answers
+        self.ready: set[int] = set()   # slots whose actor answered
+        self.unplaced_since: float | None = None   # since when no actor runs and none found room
+        self.placement_timeout_s = 600.0
         self.statuses = None
         self.closing = False
         self.temp_dir: pathlib.Path | None = None   # a private instance's own session folder (private_temp_dir)
+        self.timings: dict[str, float] = {}   # where Ray's own time went (seconds): see :meth:`start`, :meth:`close`
 
     def start_note(self) -> str:
         """What :meth:`start` is about to do, for the progress view (a private start takes tens of seconds)."""
         if self.address:
             return f"joining the Ray cluster at {self.address}"
         return "starting a private Ray instance on this machine (loopback only; this takes a while)"
+
+    def started_note(self) -> str:
+        """What :meth:`start` did and how long it took, for the progress view."""
+        what = f"joined the Ray cluster at {self.address}" if self.address else "private Ray instance started"
+        took = self.timings.get("ray_init_s", 0.0) + self.timings.get("actors_start_s", 0.0)
+        return f"{what} in {took:.0f} s; {len(self.ready)} of {self.slots} episode actor(s) ready"
 
     def start(self) -> None:
         if self.address:   # both are read when ray is imported: they must come first
@@ -206,38 +234,99 @@ class RayEngine:
             loopback_ray_environment()
         import ray
 
+        t0 = time.monotonic()
         token_path = self.out / ".eval" / TOKEN_FILE
         token_path.parent.mkdir(parents=True, exist_ok=True)
         token_path.write_text(self.token)
         if self.address:
             ray.init(address=self.address, logging_level="WARNING", log_to_driver=False)
         else:
-            slots = self.slots or os.cpu_count() or 1
-            self.temp_dir = private_temp_dir()
-            ray.init(num_cpus=max(1, int(slots * self.cpus + 0.999)), include_dashboard=False,
-                     logging_level="WARNING", log_to_driver=False, _node_ip_address="127.0.0.1",
-                     _temp_dir=str(self.temp_dir))
+            self._start_private(ray)
+        self.timings["ray_init_s"] = round(time.monotonic() - t0, 2)
         if self.slots is None:
             fit = int(ray.cluster_resources().get("CPU", 1) / self.cpus)
             self.slots = max(1, min(fit, self.max_slots or fit))
         from ray.util.queue import Queue
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        self.statuses = Queue(maxsize=1000, actor_options={"num_cpus": 0})
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        self.statuses = Queue(maxsize=1000, actor_options={"num_cpus": 0, "scheduling_strategy": here})   # (lives
+        # on the coordinator's node: it outlives any other node)
         self._actor_class = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=0)(EpisodeActor)
-        self._new_actors(range(self.slots))
+        t1 = time.monotonic()
+        self._new_actors(range(self.slots), wait_s=300.0)
+        self.timings["actors_start_s"] = round(time.monotonic() - t1, 2)
 
-    def _new_actors(self, slots) -> None:
-        """Start actors for ``slots`` and record where each runs (host, pid, ROS domain)."""
+    def _start_private(self, ray, tries: int = 2) -> None:
+        """A private instance; a second try when the first timed out (Ray waits a fixed 30 s for its raylet,
+        which a machine loaded many times over its cores can miss)."""
+        slots = self.slots or os.cpu_count() or 1
+        for attempt in range(1, tries + 1):
+            if self.temp_dir is not None:
+                shutil.rmtree(self.temp_dir.parent, ignore_errors=True)
+            self.temp_dir = private_temp_dir()
+            try:
+                with _private_home_while_starting(self.temp_dir.parent / "home"):
+                    ray.init(num_cpus=max(1, int(slots * self.cpus + 0.999)), include_dashboard=False,
+                             logging_level="WARNING", log_to_driver=False, _node_ip_address="127.0.0.1",
+                             _temp_dir=str(self.temp_dir))
+                return
+            except Exception:
+                with contextlib.suppress(Exception):
+                    ray.shutdown()   # the processes this try started
+                if attempt == tries:
+                    raise
+                self.timings["failed_starts"] = attempt
+
+    def _new_actors(self, slots, wait_s: float = 0.0) -> None:
+        """Start actors for ``slots``; each slot takes episodes once its actor answers where it runs (host, pid,
+        ROS domain), waited for up to ``wait_s`` here, later checked by :meth:`submit`. A replacement for an actor
+        whose node died may wait for room in the cluster: its slot stays idle meanwhile, and the survivors run the
+        episodes."""
         import ray
 
         for slot in slots:
             self.actors[slot] = self._actor_class.remote(slot, str(self.out / ".eval" / "logs"))
-        infos = {slot: self.actors[slot].info.remote() for slot in slots}
-        for slot, ref in infos.items():
+            self.pending[slot] = self.actors[slot].info.remote()
+        self.ready.difference_update(slots)
+        if wait_s > 0 and slots:
             with contextlib.suppress(Exception):
-                self.worker_info.append({"slot": slot, **ray.get(ref, timeout=300)})
+                ray.wait([self.pending[slot] for slot in slots], num_returns=len(slots), timeout=wait_s)
+        for slot in slots:
+            self._placed(slot)
+
+    def _placed(self, slot: int) -> bool:
+        """Whether ``slot``'s actor runs (recording where, the first time it answers)."""
+        import ray
+
+        if slot in self.ready:
+            return True
+        ref = self.pending.get(slot)
+        if ref is None or not ray.wait([ref], timeout=0)[0]:
+            return False
+        del self.pending[slot]
+        try:
+            self.worker_info.append({"slot": slot, **ray.get(ref)})
+        except Exception:   # died before it answered: another one
+            self._new_actors([slot])
+            return False
+        self.ready.add(slot)
+        return True
 
     def submit(self, slot: int, job: dict[str, Any]) -> bool:
+        """Hand ``job`` to ``slot``'s actor; False while that actor waits for a place in the cluster."""
+        if not self._placed(slot):
+            if self.ready or self.running:
+                self.unplaced_since = None
+            elif self.unplaced_since is None:
+                self.unplaced_since = time.monotonic()
+            elif time.monotonic() - self.unplaced_since > self.placement_timeout_s:
+                from pyrua_ros.evaluation.runner import EngineError
+
+                raise EngineError(f"no episode actor found room in the Ray cluster for "
+                                  f"{self.placement_timeout_s:.0f} s (each needs {self.cpus:g} CPU, "
+                                  f"{self.gpus:g} GPU); `ray status` shows what the cluster has")
+            return False
         ref = self.actors[slot].run.remote(job, str(self.out), self.token, self.results, self.statuses)
         self.running[ref] = slot
         return True
@@ -276,6 +365,7 @@ class RayEngine:
             except (RayActorError, RayTaskError) as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 events.append({"event": "crash", "worker": slot, "instance": None, "detail": f"Ray: {first}"})
+                self.ready.discard(slot)
                 if not self.closing:
                     with contextlib.suppress(Exception):
                         ray.kill(self.actors[slot])
@@ -289,14 +379,18 @@ class RayEngine:
         import ray
 
         self.closing = True
+        if not ray.is_initialized():   # it never started (a Ray call here could start a default instance)
+            self._remove_private_files()
+            return
         if interrupted and self.running:
             self._interrupt_running()
             with contextlib.suppress(Exception):
                 ray.wait(list(self.running), num_returns=len(self.running), timeout=60.0)
+        t0 = time.monotonic()
         closing = []
-        for actor in self.actors.values():
+        for slot in self.ready:   # (an actor still waiting for a place would never answer)
             with contextlib.suppress(Exception):
-                closing.append(actor.close.remote())
+                closing.append(self.actors[slot].close.remote())
         with contextlib.suppress(Exception):
             ray.wait(closing, num_returns=len(closing), timeout=60.0)
         for actor in self.actors.values():
@@ -304,8 +398,13 @@ class RayEngine:
                 ray.kill(actor)
         with contextlib.suppress(Exception):
             self.statuses.shutdown()
+        self.timings["actors_close_s"] = round(time.monotonic() - t0, 2)
         if ray.is_initialized():
             ray.shutdown()
+        self.timings["close_s"] = round(time.monotonic() - t0, 2)
+        self._remove_private_files()
+
+    def _remove_private_files(self) -> None:
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir.parent, ignore_errors=True)
         with contextlib.suppress(OSError):

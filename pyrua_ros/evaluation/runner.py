@@ -104,6 +104,9 @@ class Coordinator:
                 raise EngineError(f"the {self.engine.name} engine did not start: {type(exc).__name__}: {exc}") \
                     from exc
             self.progress.slots = self.engine.slots   # a Ray cluster's size is known once joined
+            started = getattr(self.engine, "started_note", None)
+            if started is not None:
+                self.progress.note(started())
             while (self.todo or self.running) and not self.outcome.provider_stop:
                 self._fill_idle_slots()
                 for event in self.engine.poll(POLL_S):
@@ -158,7 +161,7 @@ class Coordinator:
             return
         instance, attempt = self.running.pop(slot)
         if event.get("archive") is not None:
-            from pyrua_ros.evaluation.ray_engine import unpack_into
+            from pyrua_ros.evaluation.gather import unpack_into
 
             unpack_into(event["archive"], instance.run_dir(self.out), event.get("gathered_from"))
         detail = event.get("detail") or event.get("error") or ""

@@ -27,7 +27,7 @@ from typing import Any
 
 from pyrua_ros.agent.run.interrupts import SIGNALS, FirstSignalInterrupts
 from pyrua_ros.driver.rosenv import claim_domain_id, default_to_localhost, die_with_parent
-from pyrua_ros.evaluation.jobs import config_from_json, episode_summary
+from pyrua_ros.evaluation.jobs import NODE_PLACEHOLDER, config_from_json, episode_summary
 
 
 def isolate_ros_domain() -> int:
@@ -72,11 +72,28 @@ class _StatusRelay:
             self.callback({**self._last, "last": text})
 
 
-class EpisodeWorker:
-    """Runs episode jobs one after another on an episode host of its own (see the module docstring)."""
+def on_node(cfg, node_address: str):
+    """``cfg`` with ``{node}`` in its model server's base URL replaced by ``node_address``: each node of a cluster
+    points its episodes at its own model server (``http://{node}:30000/v1``). A loopback URL
+    (``http://127.0.0.1:30000/v1``) needs no placeholder: an episode runs where its actor runs, so it already
+    reaches the server on its own node."""
+    import dataclasses
 
-    def __init__(self, worker_id: int, log_dir: pathlib.Path):
+    model = getattr(cfg, "model", None)
+    if model is None or not model.base_url or NODE_PLACEHOLDER not in model.base_url:
+        return cfg
+    host = f"[{node_address}]" if ":" in node_address else node_address
+    return dataclasses.replace(cfg, model=dataclasses.replace(
+        model, base_url=model.base_url.replace(NODE_PLACEHOLDER, host)))
+
+
+class EpisodeWorker:
+    """Runs episode jobs one after another on an episode host of its own (see the module docstring).
+    ``node_address``: what ``{node}`` in a base URL becomes (:func:`on_node`)."""
+
+    def __init__(self, worker_id: int, log_dir: pathlib.Path, node_address: str = "127.0.0.1"):
         self.worker_id = worker_id
+        self.node_address = node_address
         self.log_dir = pathlib.Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.host = None
@@ -119,7 +136,7 @@ class EpisodeWorker:
         from pyrua_ros.agent.records.records import read_result
         from pyrua_ros.agent.run.episode import play
 
-        cfg = config_from_json(job["config"], out=job.get("out"))
+        cfg = on_node(config_from_json(job["config"], out=job.get("out")), self.node_address)
         progress = _StatusRelay(on_status) if on_status else None
         t0 = time.monotonic()
         offset = self.driver_log.stat().st_size if self.driver_log.exists() else 0
