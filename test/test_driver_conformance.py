@@ -1,6 +1,8 @@
 """The driver conformance suite (``pyrua-ros check-driver``) as pytest, over both of our drivers: the LIBERO sim
-node and the kinematic fake arm, each a real node process over loopback DDS. One suite run per driver (module
-fixture); one test per check, so a failure names the interface and the property. A deliberately broken driver (the
+node and the kinematic fake arm, each a real node process over loopback DDS. One suite run per driver, on a freshly
+started node; one test per check, so a failure names the interface and the property. The fake arm's run is this
+module's fixture; the sim node's runs in test_sim_node.py on that module's node before any other test there uses it
+(one LIBERO boot fewer), through :func:`run_checks` and :func:`assert_conforms`. A deliberately broken driver (the
 fake arm with its e-stop and static TF wired elsewhere) must fail, with rows that say what is wrong."""
 
 from __future__ import annotations
@@ -31,38 +33,50 @@ def start_driver(kind: str, *extra: str) -> NodeProcess:
     return node
 
 
+def run_checks() -> dict[str, list[report.Row]]:
+    """Every check, through a probe of its own, against the driver serving this domain; rows by check name."""
+    probe = Probe()
+    try:
+        by_check = {name: checks.run_one(check, probe, skip_sim=False) for check, name in zip(checks.CHECKS,
+                                                                                                 CHECK_NAMES)}
+    finally:
+        probe.close()
+    print(report.table([r for rows in by_check.values() for r in rows]))
+    return by_check
+
+
 def run_suite(kind: str, *extra: str) -> dict[str, list[report.Row]]:
     """Start the driver, run every check through a probe, stop the driver; rows by check name."""
     node = start_driver(kind, *extra)
-    probe = Probe()
-    by_check: dict[str, list[report.Row]] = {}
     try:
-        for check, name in zip(checks.CHECKS, CHECK_NAMES):
-            by_check[name] = checks.run_one(check, probe, skip_sim=False)
+        by_check = run_checks()
         assert node.alive(), node.output()[-3000:]
     finally:
-        probe.close()
         code = node.stop()
-    print(report.table([r for rows in by_check.values() for r in rows]))
     assert code == 0, node.output()[-3000:]
     return by_check
 
 
-@pytest.fixture(scope="module", params=sorted(DRIVERS))
-def suite(request):
-    return request.param, run_suite(request.param, *ROOMY_EPISODE[request.param])
-
-
-@pytest.mark.parametrize("check", CHECK_NAMES)
-def test_driver_conforms(suite, check):
-    kind, by_check = suite
+def assert_conforms(kind: str, by_check: dict[str, list[report.Row]], check: str) -> None:
+    """The rows of ``check``: some, none failed, none skipped (every check ran); presence also with no INFO row
+    (every interface robo uses is served by both drivers; only rviz extras are optional)."""
     rows = by_check[check]
     assert rows, f"{check} produced no row"
     bad = [r for r in rows if r.failed]
     assert not bad, f"{kind} driver:\n" + report.table(rows)
-    if check == "presence":   # every interface robo uses is served by both drivers (only rviz extras optional)
+    if check == "presence":
         assert not [r for r in rows if r.verdict == report.INFO], report.table(rows)
-    assert not [r for r in rows if r.verdict == report.SKIP], report.table(rows)   # every check ran
+    assert not [r for r in rows if r.verdict == report.SKIP], report.table(rows)
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return run_suite("fake", *ROOMY_EPISODE["fake"])
+
+
+@pytest.mark.parametrize("check", CHECK_NAMES)
+def test_the_fake_arm_conforms(suite, check):
+    assert_conforms("fake", suite, check)
 
 
 def test_a_broken_driver_fails_with_rows_that_say_what_is_wrong():

@@ -17,6 +17,8 @@ from pyrua_ros.testing import spin_until
 from pyrua_ros.testing.processes import agent_running_its_kernel, alive, cmdline, descendants, press_ctrl_c
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+# no bag and no video where a test looks at neither (the interrupted launch below keeps its video on)
+QUIET = ("record:=false", "video:=false")
 LONG_PROGRAM = '''"""Moves back and forth for a long time: an episode to interrupt."""
 
 
@@ -57,8 +59,8 @@ def test_two_namespaced_robots_each_with_its_agent_complete_their_episodes(ros_c
     """Two fake arms in one ROS domain, each with its agent under its namespace (robot1 with its own seed): each
     agent drives only its own robot, and each node's parameters (the params files', or the overrides) answer like
     ``ros2 param get``. (The LIBERO sim under a launch: test_runner_rviz.py and test_colcon_install.py.)"""
-    robot1 = launch("robot:=fake", "namespace:=robot1", "seed:=2", f"out:={tmp_path / 'r1'}", "record:=false")
-    robot2 = launch("robot:=fake", "namespace:=robot2", f"out:={tmp_path / 'r2'}", "record:=false")
+    robot1 = launch("robot:=fake", "namespace:=robot1", "seed:=2", f"out:={tmp_path / 'r1'}", *QUIET)
+    robot2 = launch("robot:=fake", "namespace:=robot2", f"out:={tmp_path / 'r2'}", *QUIET)
     try:
         got2 = get_parameters(ros_client, "/robot2/agent", ["suite", "task", "max_episode_steps", "budget_s"])
         assert got2 == {"suite": "fake_table", "task": 0, "max_episode_steps": 300, "budget_s": 1200.0}
@@ -152,7 +154,7 @@ def test_installed_layout_runs_the_fake_arm_graph(tmp_path):
     check = subprocess.run([sys.executable, "-c", "import pyrua_ros, sys; print(pyrua_ros.__file__)"], env=env,
                            cwd=tmp_path, capture_output=True, text=True)
     assert check.stdout.strip().startswith(str(site)), check
-    proc = launch("robot:=fake", f"out:={tmp_path / 'run'}", "record:=false", cwd=tmp_path, env=env)
+    proc = launch("robot:=fake", f"out:={tmp_path / 'run'}", *QUIET, cwd=tmp_path, env=env)
     code, out = finish(proc)
     assert code == 0, out[-4000:]
     assert str(prefix / "share" / "pyrua_ros" / "config" / "fake_arm.yaml") in out   # the installed params file

@@ -18,6 +18,9 @@ from pyrua_ros.testing.chat_server import ChatServer, Reply
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "pyrua_ros.cli.main"]
+# no episode video or bag where a test is about something else: both cost CPU (stream renders, encoding) and
+# wall (the video is finished after the episode); the first test and the seed's command line record
+QUIET = ("--no-video", "--no-record")
 RUN_DIR_FILES = ("result.json", "prompt.txt", "card.json", "card/agentview_high.png", "card/wrist_high.png",
                  "tool_turns.json", "calls.jsonl", "last_message.md", "transcript.json", "episode.mcap", "host.log")
 
@@ -118,7 +121,7 @@ def test_unreachable_model_server_mid_episode_is_a_planner_error_exit_4_with_the
     out = tmp_path / "run"
     proc = play(out, "--arm", "cells", "--suite", "fake_table", "--task", "0", "--driver", "fake",
                 "--runtime", "openai", "--base-url", "http://127.0.0.1:9/v1", "--openai-max-retries", "1",
-                "--budget-s", "60", "--no-preflight", "--progress", "plain")
+                "--budget-s", "60", "--no-preflight", "--progress", "plain", *QUIET)
     result = result_of(out)
     assert result["status"] == "planner_error", result
     assert "connection" in result["reason"]
@@ -133,7 +136,7 @@ def test_decision_budget_refuses_the_extra_call_and_stops_the_episode(tmp_path):
     out = tmp_path / "run"
     with ChatServer(script) as server:
         proc = play(out, "--arm", "cells", "--suite", "fake_table", "--task", "0", "--driver", "fake",
-                    "--runtime", "openai", "--base-url", server.base_url, "--max-turns", "1")
+                    "--runtime", "openai", "--base-url", server.base_url, "--max-turns", "1", *QUIET)
         bodies = server.completion_bodies()
     result = result_of(out)
     assert result["status"] == "call_budget" and result["reason"] == "call budget exhausted (1)"
@@ -152,7 +155,7 @@ def test_a_reply_without_a_tool_call_ends_the_episode_as_the_reference_does(tmp_
     out = tmp_path / "run"
     with ChatServer(script) as server:
         proc = play(out, "--arm", "cells", "--suite", "fake_table", "--task", "0", "--driver", "fake",
-                    "--runtime", "openai", "--base-url", server.base_url)
+                    "--runtime", "openai", "--base-url", server.base_url, *QUIET)
         bodies = server.completion_bodies()
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = result_of(out)
@@ -198,7 +201,7 @@ def test_program_arm_counts_programs_and_refuses_past_max_programs(tmp_path):
     out = tmp_path / "run"
     with ChatServer(script) as server:
         proc = play(out, "--arm", "program", "--suite", "fake_table", "--task", "0", "--driver", "fake",
-                    "--runtime", "openai", "--base-url", server.base_url, "--max-programs", "1")
+                    "--runtime", "openai", "--base-url", server.base_url, "--max-programs", "1", *QUIET)
         bodies = server.completion_bodies()
     assert proc.returncode == 0, proc.stderr[-3000:]
     replies = [json.loads(m["content"]) for m in bodies[-1]["messages"] if m["role"] == "tool"]
@@ -222,7 +225,7 @@ def test_clipped_steps_are_counted_in_the_result_and_the_rich_feedback(tmp_path)
                        "    robo.move_to([x, y, 0.85], step_clip=0.05, max_steps=20)\n")   # below the box floor
     out = tmp_path / "run"
     proc = play(out, "--arm", "cells", "--suite", "fake_table", "--task", "0", "--driver", "fake",
-                "--replay", str(program), "--feedback", "rich", "--no-video", "--no-record")
+                "--replay", str(program), "--feedback", "rich", *QUIET)
     assert proc.returncode == 0, proc.stderr[-3000:]
     notes = [n for n in result_of(out)["notes"] if "safety filter clipped" in n]
     assert len(notes) == 1

@@ -4,7 +4,7 @@ LIBERO primitive driver for motion) whose behaviour it pins (facts: ../shared/do
 
 robo runs on the in-process kinematic double of test_robo_api.py (a driver that tracks twists exactly); the tool
 results go through the real kernel and toolkit. The same behaviours on the real LIBERO sim are in
-test_robo_ros.py (motion, parts, past steps, camera_meta) and test_sim_parts.py / test_sim_history.py.
+test_robo_ros.py (motion, parts, past steps, camera_meta) and test_sim_parts.py / test_sim_env.py (past steps).
 """
 
 from __future__ import annotations

@@ -93,11 +93,12 @@ def node_tracebacks(out: str) -> list[str]:
     return found
 
 
-def solving_turns(obj: str, gate: threading.Event) -> list[Reply]:
-    """A model that solves a fake_table task (``obj`` onto the plate) once ``gate`` is set, then finishes."""
+def solving_turns(obj: str, gate: threading.Event, done: threading.Event | None = None) -> list[Reply]:
+    """A model that solves a fake_table task (``obj`` onto the plate) once ``gate`` is set, then finishes (once
+    ``done`` is set, where given: until then the agent waits on its model, its episode still running)."""
     cell = EXAMPLE.replace("the red cube", obj) + "\nrun(robo)\n"
     return [Reply(tool_calls=(("python", {"code": cell}),), after=gate),
-            Reply(tool_calls=(("finish", {"status": "success", "summary": "on the plate"}),))]
+            Reply(tool_calls=(("finish", {"status": "success", "summary": "on the plate"}),), after=done)]
 
 
 def ros2(env: dict, *args: str, timeout: float = 180.0, attempt_s: float = 45.0) -> str:
@@ -157,30 +158,66 @@ def param_get(env: dict, wanted: list[tuple[str, str]]) -> dict:
     return {pair: yaml.safe_load(line.split(" value is: ", 1)[1]) for pair, line in zip(wanted, lines, strict=True)}
 
 
-def test_two_namespaced_robots_take_their_arguments_and_parameter_files_and_finish(tools, tmp_path):
-    """Two fake arms in one ROS domain, ``/robot1`` and ``/robot2``, each with its agent: ``ros2 param`` reads the
-    launched values (``suite:=``/``task:=`` on both nodes of robot1; robot2's own agent parameter file and the
-    episode of the driver's file); ``ros2 param dump`` of an agent holds every parameter it lists, with its value
-    (an unset optional one as null), and ``ros2 param set`` of a parameter the episode read at its start is refused
-    with the reason; launch's own ``sigterm_timeout:=`` is accepted. Then each agent solves its own robot's task."""
+TWO_ROBOTS = '''"""Two robots composed the standard way, each an include of libero_sim: robot1 by its namespace:=
+argument, robot2 under a pushed namespace."""
+from launch import LaunchDescription
+from launch.actions import GroupAction, IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.substitutions import PathJoinSubstitution
+from launch_ros.actions import PushRosNamespace
+from launch_ros.substitutions import FindPackageShare
+
+
+def robot(pushed, arguments):
+    source = PythonLaunchDescriptionSource(
+        PathJoinSubstitution([FindPackageShare("pyrua_ros"), "launch", "libero_sim.launch.py"]))
+    include = IncludeLaunchDescription(source, launch_arguments=arguments.items())
+    return GroupAction([PushRosNamespace(pushed), include] if pushed else [include])
+
+
+def generate_launch_description():
+    return LaunchDescription([robot(None, ROBOT1), robot("robot2", ROBOT2)])
+'''
+
+
+def robot_nodes(pids: set[int], namespace: str) -> set[int]:
+    """The node processes of ``pids`` launched under ``namespace`` (launch gives each ``-r __ns:=<namespace>``)."""
+    return {pid for pid in pids if f"__ns:={namespace} " in cmdline(pid) + " "}
+
+
+def test_two_namespaced_robots_in_one_launch_file_take_their_arguments_and_each_run_to_their_own_end(tools,
+                                                                                                    tmp_path):
+    """Two fake arms in one ROS domain, composed in one launch file as ``IncludeLaunchDescription(libero_sim)``
+    twice (``/robot1`` by the ``namespace:=`` argument, ``/robot2`` in a ``GroupAction([PushRosNamespace(...),
+    ...])``), each with its agent: ``ros2 param`` reads the launched values (``suite:=``/``task:=`` on both nodes of
+    robot1; robot2's own agent parameter file and the episode of the driver's file); ``ros2 param dump`` of an
+    agent holds every parameter it lists, with its value (an unset optional one as null), and ``ros2 param set``
+    of a parameter the episode read at its start is refused with the reason; launch's own ``sigterm_timeout:=`` is
+    accepted. Then each agent solves its own robot's task: robot1's episode ends and stops only robot1's driver
+    while robot2's agent, still in its episode, waits on its model; the launch ends, with status 0, once both
+    agents have. (Replaces a two-launch test and a composed-launch test that booted the same two graphs.)"""
     own = tmp_path / "agent.yaml"
     own.write_text("/**/agent:\n  ros__parameters:\n    budget_s: 300.0\n    cell_timeout_s: 120.0\n")
-    gate = threading.Event()
+    gate, robot1_ended = threading.Event(), threading.Event()
     with ChatServer(solving_turns("the blue can", gate)) as model1, \
-            ChatServer(solving_turns("the red cube", gate)) as model2:
-        common = ("robot:=fake", "runtime:=openai", "images:=none", "preflight:=false", *QUIET)
-        robot1 = ros2_launch(tools, *common, "namespace:=robot1", "suite:=fake_table", "task:=1", "sigterm_timeout:=20",
-                             f"base_url:={model1.base_url}", f"out:={tmp_path / 'r1'}")
-        robot2 = ros2_launch(tools, *common, "namespace:=robot2", f"agent_params:={own}",
-                             f"base_url:={model2.base_url}", f"out:={tmp_path / 'r2'}")
+            ChatServer(solving_turns("the red cube", gate, robot1_ended)) as model2:
+        common = {"robot": "fake", "runtime": "openai", "images": "none", "preflight": "false",
+                  **dict(a.split(":=") for a in QUIET)}
+        robots = {"ROBOT1": {**common, "namespace": "robot1", "suite": "fake_table", "task": "1",
+                             "base_url": model1.base_url, "out": str(tmp_path / "r1")},
+                  "ROBOT2": {**common, "agent_params": str(own), "base_url": model2.base_url,
+                             "out": str(tmp_path / "r2")}}
+        launch_file = tmp_path / "two_robots.launch.py"
+        launch_file.write_text("".join(f"{k} = {v!r}\n" for k, v in robots.items()) + TWO_ROBOTS)
+        launch = NodeProcess(["ros2", "launch", str(launch_file), "sigterm_timeout:=20"], env=tools)
         tree: set[int] = set()
         try:
             # both agents have booted their episode and asked their model: the graph is up
             def asked():
-                tree.update(descendants(robot1.pid) | descendants(robot2.pid))
-                return (model1.requests and model2.requests) or not (robot1.alive() and robot2.alive())
-            assert spin_until(asked, 180.0), robot1.output()[-2000:] + robot2.output()[-2000:]
-            assert robot1.alive() and robot2.alive(), robot1.output()[-3000:] + robot2.output()[-3000:]
+                tree.update(descendants(launch.pid))
+                return (model1.requests and model2.requests) or not launch.alive()
+            assert spin_until(asked, 180.0), launch.output()[-4000:]
+            assert launch.alive(), launch.output()[-4000:]
             # one ros2 CLI process per value costs seconds of CPU each: a value of each kind of source
             got = param_get(tools, [("/robot1/agent", "task"), ("/robot1/sim", "task"), ("/robot1/agent", "budget_s"),
                                     ("/robot2/agent", "budget_s"), ("/robot2/agent", "task")])
@@ -195,77 +232,26 @@ def test_two_namespaced_robots_take_their_arguments_and_parameter_files_and_fini
             refused = subprocess.run(["ros2", "param", "set", "/robot1/agent", "budget_s", "10.0", *DIRECT], env=tools,
                                      capture_output=True, text=True, timeout=120)
             assert "Setting parameter failed: Trying to set a read-only parameter: budget_s" in refused.stderr, refused
+            tree.update(descendants(launch.pid))
+            nodes1, nodes2 = robot_nodes(tree, "/robot1"), robot_nodes(tree, "/robot2")
+            assert len(nodes1) >= 2 and len(nodes2) >= 2, {p: cmdline(p) for p in tree}   # a driver and an agent
             gate.set()
-            code1, out1 = finish(robot1)
-            code2, out2 = finish(robot2)
+            # robot1's agent finishes and its driver is stopped; robot2's agent, past its cell, waits on its model
+            assert spin_until(lambda: tree.update(descendants(launch.pid)) or not alive(nodes1) or not launch.alive(),
+                              180.0), launch.output()[-4000:]
+            assert alive(nodes2) == nodes2 and launch.alive(), launch.output()[-4000:]
+            robot1_ended.set()
+            code, out = finish(launch)
         finally:
             gate.set()
-            for launch in (robot1, robot2):
-                if launch.alive():
-                    launch.stop(10.0)
-    assert code1 == 0, out1[-4000:]
-    assert code2 == 0, out2[-4000:]
+            robot1_ended.set()
+            if launch.alive():
+                launch.stop(10.0)
+    assert code == 0, out[-4000:]
     for run, task in (("r1", 1), ("r2", 0)):
         result = json.loads((tmp_path / run / "result.json").read_text())
         assert (result["suite"], result["task"], result["status"], result["environment_success"]) == \
             ("fake_table", task, "completed", True), result
-    assert not alive(tree), {p: cmdline(p) for p in alive(tree)}
-
-
-TWO_ARMS = '''"""Two robots composed the standard way: each an include of libero_sim under its own namespace."""
-from launch import LaunchDescription
-from launch.actions import GroupAction, IncludeLaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
-from launch.substitutions import PathJoinSubstitution
-from launch_ros.actions import PushRosNamespace
-from launch_ros.substitutions import FindPackageShare
-
-
-def robot(namespace, arguments):
-    source = PythonLaunchDescriptionSource(
-        PathJoinSubstitution([FindPackageShare("pyrua_ros"), "launch", "libero_sim.launch.py"]))
-    return GroupAction([PushRosNamespace(namespace),
-                        IncludeLaunchDescription(source, launch_arguments=arguments.items())])
-
-
-def generate_launch_description():
-    return LaunchDescription([robot("armA", ARM_A), robot("armB", ARM_B)])
-'''
-SHORT_PROGRAM = '''"""A few moves, then done: an episode that ends after a short one has."""
-
-
-def run(robo):
-    for _ in range(12):
-        robo.move_to([-0.20, 0.10, 1.10])
-        robo.move_to([-0.20, -0.10, 1.10])
-'''
-
-
-def test_two_robots_composed_in_one_launch_file_each_run_to_their_own_end(tools, tmp_path):
-    """``GroupAction([PushRosNamespace(...), IncludeLaunchDescription(libero_sim.launch.py, robot:=fake)])`` twice
-    in one launch file: armA's episode (the packaged program) ends and stops only armA's driver; armB's longer
-    episode runs to its own end, and the launch ends, with status 0, once both agents have (which one finishes
-    first in wall time depends on the machine's load, so it is not asserted)."""
-    program = tmp_path / "short.py"
-    program.write_text(SHORT_PROGRAM)
-    common = {"robot": "fake", **dict(a.split(":=") for a in QUIET)}
-    arms = {"ARM_A": {**common, "out": str(tmp_path / "a")},
-            "ARM_B": {**common, "out": str(tmp_path / "b"), "replay": str(program)}}
-    launch_file = tmp_path / "two_arms.launch.py"
-    launch_file.write_text("".join(f"{k} = {v!r}\n" for k, v in arms.items()) + TWO_ARMS)
-    launch = NodeProcess(["ros2", "launch", str(launch_file)], env=tools)
-    tree: set[int] = set()
-    try:
-        assert spin_until(lambda: tree.update(descendants(launch.pid)) or not launch.alive(), 300.0)
-        code, out = finish(launch)
-    finally:
-        if launch.alive():
-            launch.stop(10.0)
-    results = {arm: json.loads((tmp_path / arm / "result.json").read_text()) for arm in ("a", "b")}
-    assert code == 0, out[-4000:]
-    assert [r["status"] for r in results.values()] == ["completed", "completed"], results
-    assert results["a"]["environment_success"], results["a"]
-    assert results["b"]["env_steps"] > results["a"]["env_steps"], results
     assert sum("process has finished cleanly" in line and "agent_node" in line for line in out.splitlines()) == 2
     assert not alive(tree), {p: cmdline(p) for p in alive(tree)}
 

@@ -44,7 +44,7 @@ def test_runner_publishes_every_topic_and_frame_the_rviz_config_shows(ros_client
         ros_client.node.create_subscription(message_class(type_name), topic, on(topic), profile)
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "pyrua_ros.cli.main", "launch", "libero_sim", "robot:=sim",
-                             "suite:=libero_goal", "task:=8", f"out:={out}", "record:=false"], cwd=ROOT,
+                             "suite:=libero_goal", "task:=8", f"out:={out}", "record:=false", "video:=false"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert spin_until(lambda: set(expected) <= set(seen) or proc.poll() is not None, 300)

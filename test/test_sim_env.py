@@ -555,6 +555,48 @@ def test_urdf_parses_and_matches_the_simulated_robot(bowl_episode):
         np.testing.assert_allclose(fk(name), fk("gripper0_right_gripper") @ finger[name], atol=1e-4)
 
 
+# ---------------------------------------------------------------- rendering a past control step
+# ``capture(..., step=k)``: the picture is the one taken live at that step, and rendering the past changes nothing
+# about the episode's future. robo's ``image/world_map/segment/back_project(step=k)`` for any recorded step stand on
+# this. (On this module's episode, at the bowl task the tests above left it on: no LIBERO build of its own.)
+HISTORY_SIZE = 96
+PAST_ACTIONS = [np.array([0.4, -0.3, -0.5, 0.0, 0.0, 0.3, -1.0 if k < 4 else 1.0]) for k in range(8)]
+
+
+def _run_history(ep, render_past_at: int | None):
+    ep.reset("libero_goal", 8, 0, 100)
+    live, poses = {}, []
+    for k, action in enumerate(PAST_ACTIONS, start=1):
+        ep.step(action)
+        poses.append(ep.eef_pose()[0].copy())
+        if k == 3:
+            live = {"capture": ep.capture("wrist", HISTORY_SIZE), "seg": ep.segmentation("agentview", HISTORY_SIZE)[0]}
+        if render_past_at is not None and k == 6:
+            past = ep.capture("wrist", HISTORY_SIZE, step=render_past_at)
+            past_seg = ep.segmentation("agentview", HISTORY_SIZE, step=render_past_at)[0]
+            live.update(past=past, past_seg=past_seg)
+    return live, np.array(poses)
+
+
+def test_a_past_step_renders_as_it_was_and_the_future_does_not_change(ep):
+    _, plain_poses = _run_history(ep, None)
+    live, poses = _run_history(ep, 3)
+    then, again = live["capture"], live["past"]
+    assert np.array_equal(then.color, again.color) and np.allclose(then.depth, again.depth)
+    assert np.allclose(then.T_world_optical, again.T_world_optical)
+    assert np.array_equal(live["seg"], live["past_seg"])
+    # the wrist camera moved since step 3, so the past render is not simply the present one
+    assert not np.allclose(ep.capture("wrist", HISTORY_SIZE).T_world_optical, then.T_world_optical)
+    # rendering step 3 at step 6 left the physics untouched: the same actions give the same trajectory
+    assert np.array_equal(poses, plain_poses)
+
+
+def test_a_step_that_does_not_exist_is_refused(ep):
+    ep.reset("libero_goal", 8, 0, 100)
+    with pytest.raises(ValueError, match=r"steps are 0\.\.0"):
+        ep.capture("wrist", HISTORY_SIZE, step=1)
+
+
 def test_swap_suite_episode(ep):
     info = ep.reset("libero_goal_swap", 3, 0)
     assert info.task_language == "open the top layer of the drawer and put the bowl inside"
@@ -623,3 +665,4 @@ def test_prompt_command_renders_the_card_an_episode_would_get(ep, capsys):
     assert "--suite and --seed need --task" in capsys.readouterr().err
     assert main(["prompt", "--task", "10", "--suite", "libero_goal_swap"]) == 2
     assert "out of range" in capsys.readouterr().err
+

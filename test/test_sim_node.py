@@ -1,6 +1,7 @@
 """Black-box tests of the real sim node (``python -m pyrua_ros.nodes.sim_node``, LIBERO-PRO libero_goal task 8)
 driven by an external rclpy client over loopback DDS. One node for the module (start-up builds LIBERO); each
-test resets the episode it needs."""
+test resets the episode it needs. The driver conformance suite (test_driver_conformance.py) runs first, on the
+freshly started node, as ``pyrua-ros check-driver`` would."""
 
 import json
 import threading
@@ -8,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from test_driver_conformance import CHECK_NAMES, assert_conforms, run_checks
 
 from pyrua_ros.driver.goal_client import call_answered
 from pyrua_ros.driver.interfaces import load
@@ -182,6 +184,17 @@ def trajectory_goal(names, positions_per_point, dt=0.5):
                                                            time_from_start=Duration(sec=int(t),
                                                                                     nanosec=int((t % 1) * 1e9))))
     return goal
+
+
+@pytest.fixture(scope="module")
+def conformance(sim):
+    """The conformance suite's rows by check, run once on the module's node before the other tests use it."""
+    return run_checks()
+
+
+@pytest.mark.parametrize("check", CHECK_NAMES)
+def test_the_sim_node_conforms(conformance, check):
+    assert_conforms("sim", conformance, check)
 
 
 def test_libero_episode_state_model_and_ground_truth(sim):

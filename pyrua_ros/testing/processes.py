@@ -16,23 +16,34 @@ _STARTS: dict[int, int] = {}
 
 
 def _stat(pid: int | str) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name (state, ppid, ..., starttime at index 19), or None."""
+    """Fields of /proc/<pid>/stat after the command name (state, ppid, ..., starttime at index 19), or None.
+
+    One open and one read, no buffered file object: tests poll process trees every few tens of milliseconds for
+    minutes, and a scan of /proc reads this for every process of the machine."""
     try:
-        return pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    fields = data.rpartition(b")")[2].decode(errors="replace").split()
+    return fields if len(fields) > 19 else None
 
 
 def descendants(pid: int) -> set[int]:
     """PIDs of every live descendant of ``pid`` (from /proc), each remembered with its start time."""
     children: dict[int, list[tuple[int, int]]] = {}
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit():
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
             continue
-        fields = _stat(entry.name)
+        fields = _stat(name)
         if fields is None:
             continue
-        children.setdefault(int(fields[1]), []).append((int(entry.name), int(fields[19])))
+        children.setdefault(int(fields[1]), []).append((int(name), int(fields[19])))
     out, todo = set(), [pid]
     while todo:
         for child, start in children.get(todo.pop(), []):
