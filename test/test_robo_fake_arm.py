@@ -15,7 +15,7 @@ from robo_motion_cases import CASES, Rig
 from pyrua_ros.examples import EXAMPLES, load_program
 from pyrua_ros.robo.errors import ToolError
 from pyrua_ros.robo.libero import LiberoRobot
-from pyrua_ros.testing import NodeProcess
+from pyrua_ros.testing import NodeProcess, spin_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CUBE = "the red cube"
@@ -121,3 +121,46 @@ def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(ri
         node.stop()
     assert describe_difference(goals[0], twists[0]) is None, describe_difference(goals[0], twists[0])
     assert goals[1] == twists[1]
+
+
+def test_a_move_run_as_one_goal_stops_on_cancel_and_at_the_call_deadline(rig):
+    """A move_to that never converges (tolerance 0 at the current position) runs as one Cartesian goal: the host's
+    stop (an interrupt) ends it with EpisodeFinished("cancelled"), the cell's deadline with the ToolError that says
+    the time limit was reached; either way the driver takes no step after it."""
+    import threading
+    import time
+
+    from pyrua_ros.robo.errors import EpisodeFinished
+
+    def frozen() -> bool:
+        time.sleep(0.3)
+        step = rig.env_step()
+        time.sleep(0.5)
+        return rig.env_step() == step
+
+    robo = rig.reset(max_episode_steps=10**8)
+    here = list(robo.state().eef_pos)
+    ended: list = []
+
+    def endless() -> None:
+        try:
+            robo.move_to(here, tol=0.0, max_steps=10**8)
+        except BaseException as exc:   # the test inspects what ended it
+            ended.append(exc)
+
+    mover = threading.Thread(target=endless)
+    mover.start()
+    t0 = rig.env_step()
+    assert spin_until(lambda: rig.env_step() > t0 + 5, 30.0), "the goal steps the arm"
+    rig.host.stop("cancelled")
+    mover.join(30.0)
+    assert not mover.is_alive() and len(ended) == 1 and isinstance(ended[0], EpisodeFinished), ended
+    assert ended[0].reason == "cancelled" and frozen()
+
+    robo = rig.reset(max_episode_steps=10**8)
+    rig.host.set_deadline(time.monotonic() + 1.0)
+    started = time.monotonic()
+    with pytest.raises(ToolError, match="time limit of this call was reached"):
+        robo.move_to(list(robo.state().eef_pos), tol=0.0, max_steps=10**8)
+    rig.host.set_deadline(None)
+    assert time.monotonic() - started < 5.0 and rig.env_step() > 5 and frozen()

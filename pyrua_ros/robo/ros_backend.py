@@ -622,13 +622,14 @@ class RosBackend:
                        max_steps: int) -> MoveOutcome | None:
         """Run robo's ``move_to`` loop (no rotation) as one ``MoveToTarget`` goal, the finger-gap target
         ``gripper_m`` [m] carried from its start; the twist scale is the driver's ``osc_action_scale``. None,
-        sending nothing, when the driver serves no such action (asked once, ``CARTESIAN_DISCOVERY_S``). Returns once
+        sending nothing, when the driver serves no such action (asked once, ``CARTESIAN_DISCOVERY_S``) or
+        ``max_steps`` does not fit the goal's uint32. Returns once
         the goal's last step is in (status, pose, joint states); a goal aborted because the episode ended is a
         normal end. BackendRefused for an e-stop, a cancel or a rejected goal; BackendTimeout when no step comes
         for ``step_reply_s``; BackendDeadline (goal cancelled) at the host's deadline."""
         from action_msgs.msg import GoalStatus
 
-        if self._move is None:
+        if self._move is None or not 0 < int(max_steps) < 2 ** 32:   # MoveToTarget's max_steps is a uint32
             return None
         what = self.names.driver.cartesian_move
         if self._cancelled.is_set():
