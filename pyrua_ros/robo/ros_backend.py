@@ -698,6 +698,8 @@ class RosBackend:
         if future.done():
             return future.result()
         if self._cancelled.is_set():
+            # cancel() may have run before this goal's acceptance arrived, while the driver already stepped it
+            handle.cancel_goal_async()
             raise BackendRefused(f"{what}: cancelled", reason="cancelled")
         self._check_deadline(what)
         handle.cancel_goal_async()
