@@ -22,8 +22,9 @@ so the caller sees whether the step ended the episode) and its joint states are 
 arrives on the safety-events topic, or :meth:`cancel` is called. No polling, no sleep slices.
 
 :meth:`move_to_target` sends robo's whole ``move_to`` as one ``MoveToTarget`` goal (the driver runs the same
-iterations; one round trip per move instead of one per step) and waits on the same condition, woken by the steps'
-statuses, the result and :meth:`cancel`: no step for ``step_reply_s`` is a timeout, as for a twist.
+iterations; one round trip per move instead of one per step) and waits for its result or :meth:`cancel` only,
+checking once per ``step_reply_s`` that the driver still steps (no step for that long is a timeout, as for a
+twist).
 """
 
 from __future__ import annotations
@@ -189,6 +190,7 @@ class RosBackend:
         if self._move is not None:
             self._introspect(self._move)
         self._serves_move: bool | None = None
+        self._goal_events: set[threading.Event] = set()   # set by cancel(): wakes a waiting Cartesian goal
         self._reset = self.node.create_client(Trigger, s.reset)
         self._get_params = self.node.create_client(GetParameters, f"{s.node}/get_parameters")
         self._get_params_type = GetParameters
@@ -676,25 +678,25 @@ class RosBackend:
 
     def _await_goal(self, handle, step0: int, what: str):
         """The wrapped result of an accepted goal that steps the driver; BackendRefused on :meth:`cancel`,
-        BackendTimeout (goal cancelled) when no step came for ``step_reply_s``, BackendDeadline at the deadline."""
+        BackendTimeout (goal cancelled) when no step came for ``step_reply_s``, BackendDeadline at the deadline.
+        Woken only by the result and :meth:`cancel` (not by every step's messages): the driver's steps are checked
+        once per ``step_reply_s``."""
         future = handle.get_result_async()
-
-        def wake(_f) -> None:
-            with self._step_cond:
-                self._step_cond.notify_all()
-
-        future.add_done_callback(wake)
-        timeout = self._timeouts.step_reply_s
-        last_step, last_wall = step0, time.monotonic()
-        with self._step_cond:
-            while not future.done() and not self._cancelled.is_set():
+        ended = threading.Event()
+        future.add_done_callback(lambda _f: ended.set())
+        self._goal_events.add(ended)
+        try:
+            timeout = self._timeouts.step_reply_s
+            last_step = step0
+            while not ended.wait(self._within_deadline(timeout)) and not self._cancelled.is_set():
                 st = self._status.value
-                if st is not None and st.step != last_step:
-                    last_step, last_wall = st.step, time.monotonic()
-                left = self._within_deadline(last_wall + timeout - time.monotonic())
-                if left <= 0:
+                if self._deadline is not None and time.monotonic() >= self._deadline:
                     break
-                self._step_cond.wait(left)
+                if st is None or st.step == last_step:
+                    break
+                last_step = st.step
+        finally:
+            self._goal_events.discard(ended)
         if future.done():
             return future.result()
         if self._cancelled.is_set():
@@ -771,6 +773,8 @@ class RosBackend:
         self._cancelled.set()
         with self._step_cond:              # wake a servo waiting for its step
             self._step_cond.notify_all()
+        for event in list(self._goal_events):
+            event.set()
         for handle in list(self._goal_handles):
             with contextlib.suppress(Exception):
                 handle.cancel_goal_async()
