@@ -336,3 +336,16 @@ def test_one_arm_controller_at_a_time_and_estop_or_cancel_end_a_cartesian_goal()
     core.on_estop(False)
     with pytest.raises(GoalRejected, match="step_clip must be finite and > 0"):
         core.check_cartesian_goal(here, 0.08, **{**hold, "step_clip": 0.0})
+
+
+def test_in_realtime_the_control_timer_steps_a_cartesian_goal_once_per_tick():
+    core, _ = make_core("realtime")
+    start = [float(x) for x in core.model.ee_pose()[0]]
+    goal = core.start_cartesian([start[0], start[1], start[2] + 0.03], 0.08, max_steps=80, **LAW)
+    for k in range(1, 4):
+        core.realtime_tick(float(k))
+        assert core.model.last_step().step == k and goal.outcome is None
+    for k in range(4, 40):
+        core.realtime_tick(float(k))
+    assert goal.outcome.status == goals.SUCCEEDED and goal.outcome.fields["iterations"] == goal.outcome.fields[
+        "step"] + 1
