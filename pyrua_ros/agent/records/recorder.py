@@ -43,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from pyrua_ros import cputime
 from pyrua_ros.driver import interfaces
 
 SEPARATOR = "=" * 80
@@ -427,23 +428,24 @@ class EpisodeRecorder:
 
     def _callback(self, topic: str):
         def on_message(data: bytes, info) -> None:
-            now = time.time_ns()
-            received = info.get("received_timestamp") or now
-            source = info.get("source_timestamp") or received
-            clock_ns = _cdr_time_ns(data) if topic == self._clock_topic else None
-            with self._lock:
-                if clock_ns is not None and not self._closed:
-                    self._last_clock_ns = max(self._last_clock_ns or 0, clock_ns)
-                if self._closed or (self._held and topic not in self._latched):
-                    return
-                if clock_ns is not None:
-                    self._clock_ns = max(self._clock_ns, clock_ns)
-                elif topic in self._stamped and self._earlier_episode(_cdr_time_ns(data)):
-                    return   # a late frame of an earlier episode
-                elif topic in self._stamped and self._pending is not None:
-                    self._pending.append((topic, data, received, source))   # until start_at() tells the start
-                    return
-                self._write(topic, data, received, source)
+            with cputime.section("records: episode.mcap"):
+                now = time.time_ns()
+                received = info.get("received_timestamp") or now
+                source = info.get("source_timestamp") or received
+                clock_ns = _cdr_time_ns(data) if topic == self._clock_topic else None
+                with self._lock:
+                    if clock_ns is not None and not self._closed:
+                        self._last_clock_ns = max(self._last_clock_ns or 0, clock_ns)
+                    if self._closed or (self._held and topic not in self._latched):
+                        return
+                    if clock_ns is not None:
+                        self._clock_ns = max(self._clock_ns, clock_ns)
+                    elif topic in self._stamped and self._earlier_episode(_cdr_time_ns(data)):
+                        return   # a late frame of an earlier episode
+                    elif topic in self._stamped and self._pending is not None:
+                        self._pending.append((topic, data, received, source))   # until start_at() tells the start
+                        return
+                    self._write(topic, data, received, source)
 
         return on_message
 
