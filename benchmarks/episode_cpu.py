@@ -57,26 +57,55 @@ def _children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run_play(suite: str, task: int, out: pathlib.Path) -> dict:
-    """One ``play`` episode of the packaged program; returns wall, the process tree's CPU and the run dirs."""
+def run_play(suite: str, task: int, out: pathlib.Path, code: pathlib.Path | None = None) -> dict:
+    """One ``play`` episode of the packaged program (with the package of ``code``, another checkout, when given);
+    returns wall, the process tree's CPU and the run dirs."""
+    from pyrua_ros.testing import env_with_code
+
     cmd = [sys.executable, "-m", "pyrua_ros.cli.main", "play", "--arm", "cells", "--suite", suite, "--task",
            str(task), "--out", str(out / "run"), "--progress", "off"]
     cpu0, t0 = _children_cpu_s(), time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, cwd=code or ROOT, capture_output=True, text=True, check=False, env=env_with_code(code))
     wall, cpu = time.monotonic() - t0, _children_cpu_s() - cpu0
     if not (out / "run" / "result.json").exists():
         raise SystemExit(f"play wrote no result.json (exit {proc.returncode}): {proc.stderr[-2000:]}")
     return {"command": " ".join(cmd[1:]), "wall_s": wall, "cpu_s": cpu, "run_dirs": [out / "run"]}
 
 
-def run_eval(instance_args: list[str], out: pathlib.Path) -> dict:
+def run_eval(instance_args: list[str], out: pathlib.Path, code: pathlib.Path | None = None) -> dict:
     """eval_throughput's ``local1`` configuration; returns wall, the process tree's CPU and the run dirs."""
     import eval_throughput
 
-    row = eval_throughput.run_config("local1", instance_args, out / "eval")
+    row = eval_throughput.run_config("local1", instance_args, out / "eval", code)
     runs = [p.parent for p in (out / "eval").rglob("result.json") if ".eval" not in p.parts]
     command = " ".join(["pyrua_ros.cli.main", "eval", "--arm", "cells", *instance_args, "--workers", "1"])
     return {"command": command, "wall_s": row["wall_s"], "cpu_s": row["cpu_s"], "run_dirs": runs, "eval": row}
+
+
+# ---------------------------------------------------------------------------------------------- identity
+IDENTITY_TOPICS = ("/ee_pose", "/joint_states", "/sim/capture/")   # deterministic in lockstep: state and captures
+
+
+def fingerprint(run_dir: pathlib.Path) -> dict:
+    """What must not change when a cut saves CPU: the driver's per-step state digests, the prompt, the card images
+    and the captures the model saw (in episode.mcap, with the robot state messages: the set of their payloads)."""
+    import hashlib
+
+    from mcap.reader import make_reader
+
+    result = json.loads((run_dir / "result.json").read_text())
+    card = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in sorted((run_dir / "card").glob("*.png"))}
+    payloads: dict[str, set[str]] = {}
+    with contextlib.suppress(OSError), open(run_dir / "episode.mcap", "rb") as f:
+        for _schema, channel, message in make_reader(f).iter_messages():
+            if channel.topic.startswith(IDENTITY_TOPICS) and not channel.topic.endswith("camera_info"):
+                payloads.setdefault(channel.topic, set()).add(hashlib.sha256(message.data).hexdigest())
+    recorded = hashlib.sha256(json.dumps({k: sorted(v) for k, v in sorted(payloads.items())}).encode()).hexdigest()
+    return {"instance": f"{result['suite']}:{result['task']}:{result['seed']}",
+            "state_digest": (result.get("state_digest") or {}).get("final"),
+            "steps": result.get("env_steps_total"), "success": result.get("environment_success"),
+            "prompt_sha256": (result.get("prompt") or {}).get("sha256", "")[:16], "card": card,
+            "recorded_state_and_captures": recorded[:16]}
 
 
 # ---------------------------------------------------------------------------------------------- the table
@@ -186,26 +215,30 @@ def breakdown(records: list[dict], episodes: int, steps: int, total_cpu_s: float
     return rows
 
 
-def print_table(name: str, rows, episodes: int, steps: int, total: float, command: str, busy: bool) -> None:
+def print_table(name: str, result: dict) -> None:
+    """The table of one measured configuration (:func:`measure`'s result), Markdown."""
+    rows = [(r["process"], r["bucket"], r["cpu_s"]) for r in result["rows"]]
+    episodes, steps, total = result["episodes"], result["steps"], result["cpu_s"]
+    command, busy = result["command"], result["busy"]
     print(f"\n## {name}: {episodes} episode(s), {steps} control steps, {total:.1f} CPU s in all "
           f"({total / max(1, episodes):.2f} CPU s/episode){' beside one busy loop per core' if busy else ''}")
     print(f"command: {command}")
-    print(f"| process | bucket | CPU s/episode | ms/control step | share |\n|---|---|---:|---:|---:|")
+    print("| process | bucket | CPU s/episode | ms/control step | share |\n|---|---|---:|---:|---:|")
     for proc, bucket, cpu in rows:
         print(f"| {proc} | {bucket} | {cpu / max(1, episodes):.3f} | {1e3 * cpu / max(1, steps):.1f} | "
               f"{100 * cpu / max(1e-9, total):.1f}% |")
 
 
-def measure(name: str, args, folder: pathlib.Path) -> dict:
+def measure(name: str, args, folder: pathlib.Path, code: pathlib.Path | None = None) -> dict:
     meter = folder / "meter"
     meter.mkdir(parents=True, exist_ok=True)
     os.environ[METER_ENV] = str(meter)
     try:
         if name == "play":
-            run = run_play(args.suite, args.task, folder)
+            run = run_play(args.suite, args.task, folder, code)
         else:
             run = run_eval(["--suite", args.suite, "--task", args.eval_task, "--seed", args.eval_seed,
-                            "--driver", "sim"], folder)
+                            "--driver", "sim"], folder, code)
     finally:
         os.environ.pop(METER_ENV, None)
     results = [json.loads((d / "result.json").read_text()) for d in run["run_dirs"]]
@@ -216,6 +249,7 @@ def measure(name: str, args, folder: pathlib.Path) -> dict:
             "wall_s": round(run["wall_s"], 1), "cpu_s": round(run["cpu_s"], 2),
             "cpu_s_per_episode": round(run["cpu_s"] / max(1, episodes), 2),
             "successes": sum(bool(r.get("environment_success")) for r in results),
+            "fingerprints": sorted((fingerprint(d) for d in run["run_dirs"]), key=lambda f: f["instance"]),
             "rows": [{"process": p, "bucket": b, "cpu_s": round(c, 3)} for p, b, c in rows]}
 
 
@@ -228,27 +262,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-seed", default="0-1")
     parser.add_argument("--busy", action="store_true", help="beside one busy loop per core")
     parser.add_argument("--json", type=pathlib.Path, default=None)
+    parser.add_argument("--baseline-rev", default=None,
+                        help="also measure every configuration with this git revision of the package (before/after "
+                             "from one run; the revision must have pyrua_ros/cputime.py)")
     parser.add_argument("--keep", type=pathlib.Path, default=None, help="keep run directories and records here")
     args = parser.parse_args(argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    from pyrua_ros.testing import busy_loops
+    from pyrua_ros.testing import busy_loops, checkout_revision
 
+    baseline = checkout_revision(args.baseline_rev, ROOT) if args.baseline_rev else None
+    runs = [(name, None) for name in args.configs.split(",")]
+    if baseline is not None:
+        runs = [run for name, _ in runs for run in ((f"baseline-{name}", baseline), (name, None))]
     out = []
     with tempfile.TemporaryDirectory(prefix="pyrua_episode_cpu_") as tmp:
         folder = args.keep or pathlib.Path(tmp)
-        for name in args.configs.split(","):
+        for label, code in runs:
+            name = label.removeprefix("baseline-")
             load0 = os.getloadavg()[0]
             with busy_loops() if args.busy else contextlib.nullcontext():
-                result = measure(name, args, folder / name)
-            result.update(busy=args.busy, load_1min_before=round(load0, 2),
+                result = measure(name, args, folder / label, code)
+            name = label if code is None else f"{label} ({args.baseline_rev})"
+            result.update(config=label, busy=args.busy, load_1min_before=round(load0, 2),
                           load_1min_after=round(os.getloadavg()[0], 2))
-            rows = [(r["process"], r["bucket"], r["cpu_s"]) for r in result["rows"]]
-            print_table(name, rows, result["episodes"], result["steps"], result["cpu_s"], result["command"],
-                        args.busy)
+            print_table(name, result)
             print(f"wall {result['wall_s']} s, {result['successes']}/{result['episodes']} successes, load "
                   f"{result['load_1min_before']} -> {result['load_1min_after']}", flush=True)
             out.append(result)
     summary = {"cpus": os.cpu_count(), "runs": out}
+    by = {r["config"]: r for r in out}
+    for name in args.configs.split(","):
+        if f"baseline-{name}" in by and name in by:
+            same = by[f"baseline-{name}"]["fingerprints"] == by[name]["fingerprints"]
+            summary[f"identical_{name}"] = same
+            print(f"{name}: state digests, prompt, card images, recorded state and captures identical to the "
+                  f"baseline: {same}")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary))

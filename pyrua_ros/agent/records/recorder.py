@@ -292,6 +292,7 @@ class EpisodeRecorder:
                  latched: Iterable[str] = (), held: bool = False, stamped: Iterable[str] = (),
                  clock: str | None = None):
         from mcap.writer import Writer
+        from rclpy.event_handler import SubscriptionEventCallbacks
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
         self.path = pathlib.Path(path)
@@ -334,7 +335,11 @@ class EpisodeRecorder:
                              reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL if durable else DurabilityPolicy.VOLATILE)
             self._requested[topic] = qos
-            self._subscriptions[topic] = node.create_subscription(cls, topic, self._callback(topic), qos, raw=True)
+            # no QoS event handlers (rclpy adds two per subscription by default, only to log an incompatible
+            # publisher): each is one more entity every wake of the executor walks
+            self._subscriptions[topic] = node.create_subscription(
+                cls, topic, self._callback(topic), qos, raw=True,
+                event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
 
     def wait_for_publishers(self, topics: Iterable[str], timeout: float) -> list[str]:
         """Wait until each of ``topics`` has a publisher matched with its subscription (at most ``timeout`` s),
