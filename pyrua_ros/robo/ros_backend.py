@@ -9,11 +9,8 @@ Threading model: the backend has two nodes in one rclpy context, each with a ``S
 spinning in a named daemon thread. The *state* node (``<node>_state``, in the same namespace with the same
 remappings) carries only what every control step publishes (``/ee_pose``, ``/joint_states``, episode status,
 safety events, ``/tf``): its executor has five subscriptions to wait on, so a step's messages are dispatched in a
-fraction of a millisecond. ``node`` (public: the episode host adds its video and agent publishers to it)
-carries everything else: capture topics, clients, the gripper action. :meth:`recording_node` (``<node>_recorder``,
-made on first use, with an executor of its own) carries only the episode recorder's subscriptions: an rclpy
-executor walks every entity of its nodes at each wake (about 0.5 ms per 100 entities), and the recorder's ~40
-subscriptions woken by every control step's messages made each wake of ``node``'s executor several times dearer. ``node`` is the backend's own, in a context
+fraction of a millisecond. ``node`` (public: the episode host adds its recorder, video and agent publishers to it)
+carries everything else: capture topics, clients, the gripper action. ``node`` is the backend's own, in a context
 of its own, or the process's node when one is given (the launched ``agent`` node). Callbacks never block (they
 store a value and notify), so one thread per executor is enough. Public methods are called from the agent's
 thread; they publish or send requests and then wait on a condition or a future, always with a deadline from
@@ -192,36 +189,14 @@ class RosBackend:
         self._goal_handles: list = []
 
         self._executors, self._threads = [], []
-        self._recording_node = None
         for node in (self._state_node, self.node):
-            self._spin_in_thread(node)
-
-    def _spin_in_thread(self, node) -> None:
-        from rclpy.executors import SingleThreadedExecutor
-
-        executor = SingleThreadedExecutor(context=self._context)
-        executor.add_node(node)
-        thread = threading.Thread(target=self._spin, args=(executor,), name=f"{node.get_name()}-executor",
-                                  daemon=True)
-        self._executors.append(executor)
-        self._threads.append(thread)
-        thread.start()
-
-    def recording_node(self):
-        """The node of the episode recorder's subscriptions (``<node>_recorder``, same namespace and remappings,
-        no parameter services), spun by an executor of its own; made on the first call."""
-        import rclpy
-
-        with self._step_cond:
-            if self._recording_node is None:
-                if self._closed:
-                    raise RuntimeError("the ROS backend is closed")
-                name = f"{self.node.get_name()}_recorder"
-                self._recording_node = rclpy.create_node(name, context=self._context,
-                                                         cli_args=["--ros-args", "-r", f"__node:={name}"],
-                                                         start_parameter_services=False)
-                self._spin_in_thread(self._recording_node)
-            return self._recording_node
+            executor = SingleThreadedExecutor(context=self._context)
+            executor.add_node(node)
+            thread = threading.Thread(target=self._spin, args=(executor,), name=f"{node.get_name()}-executor",
+                                      daemon=True)
+            self._executors.append(executor)
+            self._threads.append(thread)
+            thread.start()
 
     # ------------------------------------------------------------------ deadline
     def set_deadline(self, deadline: float | None) -> None:
@@ -708,8 +683,7 @@ class RosBackend:
             executor.shutdown(timeout_sec=5.0)
         for thread in self._threads:
             thread.join(timeout=5.0)
-        own = (self.node, self._state_node) if self._owns_node else (self._state_node,)
-        for node in (*own, *((self._recording_node,) if self._recording_node is not None else ())):
+        for node in (self.node, self._state_node) if self._owns_node else (self._state_node,):
             with contextlib.suppress(Exception):
                 node.destroy_node()
         if not self._owns_node:

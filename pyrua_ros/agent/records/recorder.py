@@ -336,7 +336,8 @@ class EpisodeRecorder:
                              durability=DurabilityPolicy.TRANSIENT_LOCAL if durable else DurabilityPolicy.VOLATILE)
             self._requested[topic] = qos
             # no QoS event handlers (rclpy adds two per subscription by default, only to log an incompatible
-            # publisher): each is one more entity every wake of the executor walks
+            # publisher): each is one more entity every wake of the node's executor walks, and the ~80 of the
+            # recorder's were most of robo's main executor's (its CPU per wake is about linear in them)
             self._subscriptions[topic] = node.create_subscription(
                 cls, topic, self._callback(topic), qos, raw=True,
                 event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))

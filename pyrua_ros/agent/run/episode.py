@@ -374,8 +374,7 @@ class Episode:
         the reset publishes (a driver still booting gets the reset's deadline to appear)."""
         from pyrua_ros.agent.records.recorder import record_episode, state_topics
 
-        node = backend.recording_node() if hasattr(backend, "recording_node") else backend.node
-        self.recorder = record_episode(node, self.out / "episode.mcap", held=True)
+        self.recorder = record_episode(backend.node, self.out / "episode.mcap", held=True)
         unmatched = self.recorder.wait_for_publishers(state_topics(), backend.names.timeouts.reset_s)
         if unmatched:
             self.notes.append(f"recording started before {', '.join(unmatched)} had a publisher: the bag may "
