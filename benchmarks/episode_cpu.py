@@ -229,6 +229,26 @@ def print_table(name: str, result: dict) -> None:
               f"{100 * cpu / max(1e-9, total):.1f}% |")
 
 
+def print_comparison(name: str, before: dict, after: dict) -> None:
+    """One Markdown table of a configuration measured with the baseline revision and with the working tree."""
+    def per(result: dict) -> dict[tuple[str, str], tuple[float, float]]:
+        e, s = max(1, result["episodes"]), max(1, result["steps"])
+        return {(r["process"], r["bucket"]): (r["cpu_s"] / e, 1e3 * r["cpu_s"] / s) for r in result["rows"]}
+
+    b, a = per(before), per(after)
+    keys = list(dict.fromkeys([*b, *a]))
+    print(f"\n## {name}: before ({before['config']}) / after, CPU s per episode and ms per control step")
+    print("| process | bucket | before s/ep | before ms/step | after s/ep | after ms/step |")
+    print("|---|---|---:|---:|---:|---:|")
+    for key in keys:
+        (bs, bm), (as_, am) = b.get(key, (0.0, 0.0)), a.get(key, (0.0, 0.0))
+        print(f"| {key[0]} | {key[1]} | {bs:.3f} | {bm:.1f} | {as_:.3f} | {am:.1f} |")
+    for label, r in (("before", before), ("after", after)):
+        print(f"| {label}: total | {r['episodes']} episode(s), {r['steps']} steps, {r['successes']} successes, load "
+              f"{r['load_1min_before']} -> {r['load_1min_after']} | {r['cpu_s_per_episode']:.2f} | "
+              f"{1e3 * r['cpu_s'] / max(1, r['steps']):.1f} | | |")
+
+
 def measure(name: str, args, folder: pathlib.Path, code: pathlib.Path | None = None) -> dict:
     meter = folder / "meter"
     meter.mkdir(parents=True, exist_ok=True)
@@ -265,9 +285,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-rev", default=None,
                         help="also measure every configuration with this git revision of the package (before/after "
                              "from one run; the revision must have pyrua_ros/cputime.py)")
+    parser.add_argument("--from-json", type=pathlib.Path, default=None,
+                        help="measure nothing: print the before/after tables of an earlier --json file")
     parser.add_argument("--keep", type=pathlib.Path, default=None, help="keep run directories and records here")
     args = parser.parse_args(argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    if args.from_json is not None:
+        by = {r["config"]: r for r in json.loads(args.from_json.read_text())["runs"]}
+        for name in args.configs.split(","):
+            if f"baseline-{name}" in by and name in by:
+                print_comparison(name, by[f"baseline-{name}"], by[name])
+        return 0
     from pyrua_ros.testing import busy_loops, checkout_revision
 
     baseline = checkout_revision(args.baseline_rev, ROOT) if args.baseline_rev else None
