@@ -16,7 +16,10 @@ load, a worker gets a share of the cores, so ``cores_busy`` says how much of the
 Usage::
 
     .venv/bin/python benchmarks/eval_throughput.py [--suite libero_goal --task 1,8 --seed 0-1]
-        [--driver sim|fake] [--configs local1,local2,ray2] [--json FILE]
+        [--driver sim|fake] [--configs local1,local2,ray2] [--json FILE] [--baseline-rev REV]
+
+With ``--baseline-rev`` every configuration also runs with that git revision of the package (``baseline-<name>``
+rows, alternating with the working tree's), for before/after figures from one run.
 
 The last line printed is JSON with every figure.
 """
@@ -41,13 +44,16 @@ CONFIGS = {
 }
 
 
-def run_config(name: str, instance_args: list[str], out: pathlib.Path) -> dict:
+def run_config(name: str, instance_args: list[str], out: pathlib.Path, code: pathlib.Path | None = None) -> dict:
+    """One configuration's eval run (with the package of ``code``, another checkout, when given)."""
+    from pyrua_ros.testing import env_with_code
+
     cmd = [sys.executable, "-m", "pyrua_ros.cli.main", "eval", "--arm", "cells", *instance_args, "--out", str(out),
            "--progress", "off", "--json", *CONFIGS[name]]
     load_before = os.getloadavg()[0]
     usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, check=False, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(cmd, check=False, cwd=code or ROOT, capture_output=True, text=True, env=env_with_code(code))
     wall = time.monotonic() - t0
     usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     # CPU of the whole local process tree (every level reaps its children); Ray actors are the raylet's children
@@ -73,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--driver", default="sim", choices=["sim", "fake"])
     parser.add_argument("--configs", default="local1,local2,ray2", help="comma list of " + ", ".join(CONFIGS))
     parser.add_argument("--json", type=pathlib.Path, default=None, help="also write the figures here")
+    parser.add_argument("--baseline-rev", default=None, help="also run every configuration with this git revision")
     parser.add_argument("--keep", type=pathlib.Path, default=None,
                         help="keep each configuration's evaluation directory under this folder (default: a "
                              "temporary folder, removed)")
@@ -82,10 +89,17 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="pyrua_eval_bench_") as tmp:
         folder = args.keep or pathlib.Path(tmp)
-        for name in args.configs.split(","):
-            row = run_config(name, instance_args, folder / name)
+        from pyrua_ros.testing import checkout_revision
+
+        baseline = checkout_revision(args.baseline_rev, ROOT) if args.baseline_rev else None
+        runs = [(name, None) for name in args.configs.split(",")]
+        if baseline is not None:
+            runs = [run for name, _ in runs for run in ((f"baseline-{name}", baseline), (name, None))]
+        for label, code in runs:
+            name = label.removeprefix("baseline-")
+            row = {**run_config(name, instance_args, folder / label, code), "config": label}
             rows.append(row)
-            print(f"{name:7s} {row['episodes']} episodes in {row['wall_s']:7.1f} s = {row['episodes_per_hour']:7.1f} "
+            print(f"{label:16s} {row['episodes']} episodes in {row['wall_s']:7.1f} s = {row['episodes_per_hour']:7.1f} "
                   f"episodes/h, {row['cpu_s_per_episode']} CPU s/episode on {row['cores_busy']} cores "
                   f"({row['successes']} successes, {row['infra_failures']} infra; load "
                   f"{row['load_1min_before']} -> {row['load_1min_after']})", flush=True)
@@ -94,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     if "local1" in by and "local2" in by:
         summary["speedup_2_workers"] = round(by["local2"]["episodes_per_hour"] / by["local1"]["episodes_per_hour"], 3)
         print(f"2 workers / 1 worker: {summary['speedup_2_workers']:.2f}x (goal >= 1.6x on 2 cores)")
+    if "baseline-local1" in by and "baseline-local2" in by:
+        summary["baseline_speedup_2_workers"] = round(by["baseline-local2"]["episodes_per_hour"]
+                                                      / by["baseline-local1"]["episodes_per_hour"], 3)
+        print(f"baseline {args.baseline_rev}: 2 workers / 1 worker: {summary['baseline_speedup_2_workers']:.2f}x")
     if "local2" in by and "ray2" in by:
         summary["ray_vs_local"] = round(by["ray2"]["episodes_per_hour"] / by["local2"]["episodes_per_hour"], 3)
         print(f"Ray (2 actors) / local (2 workers): {summary['ray_vs_local']:.2f}x")

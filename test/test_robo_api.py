@@ -592,6 +592,43 @@ def test_a_driver_without_a_record_of_the_past_says_so():
         robo.image(step=0)
 
 
+def _artifact_session(raw_bytes: int, max_bytes: int) -> dict:
+    """A short session on a fresh host whose store keeps ``raw_bytes`` of raw arrays before encoding: every byte
+    and array the model or the records could get, and what the byte cap dropped."""
+    host = libero_host(KinematicBackend(), primitives="no-vla")
+    host.artifacts.raw_bytes, host.artifacts.max_bytes = raw_bytes, max_bytes
+    robo = host.robo
+    host.capture_boot_images()
+    seen = {"card": host.artifact("agentview_high.png", step=0), "image0": robo.image("agentview").tobytes()}
+    x, y, z = robo.state().eef_pos
+    for k in range(3):
+        robo.move_to([x + 0.01 * (k + 1), y, z])
+        seen[f"image{k + 1}"] = robo.image("agentview").tobytes()
+        seen[f"world{k + 1}"] = robo.world_map("wrist").tobytes()
+    for step in sorted({0, host.artifacts.current_step}):
+        for name in ("agentview_high.png", "agentview_depth.npz", "agentview_world_high.npz"):
+            seen[f"{name}@{step}"] = robo.artifact(name, step=step)
+    seen["evicted"] = sorted(host.artifacts.evicted_steps)
+    return seen
+
+
+@pytest.mark.parametrize("max_bytes", [1, 512 * 2**20])
+def test_artifacts_encoded_only_when_needed_are_the_same_bytes(monkeypatch, max_bytes):
+    """Captures are kept raw and encoded only when their bytes are asked for (or past the raw budget): every
+    artifact, image and eviction is what encoding each capture at once in the background (raw budget 0) gives."""
+    from pyrua_ros.robo import artifacts
+
+    encoded = []
+    real_png = artifacts.encode_png
+    monkeypatch.setattr(artifacts, "encode_png", lambda rgb: encoded.append(rgb.shape) or real_png(rgb))
+    eager = _artifact_session(0, max_bytes)
+    encoded.clear()
+    lazy = _artifact_session(96 * 2**20, max_bytes)
+    assert lazy == eager
+    if max_bytes > 1:   # nothing dropped: of the colour captures (8) only the 2 asked for as PNG bytes were encoded
+        assert len(encoded) == 2, encoded
+
+
 def test_world_map_and_artifacts(robo):
     wmap = robo.world_map()
     assert wmap.shape == (96, 96, 3) and np.all(wmap[0, 0] == 0)

@@ -40,6 +40,7 @@ from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import Marker, MarkerArray
 
+from pyrua_ros import cputime
 from pyrua_ros.driver import goals, qos
 from pyrua_ros.driver.clock import RateGate
 from pyrua_ros.driver.convert import (
@@ -162,6 +163,7 @@ class DriverNode(Node):
         # (executor): a re-published frame can never follow a newer one on the wire
         self._stream_lock = threading.Lock()
         self.reset_episode()
+        cputime.mark("ready")
         self.get_logger().info(f"{label} ready ({self.config.clock_mode}); "
                                f"{self.core.status().to_json()}")
 

@@ -4,13 +4,17 @@ Artifacts: images and depth of a step are captured lazily, the first time that s
 current step is rendered now, a past one is rendered by the driver from its record of that control step (the
 simulator keeps one; a driver without raises ToolError). Only what was looked at is stored.
 Colour is kept PNG-encoded and depth compressed, so a long episode stays small; the last few decoded frames are
-cached. Encoding (about 0.3 s for a 1024x1024 capture) happens in a background thread, off the path of the call
-that captured: until it is done the raw arrays serve every read, and asking for the bytes encodes at once.
+cached. Encoding (about 0.3 s of CPU for a 1024x1024 capture) is done only when it is needed: when the bytes are
+asked for (an artifact read, a card file, an image for the model), and, in a background thread, once the raw
+arrays held exceed ``raw_bytes`` (the oldest first), so a short episode whose captures nobody reads as bytes never
+pays for it. Until an item is encoded its raw array serves every read; the bytes are the same whenever they are
+made (PNG and npz are lossless and deterministic), so nothing the model or the records see depends on when.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable
@@ -111,7 +115,7 @@ class ArtifactStore:
     """Per-step captures and named artifacts. ``current_step`` is the latest recorded state's step."""
 
     def __init__(self, backend: RobotBackend, names: ArtifactNames, *, decoded_cache: int = 6,
-                 max_bytes: int = 512 * 2**20) -> None:
+                 max_bytes: int = 512 * 2**20, raw_bytes: int = 96 * 2**20) -> None:
         self._backend = backend
         self.names = names
         self.max_bytes = int(max_bytes)   # encoded captures kept; the oldest (never step 0) go first past it
@@ -123,6 +127,9 @@ class ArtifactStore:
         self._extra: dict[tuple[int, str], bytes | _Encoded] = {}
         self._segs: dict[tuple[int, str, str], tuple[_Encoded, dict[int, str], float]] = {}
         self._encoder = _Encoder()
+        self.raw_bytes = int(raw_bytes)   # raw arrays held before the oldest go to the background encoder
+        self._raw: collections.deque[tuple[_Encoded, int]] = collections.deque()   # (item, raw bytes) kept raw
+        self._raw_held = 0
         self._decoded: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
         self._cache_size = decoded_cache
         self._lock = threading.RLock()
@@ -168,9 +175,25 @@ class ArtifactStore:
                               "only when its step is viewed while it is the latest)")
 
     def _keep(self, raw: np.ndarray, encode: Callable[[np.ndarray], bytes]) -> _Encoded:
+        """Keep ``raw`` to be encoded when needed (see the module doc)."""
         item = _Encoded(raw, encode)
-        self._encoder.submit(item)
+        with self._lock:
+            self._raw.append((item, item.size()))
+            self._raw_held += item.size()
+            while self._raw_held > self.raw_bytes and self._raw:
+                oldest, size = self._raw.popleft()
+                self._raw_held -= size
+                self._encoder.submit(oldest)
         return item
+
+    def _encode_all_now(self) -> None:
+        """Encode every raw item here (before sizes are compared with ``max_bytes``: what is counted is then the
+        same whatever the background encoder had reached)."""
+        while self._raw:
+            item, size = self._raw.popleft()
+            self._raw_held -= size
+            with contextlib.suppress(Exception):   # reported when the bytes are asked for (encoded again there)
+                item.data()
 
     def _store(self, step: int, frame: CaptureFrame) -> None:
         depth = np.asarray(frame.depth, dtype=np.float32)
@@ -189,8 +212,9 @@ class ArtifactStore:
 
     def _evict(self) -> None:
         """Past ``max_bytes``, drop the captures of the oldest steps (never step 0, the card, nor the current one).
-        A capture counts what it holds now: its raw arrays until the background encoder is done, then the encoded
-        bytes; the running total is recounted before anything is dropped."""
+        Everything still raw is encoded first (so a capture counts its encoded bytes, or its raw arrays while the
+        background encoder is at them), then the running total is recounted before anything is dropped."""
+        self._encode_all_now()
         self.stored_bytes = sum(s.color.size() + s.depth.size() for s in self._captures.values())
         while self.stored_bytes > self.max_bytes:
             old = sorted({k[0] for k in self._captures if k[0] not in (0, self.current_step)})

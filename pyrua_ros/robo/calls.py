@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pyrua_ros import cputime
 from pyrua_ros.robo.backend import BackendRefused, BackendTimeout, RobotBackend
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
 from pyrua_ros.robo.ledger import summarize
@@ -59,7 +60,8 @@ class CallRunner:
         """Run a read-only call and ledger it; ``note()`` (after ``fn``) is the record's operator note."""
         started = time.time()
         try:
-            result = fn()
+            with cputime.section("robo: read-only calls"):
+                result = fn()
         except BaseException as exc:
             self.ledger.append(tool=tool, kwargs=kwargs, started_at=started, elapsed_s=time.time() - started,
                                ok=False, stateful=False, error=f"{type(exc).__name__}: {exc}",
@@ -80,7 +82,8 @@ class CallRunner:
         try:
             self.guard()
             dispatched = True
-            result = fn()
+            with cputime.section("robo: motion calls"):
+                result = fn()
         except BaseException as exc:
             if dispatched and self.env_step() != step0:   # a call refused before any step records no new state
                 self.record_state()

@@ -7,6 +7,8 @@ import io
 
 import numpy as np
 
+from pyrua_ros import cputime
+
 
 def encode_png(rgb: np.ndarray) -> bytes:
     """PNG bytes of an (H, W, 3) or (H, W) image (other dtypes are clipped to uint8)."""
@@ -16,7 +18,8 @@ def encode_png(rgb: np.ndarray) -> bytes:
     if arr.dtype != np.uint8:
         arr = np.clip(arr, 0, 255).astype(np.uint8)
     buf = io.BytesIO()
-    Image.fromarray(arr).save(buf, format="PNG", compress_level=1)
+    with cputime.section("images: PNG encode"):
+        Image.fromarray(arr).save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
 
 
@@ -24,14 +27,15 @@ def decode_png(data: bytes) -> np.ndarray:
     """(H, W, 3) uint8 RGB array of PNG (or any PIL-readable) bytes."""
     from PIL import Image
 
-    with Image.open(io.BytesIO(data)) as img:
+    with cputime.section("images: PNG decode"), Image.open(io.BytesIO(data)) as img:
         return np.asarray(img.convert("RGB"), dtype=np.uint8).copy()
 
 
 def encode_npz(array: np.ndarray) -> bytes:
     """Compressed ``.npz`` bytes holding one array named ``array``."""
     buf = io.BytesIO()
-    np.savez_compressed(buf, array=np.asarray(array))
+    with cputime.section("images: npz encode"):
+        np.savez_compressed(buf, array=np.asarray(array))
     return buf.getvalue()
 
 

@@ -37,6 +37,7 @@ import time
 
 import numpy as np
 
+from pyrua_ros import cputime
 from pyrua_ros.driver.interfaces import Interfaces, load
 from pyrua_ros.robo.backend import (
     BackendDeadline,
@@ -261,7 +262,8 @@ class RosBackend:
         receiving instead of going deaf."""
         from pyrua_ros.driver.spin_thread import spin_until_shutdown
 
-        spin_until_shutdown(executor, self._context, name="robo backend")
+        with cputime.section(f"rclpy executor: {threading.current_thread().name}"):   # the thread's whole CPU
+            spin_until_shutdown(executor, self._context, name="robo backend")
 
     def _on_pose(self, msg) -> None:
         from pyrua_ros.driver.convert import pose_to_numpy, stamp_to_seconds

@@ -46,6 +46,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from pyrua_ros import cputime
 from pyrua_ros.driver import interfaces
 from pyrua_ros.driver.convert import matrix_to_quat
 from pyrua_ros.driver.model import ModelEpisode
@@ -171,21 +172,23 @@ class LiberoEpisode:
                 or max_episode_steps < 1:
             raise ValueError(f"max_episode_steps must be an integer >= 1, got {max_episode_steps!r}")
         if self._key != (suite, task):
-            self._build(suite, task)
+            with cputime.section("sim: env build"):
+                self._build(suite, task)
         self._joint_mode = None  # env.reset() rebuilds the OSC controller
         self._renderer.clear_stream()   # frames of the last episode; the renderer shares the model a reset edits
         self._cache_state = None
-        env = self._env
-        env.seed(seed)
-        env.reset()
-        # a soft reset keeps the gripper's accumulated command; clear it so a reset does not depend on history
-        gripper = env.env.robots[0].gripper
-        gripper.current_action = np.zeros_like(gripper.current_action)
-        env.set_init_state(self._init_states[seed % len(self._init_states)])
-        self._lean = LeanStep(env.env) if self.lean_step else None   # the controller is new after env.reset()
-        for _ in range(SETTLE_STEPS):
-            self._physics_step(SETTLE_ACTION)
-        env.env.sim.forward()
+        with cputime.section("sim: reset"):
+            env = self._env
+            env.seed(seed)
+            env.reset()
+            # a soft reset keeps the gripper's accumulated command; clear it so a reset does not depend on history
+            gripper = env.env.robots[0].gripper
+            gripper.current_action = np.zeros_like(gripper.current_action)
+            env.set_init_state(self._init_states[seed % len(self._init_states)])
+            self._lean = LeanStep(env.env) if self.lean_step else None   # the controller is new after env.reset()
+            for _ in range(SETTLE_STEPS):
+                self._physics_step(SETTLE_ACTION)
+            env.env.sim.forward()
         self._info = EpisodeInfo(suite, int(task), int(seed), str(env.language_instruction), self.object_names(),
                                  int(max_episode_steps))
         self._last = StepInfo(0, 0.0, False, False, False)
@@ -215,6 +218,7 @@ class LiberoEpisode:
             max_resolution=max(self.stream_resolution, *self._names.sim.resolutions.values()),
             stream_backlog=self.stream_backlog, nice=self.render_nice)
         self._camera_ids = {mj: self._model.camera(mj).id for mj in self.CAMERAS.values()}
+        cputime.mark("cameras", names={str(self._camera_ids[mj]): cam for cam, mj in self.CAMERAS.items()})
         self._key = (suite, task)
         self._urdf = None
         self._ids = _ModelIds.of(self._model, self._joint_names, self._frames)
@@ -311,7 +315,8 @@ class LiberoEpisode:
         return bool(self._env.step(action)[2])   # done is LIBERO's check_success()
 
     def _advance(self, action: np.ndarray) -> StepInfo:
-        done = self._physics_step(action)
+        with cputime.section("sim: physics"):
+            done = self._physics_step(action)
         # mj_step leaves body/site poses one physics substep behind qpos; recompute them so that eef_pose, TF and
         # joint_state describe the same instant (the next step starts with the same forward pass anyway)
         self._env.env.sim.forward()

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from pyrua_ros import cputime
 from pyrua_ros.sim import cameras
 
 KINDS = ("color", "depth", "segmentation")
@@ -119,6 +120,13 @@ class _Job:
         self.done = threading.Event()
         self.views: list[View] | None = None
         self.error: BaseException | None = None
+
+
+def _job_label(job: _Job) -> str:
+    """``render <stream|request> <camera id>:<px>:<kinds>,...``: a job's CPU bucket (benchmarks/episode_cpu.py)."""
+    kind = "stream" if job.deliver is not None else "request"
+    return f"render {kind} " + ",".join(f"{r.camera_id}:{r.resolution}:{'+'.join(sorted(r.kinds))}"
+                                          for r in job.requests)
 
 
 def _gl_context_class():
@@ -256,7 +264,8 @@ class Renderer:
                     job = self._urgent.popleft() if self._urgent else self._stream.popleft()
                     self._busy = True
                 try:
-                    job.views = self._render_job(job)
+                    with cputime.render_section(_job_label(job)):
+                        job.views = self._render_job(job)
                 except BaseException as exc:
                     job.error = exc
                 job.done.set()
@@ -265,8 +274,8 @@ class Renderer:
                     # frame of the cleared generation on its way out.
                     if job.deliver is not None and job.error is None and job.generation == self._generation:
                         self.rendered += 1
-                        with contextlib.suppress(Exception):   # a failing consumer must not stop the renderer
-                            job.deliver(job.views)
+                        with contextlib.suppress(Exception), cputime.section("stream frame delivery (publish)"):
+                            job.deliver(job.views)   # a failing consumer (suppressed) must not stop the renderer
                 finally:
                     with self._cond:
                         self._busy = False

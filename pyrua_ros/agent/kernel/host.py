@@ -40,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pyrua_ros import cputime
 from pyrua_ros.agent.kernel import cgroup, mounts, policy, protocol, seccomp
 from pyrua_ros.agent.kernel import sandbox as sandbox_mod
 from pyrua_ros.agent.kernel import workspace as wsfiles
@@ -234,6 +235,9 @@ class Kernel:
             except OSError as exc:
                 self._event(f"the new kernel's workspace could not be restored whole: {exc.strerror or exc}")
         self._bound({self._proc.pid, sandbox_pid, self._pid} - {None})
+        if cputime.enabled():   # the sandbox and the kernel's Python until it answered ready
+            self._start_cpu_s = cputime.tree_cpu_s(self._proc.pid)
+            cputime.add("kernel process: start", self._start_cpu_s)
         self.starts += 1
         self.start_times_s.append(round(time.monotonic() - t0, 4))
 
@@ -251,6 +255,7 @@ class Kernel:
         return f"at most {self.limits.workspace_inodes} and {sandbox_mod.TMP_INODES} files"
 
     _cgroup: cgroup.KernelCgroup | None = None
+    _start_cpu_s = 0.0
 
     def _bound(self, pids: set[int]) -> None:
         """Put the kernel's processes in a cgroup of their own (memory, CPU, process count) where the machine
@@ -275,6 +280,8 @@ class Kernel:
         proc, self._proc = self._proc, None
         if proc is None:
             return "not running"
+        if cputime.enabled():   # what the kernel process tree spent since it was ready: the cells
+            cputime.add("kernel process: cells", max(0.0, cputime.tree_cpu_s(proc.pid) - self._start_cpu_s))
         if not kill:
             try:
                 protocol.write_frame(proc.stdin.fileno(), {"op": "shutdown"})

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 
+from pyrua_ros import cputime
 from pyrua_ros.agent.records.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso
 from pyrua_ros.agent.settings.modes import CLI_RUNTIMES, CODE_ARMS, MCP_RUNTIME
 
@@ -69,7 +70,8 @@ class LoopAgent:
                                            images=agent.images, budget_s=agent.budget_s, max_turns=agent.max_turns,
                                            max_programs=agent.max_programs, guides=agent.uses_guides,
                                            reference_root=reference_root)
-        ep.prompt = prompt_mod.build_prompt(ep.robot.robo, ep.card, options, card_dir=ep.out)
+        with cputime.section("prompt"):
+            ep.prompt = prompt_mod.build_prompt(ep.robot.robo, ep.card, options, card_dir=ep.out)
         if ep.prompt.sources != "live":
             ep.notes.append(f"prompt text rendered from the reference sources at {ep.prompt.sources}")
         ep.records.write_text("prompt.txt", ep.prompt.text)
@@ -309,7 +311,8 @@ class LoopAgent:
         if ep.progress is not None:
             ep.progress.turn(status)
         if ep.publisher is not None:
-            ep.publisher(status, record, reply, code=self.toolkit.last_code if self.toolkit else None)
+            with cputime.section("records: agent topics"):
+                ep.publisher(status, record, reply, code=self.toolkit.last_code if self.toolkit else None)
 
     def _tick(self, stop: threading.Event) -> None:
         ep = self._ep

@@ -44,6 +44,7 @@ from typing import Any
 
 import yaml
 
+from pyrua_ros import cputime
 from pyrua_ros.driver import interfaces
 
 SEPARATOR = "=" * 80
@@ -295,6 +296,7 @@ class EpisodeRecorder:
                  latched: Iterable[str] = (), held: bool = False, stamped: Iterable[str] = (),
                  clock: str | None = None):
         from mcap.writer import Writer
+        from rclpy.event_handler import SubscriptionEventCallbacks
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
         self.path = pathlib.Path(path)
@@ -337,7 +339,12 @@ class EpisodeRecorder:
                              reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL if durable else DurabilityPolicy.VOLATILE)
             self._requested[topic] = qos
-            self._subscriptions[topic] = node.create_subscription(cls, topic, self._callback(topic), qos, raw=True)
+            # no QoS event handlers (rclpy adds two per subscription by default, only to log an incompatible
+            # publisher): each is one more entity every wake of the node's executor walks, and the ~80 of the
+            # recorder's were most of robo's main executor's (its CPU per wake is about linear in them)
+            self._subscriptions[topic] = node.create_subscription(
+                cls, topic, self._callback(topic), qos, raw=True,
+                event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
 
     def wait_for_publishers(self, topics: Iterable[str], timeout: float) -> list[str]:
         """Wait until each of ``topics`` has a publisher matched with its subscription (at most ``timeout`` s),
@@ -431,23 +438,24 @@ class EpisodeRecorder:
 
     def _callback(self, topic: str):
         def on_message(data: bytes, info) -> None:
-            now = time.time_ns()
-            received = info.get("received_timestamp") or now
-            source = info.get("source_timestamp") or received
-            clock_ns = _cdr_time_ns(data) if topic == self._clock_topic else None
-            with self._lock:
-                if clock_ns is not None and not self._closed:
-                    self._last_clock_ns = max(self._last_clock_ns or 0, clock_ns)
-                if self._closed or (self._held and topic not in self._latched):
-                    return
-                if clock_ns is not None:
-                    self._clock_ns = max(self._clock_ns, clock_ns)
-                elif topic in self._stamped and self._earlier_episode(_cdr_time_ns(data)):
-                    return   # a late frame of an earlier episode
-                elif topic in self._stamped and self._pending is not None:
-                    self._pending.append((topic, data, received, source))   # until start_at() tells the start
-                    return
-                self._write(topic, data, received, source)
+            with cputime.section("records: episode.mcap"):
+                now = time.time_ns()
+                received = info.get("received_timestamp") or now
+                source = info.get("source_timestamp") or received
+                clock_ns = _cdr_time_ns(data) if topic == self._clock_topic else None
+                with self._lock:
+                    if clock_ns is not None and not self._closed:
+                        self._last_clock_ns = max(self._last_clock_ns or 0, clock_ns)
+                    if self._closed or (self._held and topic not in self._latched):
+                        return
+                    if clock_ns is not None:
+                        self._clock_ns = max(self._clock_ns, clock_ns)
+                    elif topic in self._stamped and self._earlier_episode(_cdr_time_ns(data)):
+                        return   # a late frame of an earlier episode
+                    elif topic in self._stamped and self._pending is not None:
+                        self._pending.append((topic, data, received, source))   # until start_at() tells the start
+                        return
+                    self._write(topic, data, received, source)
 
         return on_message
 

@@ -22,6 +22,7 @@ import threading
 
 import numpy as np
 
+from pyrua_ros import cputime
 from pyrua_ros.driver.interfaces import Interfaces, load
 
 MAX_FRAMES = 8000          # per camera (256x256x3 = 192 KiB each)
@@ -71,6 +72,10 @@ class EpisodeVideo:
     # ------------------------------------------------------------------ inputs
     def _on_image(self, camera: str):
         def callback(msg) -> None:
+            with cputime.section("video: stream frames"):
+                receive(msg)
+
+        def receive(msg) -> None:
             from pyrua_ros.driver.convert import image_to_numpy, stamp_to_seconds
 
             stamp = stamp_to_seconds(msg.header.stamp)
@@ -221,17 +226,19 @@ class EpisodeVideo:
         """Encode to ``path`` (H.264, yuv420p, faststart); returns the frame count (0: no frame, no file)."""
         import imageio_ffmpeg
 
-        frames, fps = self.compose(success=success)
+        with cputime.section("video: compose"):
+            frames, fps = self.compose(success=success)
         if not frames:
             return 0
         h, w = frames[0].shape[:2]
-        writer = imageio_ffmpeg.write_frames(str(path), (w, h), fps=fps, codec="libx264", pix_fmt_out="yuv420p",
-                                             macro_block_size=1, ffmpeg_log_level="error",
-                                             output_params=["-movflags", "+faststart"])
-        writer.send(None)
-        for frame in frames:
-            writer.send(frame)
-        writer.close()
+        with cputime.section("video: encode (this process)"), cputime.children("video: encode (ffmpeg)"):
+            writer = imageio_ffmpeg.write_frames(str(path), (w, h), fps=fps, codec="libx264",
+                                                 pix_fmt_out="yuv420p", macro_block_size=1,
+                                                 ffmpeg_log_level="error", output_params=["-movflags", "+faststart"])
+            writer.send(None)
+            for frame in frames:
+                writer.send(frame)
+            writer.close()
         return len(frames)
 
     def close(self) -> None:

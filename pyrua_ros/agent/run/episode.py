@@ -40,6 +40,7 @@ import time
 import traceback
 from typing import Any, Protocol
 
+from pyrua_ros import cputime
 from pyrua_ros.agent.records.records import CardRecord, ErrorInfo, RunRecords
 from pyrua_ros.agent.run.interrupts import FirstSignalInterrupts
 from pyrua_ros.agent.run.watchdog import MARGIN_S as WATCHDOG_MARGIN_S
@@ -296,6 +297,7 @@ class Episode:
     # ------------------------------------------------------------------ progress
     def phase(self, name: str, detail: str = "") -> None:
         """Tell the person watching what the episode is doing now (boot, reset, card, prompt, agent, ...)."""
+        cputime.mark(f"phase:{name}")
         if self.progress is not None:
             self.progress.phase(name, detail, elapsed_s=time.monotonic() - self.t0)
 
@@ -385,10 +387,11 @@ class Episode:
         from pyrua_ros.agent.settings.config import SandboxSettings
 
         sandbox = sandbox or SandboxSettings()
-        self.kernel = Kernel(self.robot.robo, self.workspace,
-                             limits=KernelLimits(workspace_bytes=sandbox.workspace_mib * 2**20),
-                             dynamic_methods=tuple(self.robot.robo.VLA_PRIMITIVES), sandbox=sandbox.isolation,
-                             deadline_hook=self.robot.set_deadline)
+        with cputime.section("kernel start (this process)"):
+            self.kernel = Kernel(self.robot.robo, self.workspace,
+                                 limits=KernelLimits(workspace_bytes=sandbox.workspace_mib * 2**20),
+                                 dynamic_methods=tuple(self.robot.robo.VLA_PRIMITIVES), sandbox=sandbox.isolation,
+                                 deadline_hook=self.robot.set_deadline)
         if sandbox.unsafe_sandbox:
             self.notes.append(self.kernel.description)
         return self.kernel
@@ -470,11 +473,14 @@ class Episode:
         with interrupts.installed():
             stage = "boot"
             watchdog = None
+            cputime.mark("episode:start")
             try:
                 self.prepare()
-                self.boot()
+                with cputime.section("episode: boot (reset, recorder, card)"):
+                    self.boot()
                 stage = "agent"
-                self.strategy.start(self)
+                with cputime.section("episode: agent start (prompt, kernel, runtime)"):
+                    self.strategy.start(self)
                 budget = getattr(self.strategy, "wall_budget_s", None)
                 if budget is not None and math.isfinite(budget):   # outside this process: see watchdog.py
                     watchdog = Watchdog.start(self.out, budget + WATCHDOG_MARGIN_S)
@@ -544,7 +550,8 @@ class Episode:
         ]
         for name, step in steps:
             try:
-                step()
+                with cputime.section(f"episode: shutdown {name}"):
+                    step()
             except KeyboardInterrupt as exc:
                 interrupt = interrupt or exc
                 self.notes.append(f"shutdown of {name} was interrupted")
