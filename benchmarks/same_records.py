@@ -5,11 +5,11 @@ Usage::
     .venv/bin/python benchmarks/same_records.py RUN_A RUN_B
 
 Compared: the per-step state digests of ``result.json``; the pixels of the card images (``card/*.png``) and of
-every image in ``transcript.json`` (what the model saw, decoded, so PNG encoder settings do not count); and every
-camera image in ``episode.mcap`` (streams and captures), by topic and header stamp: the pixels of each image both
-recorded, and the stamps only one of them has (the re-publishing of an idle lockstep driver depends on wall time,
-so the number of copies of a frame is not compared, only their content). Prints one line per check and a JSON
-summary last; exits 1 when a check differs.
+every image in ``transcript.json`` where there is one (what the model saw, decoded, so PNG encoder settings do not
+count); and every camera image in ``episode.mcap`` (streams and captures), by topic and header stamp: the pixels
+of each image both recorded, and the stamps only one of them has (the re-publishing of an idle lockstep driver
+depends on wall time, so the number of copies of a frame is not compared, only their content). Prints one line
+per check and a JSON summary last; exits 1 when a check differs.
 """
 
 from __future__ import annotations
@@ -75,8 +75,9 @@ def compare(a: pathlib.Path, b: pathlib.Path) -> dict:
 
     checks["card_images"] = {"same": all(card(a, n) is not None and card(a, n) == card(b, n) for n in cards),
                              "images": len(cards)}
-    ta, tb = (_transcript_images(json.loads((d / "transcript.json").read_text()), []) for d in (a, b))
-    checks["model_images"] = {"same": ta == tb, "images": [len(ta), len(tb)]}
+    ta, tb = (_transcript_images(json.loads((d / "transcript.json").read_text()), [])
+              if (d / "transcript.json").exists() else None for d in (a, b))   # a program run has no transcript
+    checks["model_images"] = {"same": ta == tb, "images": [None if t is None else len(t) for t in (ta, tb)]}
     ba, bb = _bag_images(a / "episode.mcap"), _bag_images(b / "episode.mcap")
     common = set(ba) & set(bb)
     differ = sorted(k for k in common if ba[k] != bb[k])
