@@ -300,6 +300,8 @@ def test_renderer_pixels_equal_robosuites_own_renderer(bowl_episode):
                 cap = ep.capture(camera, res)
                 ids, _ = ep.segmentation(camera, res)
                 np.testing.assert_array_equal(cap.color, rgb[::-1])
+                if res == 256:   # a color-only read (what a stream frame asked for) gives the same color
+                    np.testing.assert_array_equal(sim.render(width=res, height=res, camera_name=mj_camera), rgb)
                 np.testing.assert_array_equal(cap.depth, cameras.linear_depth(
                     zbuf, float(m.vis.map.znear) * extent, float(m.vis.map.zfar) * extent)[::-1])
                 index = np.where(seg[..., 0] == mujoco.mjtObj.mjOBJ_GEOM, seg[..., 1] + 1, 0)
@@ -337,6 +339,66 @@ def test_capture_and_segmentation_of_one_state_render_once(bowl_episode):
     np.testing.assert_array_equal(ep.segmentation("agentview", 256)[0], ids)
     ep.step(_hold()[0])
     assert ep.capture("agentview", 256).color is not first.color
+
+
+def test_a_view_of_a_scene_is_drawn_once_for_streams_and_captures_alike(bowl_episode):
+    """Kept views: a stream frame, a capture and another stream frame of one state at one resolution cost one
+    render pass, and the pixels are those of a renderer that keeps nothing (and of robosuite's own renderer, which
+    test_renderer_pixels_equal_robosuites_own_renderer pins for captures): the cut changes no image anyone sees."""
+    import hashlib
+
+    from pyrua_ros.sim.render import StateCopy, ViewRequest
+
+    ep = bowl_episode
+    ep.step(np.array([0.3, -0.2, 0.1, 0, 0, 0.2, OPEN]))
+    r, size = ep.renderer, ep.stream_resolution
+    got = []
+    ep.stream({"agentview": {"color"}, "wrist": {"color"}}, got.append)
+    assert r.wait_idle(120.0)
+    passes = r.passes
+    agent = ep.capture("agentview", size)                 # the capture of that step reads the stream's pass
+    wrist = ep.capture("wrist", size)
+    ep.stream({"agentview": {"color"}, "wrist": {"color"}}, got.append)   # e.g. the idle re-render of a late subscriber
+    assert r.wait_idle(120.0)
+    assert r.passes == passes and len(got) == 2
+    assert got[0][0].depth is None and agent.depth.shape == (size, size)   # each gets what it asked for
+    assert not agent.color.flags.writeable                # shared arrays: nobody can change another's image
+    r.clear_stream()                                       # keeps nothing from before: draws every view anew
+    state = StateCopy.of(ep._data)
+    views = r.render(state, [ViewRequest(ep._camera_ids[ep._camera(c)], size, frozenset({"color"}))
+                             for c in ("agentview", "wrist")], timeout=120.0)
+    reused = r.reused
+    (depth,) = r.render(state, [ViewRequest(ep._camera_ids["agentview"], size, frozenset({"depth"}))], timeout=120.0)
+    assert r.reused == reused + 1 and r.passes == passes + 2   # the depth came from the color pass
+
+    def digest(*arrays):
+        return hashlib.sha256(b"".join(a.tobytes() for a in arrays)).hexdigest()
+
+    expected = digest(views[0].color, views[1].color)
+    for frame in got:
+        assert digest(frame[0].color, frame[1].color) == expected
+    assert digest(agent.color, wrist.color) == expected and digest(agent.depth) == digest(depth.depth)
+    ep.step(_hold()[0])
+    ep.capture("agentview", size)
+    assert r.passes == passes + 3                          # a new scene is drawn
+
+
+def test_a_waiting_stream_renders_every_frame(bowl_episode):
+    """``wait_when_full`` (a lockstep driver): a full backlog makes stream() wait for room, so no frame is dropped
+    and every frame asked for is delivered, in order."""
+    from pyrua_ros.sim.render import Renderer, StateCopy, ViewRequest
+
+    ep = bowl_episode
+    renderer = Renderer(ep._model, max_resolution=64, stream_backlog=1, wait_when_full=True, nice=0)
+    try:
+        cam, delivered = ep._camera_ids["agentview"], []
+        for k in range(3):
+            renderer.stream(StateCopy.of(ep._data), [ViewRequest(cam, 16 + k, frozenset({"color"}))],
+                            lambda views: delivered.append(views[0].resolution))
+        assert renderer.wait_idle(120.0)
+        assert delivered == [16, 17, 18] and renderer.dropped == 0
+    finally:
+        renderer.close()
 
 
 def test_renderer_drops_the_oldest_stream_frames_never_a_request(bowl_episode):

@@ -458,6 +458,21 @@ def test_stream_cameras_render_at_camera_rate_and_republish_while_idle(sim):
             node.destroy_subscription(s)
 
 
+@pytest.mark.parametrize("clock_mode, waits", [("lockstep", True), ("realtime", False)])
+def test_lockstep_streams_wait_for_the_renderer_realtime_ones_drop(clock_mode, waits):
+    """In lockstep sim time waits for its client, so a stream frame waits for room in the render backlog (every
+    frame of camera_rate_hz is rendered: ``--video-fps 20`` gets a distinct frame per step); realtime drops."""
+    from pyrua_ros.driver.node import PARAMETERS
+    from pyrua_ros.sim.node import _make_model
+
+    values = {name: p.default for name, p in PARAMETERS.items()} | {"clock_mode": clock_mode}
+    model = _make_model(values, NAMES)   # builds nothing until a reset
+    try:
+        assert model.episode.stream_wait is waits
+    finally:
+        model.close()
+
+
 def _capture(sim, camera: str, resolution: str) -> dict:
     """Call the capture service; the published color and depth of that capture, and the response's stamp."""
     from sensor_msgs.msg import Image

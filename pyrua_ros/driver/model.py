@@ -130,7 +130,8 @@ class ArmModel(Protocol):
                deliver: Callable[[dict[str, CameraImage]], None]) -> None:
         """A best-effort stream frame of the current state: ``{camera: kinds}`` (``color`` and/or ``depth``).
         ``deliver({camera: image})`` may run later and in another thread (LIBERO renders in a render thread of
-        its own, off the control path); a frame the model cannot keep up with may be dropped, never waited for."""
+        its own, off the control path); a frame the model cannot keep up with may be dropped, or (LIBERO in
+        lockstep) this call waits until the model can take it."""
 
     def segmentation(self, camera: str, size: int) -> tuple[np.ndarray, dict[int, str]]:
         """Instance ids (int32 (H, W), 0 = nothing) of ``camera`` now, and id -> object or fixture name."""

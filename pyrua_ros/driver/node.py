@@ -87,7 +87,8 @@ PARAMETERS: dict[str, Param] = {
     "camera_rate_hz": Param(2.0, "[Hz] stream cameras (only while subscribed): sim time in lockstep, wall time "
                                  "in realtime"),
     "stream_resolution": Param(256, "[px] square stream camera images"),
-    "stream_backlog": Param(16, "stream frames waiting for the render thread before the oldest is dropped (sim)"),
+    "stream_backlog": Param(16, "stream frames waiting for the render thread; when full, realtime drops the "
+                                "oldest and lockstep waits for room, so every frame is rendered (sim)"),
     "render_nice": Param(10, "CPU niceness added to the render thread, so control steps come first (sim)"),
     "republish_period_s": Param(1.0, "[s] lockstep: re-publish TF, clock and stream images this often while idle "
                                      "(0 = never)"),
@@ -346,7 +347,8 @@ class DriverNode(Node):
 
     def _render_streams(self, wanted: dict[str, frozenset[str]], stamp) -> None:
         """Ask the model for a stream frame of the current state; it publishes when rendered (LIBERO: in its
-        render thread, off the control path; a frame it cannot keep up with is dropped, never waited for)."""
+        render thread, off the control path; in realtime a frame it cannot keep up with is dropped, in lockstep
+        the step waits for room in its backlog)."""
         if not wanted:
             return
         episode = self.core.episode_id

@@ -30,9 +30,12 @@ class LiberoArm:
     DEFAULT_EPISODE = ("libero_goal", 8, 0, 10000)   # suite, task, seed, max_episode_steps: a task with a program
 
     def __init__(self, *, stream_resolution: int, gripper_open_m: float, control_period_s: float,
-                 stream_backlog: int = 16, render_nice: int = 10, lean_step: bool = True):
+                 stream_backlog: int = 16, stream_wait: bool = False, render_nice: int = 10,
+                 lean_step: bool = True):
+        """``stream_wait``: a stream frame waits for room in a full render backlog instead of dropping the oldest
+        (a lockstep driver: every frame of the camera rate is rendered)."""
         self.episode = LiberoEpisode(stream_resolution=stream_resolution, stream_backlog=stream_backlog,
-                                     render_nice=render_nice, lean_step=lean_step)
+                                     stream_wait=stream_wait, render_nice=render_nice, lean_step=lean_step)
         self.gripper_open_m = float(gripper_open_m)
         self.control_period_s = float(control_period_s)
 
@@ -100,7 +103,8 @@ class LiberoArm:
 
     def stream(self, requests: dict[str, set[str]], size: int,
                deliver: Callable[[dict[str, CameraImage]], None]) -> None:
-        """Queued for the episode's render thread at its stream resolution (``size`` is that resolution)."""
+        """Queued for the episode's render thread at its stream resolution (``size`` is that resolution); with
+        ``stream_wait`` a full backlog makes this call wait rather than drop a frame."""
         self.episode.stream(requests, lambda caps: deliver({c.camera: self._image(c) for c in caps}))
 
     def segmentation(self, camera: str, size: int, step: int | None = None):

@@ -10,9 +10,10 @@ Design points:
   robosuite's offscreen renderer and with ``use_camera_obs=False``: ``step()`` never renders. Every image comes
   from a :class:`~pyrua_ros.sim.render.Renderer` (its own thread and GL context, rendering copies of the state,
   same pixels as robosuite's renderer): :meth:`LiberoEpisode.capture` and :meth:`LiberoEpisode.segmentation`
-  synchronously (cached per state: a capture and a segmentation of the same state render each pass once),
-  :meth:`LiberoEpisode.stream` best-effort, dropping frames rather than delaying a step. Rendering costs about
-  100 ms per camera on llvmpipe, ten control steps.
+  synchronously, :meth:`LiberoEpisode.stream` queued (dropping frames rather than delaying a step, or with
+  ``stream_wait`` waiting for room so that none is dropped). The renderer draws each view at most once per scene:
+  captures, segmentation and stream frames of one state share its passes. Rendering costs about 150 ms of CPU per
+  camera on llvmpipe (the scene's 565k mesh vertices, twice with the floor's reflection), ten control steps.
 - A control step is the lean step of :mod:`pyrua_ros.sim.stepper` (the same controller and physics without the
   observation dict, bit-identical to ``env.step``); ``LiberoEpisode(lean_step=False)`` runs the stock
   ``env.step`` instead (benchmarks compare the two).
@@ -58,7 +59,6 @@ SETTLE_STEPS = 15            # zero-motion steps after set_init_state, as RPent'
 SETTLE_ACTION = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0])   # hold pose, open the gripper
 MAX_RESOLUTION = 2048        # largest square capture [px]
 RENDER_TIMEOUT_S = 120.0     # longest wait for a synchronous render (a loaded 2-core machine takes ~1 s)
-_FIELD = {"color": "color", "depth": "depth", "segmentation": "geom"}   # render kind -> render.View field
 
 
 class EpisodeOver(RuntimeError):
@@ -133,17 +133,17 @@ class LiberoEpisode:
     CAMERAS: ClassVar[dict[str, str]] = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
 
     def __init__(self, *, stream_resolution: int = 256, lean_step: bool = True, stream_backlog: int = 8,
-                 render_nice: int = render.DEFAULT_NICE):
+                 stream_wait: bool = False, render_nice: int = render.DEFAULT_NICE):
         """Nothing is built until :meth:`reset`. ``stream_resolution`` [px] is the nominal size of streamed images;
         ``lean_step`` False steps with the stock ``env.step`` (same trajectory, about twice the time);
-        ``stream_backlog`` and ``render_nice`` configure the :class:`~pyrua_ros.sim.render.Renderer`."""
+        ``stream_backlog``, ``stream_wait`` (a full backlog makes :meth:`stream` wait instead of dropping a frame)
+        and ``render_nice`` configure the :class:`~pyrua_ros.sim.render.Renderer`."""
         self.stream_resolution = self._check_resolution(stream_resolution)
         self.lean_step = bool(lean_step)
         self.stream_backlog, self.render_nice = int(stream_backlog), int(render_nice)
+        self.stream_wait = bool(stream_wait)
         self._renderer: render.Renderer | None = None
         self._camera_ids: dict[str, int] = {}
-        self._cache_state: render.StateCopy | None = None
-        self._cache: dict[tuple[int, int], render.View] = {}
         self._lean: LeanStep | None = None
         self._ids: _ModelIds | None = None
         self._names = interfaces.load()
@@ -176,7 +176,6 @@ class LiberoEpisode:
                 self._build(suite, task)
         self._joint_mode = None  # env.reset() rebuilds the OSC controller
         self._renderer.clear_stream()   # frames of the last episode; the renderer shares the model a reset edits
-        self._cache_state = None
         with cputime.section("sim: reset"):
             env = self._env
             env.seed(seed)
@@ -216,7 +215,7 @@ class LiberoEpisode:
             self._model, render.RenderSettings(visual_geoms=bool(inner.render_visual_mesh),
                                                collision_geoms=bool(inner.render_collision_mesh)),
             max_resolution=max(self.stream_resolution, *self._names.sim.resolutions.values()),
-            stream_backlog=self.stream_backlog, nice=self.render_nice)
+            stream_backlog=self.stream_backlog, wait_when_full=self.stream_wait, nice=self.render_nice)
         self._camera_ids = {mj: self._model.camera(mj).id for mj in self.CAMERAS.values()}
         cputime.mark("cameras", names={str(self._camera_ids[mj]): cam for cam, mj in self.CAMERAS.items()})
         self._key = (suite, task)
@@ -447,27 +446,10 @@ class LiberoEpisode:
         return int(resolution)
 
     def _views(self, camera: str, resolution: int, kinds: set[str]) -> render.View:
-        """The view of ``camera`` at ``resolution`` of the current state with at least ``kinds``, rendered now
-        (synchronously, ahead of stream frames) for what the per-state cache does not already hold."""
+        """The view of ``camera`` at ``resolution`` of the current state with ``kinds``, rendered now
+        (synchronously, ahead of stream frames) unless the renderer holds it for this scene already."""
         self._require()
-        cid = self._camera_ids[self._camera(camera)]
-        res = self._check_resolution(resolution)
-        state = render.StateCopy.of(self._data)
-        if self._cache_state is None or not self._cache_state.same_scene(state):
-            self._cache_state, self._cache = state, {}
-        cached = self._cache.get((cid, res))
-        missing = set(kinds) - ({k for k in render.KINDS if getattr(cached, _FIELD[k]) is not None}
-                                if cached is not None else set())
-        if missing:
-            # color and depth come from one pass: when either is missing, read back both
-            ask = missing | ({"color", "depth"} if missing & {"color", "depth"} else set())
-            (view,) = self._renderer.render(state, [render.ViewRequest(cid, res, frozenset(ask))],
-                                            timeout=RENDER_TIMEOUT_S)
-            if cached is not None:
-                view = dataclasses.replace(view, **{_FIELD[k]: getattr(cached, _FIELD[k]) for k in render.KINDS
-                                                    if getattr(view, _FIELD[k]) is None})
-            self._cache[(cid, res)] = cached = view
-        return cached
+        return self._past_view(render.StateCopy.of(self._data), camera, resolution, kinds)
 
     # ---------------------------------------------------------------- the past, for renders
     def _past_state(self, step: int | None) -> render.StateCopy | None:
@@ -480,11 +462,10 @@ class LiberoEpisode:
         return self._history[int(step)]
 
     def _past_view(self, state: render.StateCopy, camera: str, resolution: int, kinds: set[str]) -> render.View:
-        """A view of a recorded state, rendered now (not cached: the past is asked for rarely)."""
+        """A view of a recorded state (or the current one), rendered now unless the renderer holds it."""
         cid = self._camera_ids[self._camera(camera)]
-        ask = set(kinds) | ({"color", "depth"} if set(kinds) & {"color", "depth"} else set())
         (view,) = self._renderer.render(state, [render.ViewRequest(cid, self._check_resolution(resolution),
-                                                                   frozenset(ask))], timeout=RENDER_TIMEOUT_S)
+                                                                   frozenset(kinds))], timeout=RENDER_TIMEOUT_S)
         return view
 
     def _capture_of(self, camera: str, v: render.View) -> Capture:
@@ -549,7 +530,6 @@ class LiberoEpisode:
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
-        self._cache_state, self._cache = None, {}
         if self._env is not None:
             with contextlib.suppress(Exception):
                 self._env.close()

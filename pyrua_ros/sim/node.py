@@ -29,9 +29,11 @@ OSC_ACTION_SCALE = "osc_action_scale"
 
 
 def _make_model(values: dict, names) -> LiberoArm:
+    # lockstep: sim time waits for its client anyway, so a stream frame waits for the renderer too (every frame of
+    # camera_rate_hz is rendered, whatever the load); realtime drops the oldest frame instead
     return LiberoArm(stream_resolution=int(values["stream_resolution"]), stream_backlog=int(values["stream_backlog"]),
-                     render_nice=int(values["render_nice"]), gripper_open_m=names.robot.gripper_open_width_m,
-                     control_period_s=names.robot.control_period_s)
+                     stream_wait=values["clock_mode"] == "lockstep", render_nice=int(values["render_nice"]),
+                     gripper_open_m=names.robot.gripper_open_width_m, control_period_s=names.robot.control_period_s)
 
 
 class SimNode(DriverNode):

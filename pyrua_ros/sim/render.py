@@ -10,9 +10,18 @@ Two kinds of work, in this order of priority:
 
 - :meth:`Renderer.render`: a synchronous request (captures and segmentation asked for by a client). The caller
   blocks until its images are there; nothing else it asked for is dropped.
-- :meth:`Renderer.stream`: best-effort frames (camera streams for recording and rviz). They queue behind the
-  synchronous requests in a bounded backlog; when it is full the oldest pending frame is dropped (``dropped``
-  counts them), so a stream never delays a control step and what is rendered is the most recent.
+- :meth:`Renderer.stream`: frames of the camera streams (recording, the episode video, rviz). They queue behind the
+  synchronous requests in a bounded backlog. When it is full, by default the oldest pending frame is dropped
+  (``dropped`` counts them), so a stream never delays a control step and what is rendered is the most recent;
+  with ``wait_when_full`` (a lockstep driver, whose sim time waits for its client anyway) the caller waits for
+  room instead, so every frame asked for is rendered and the set of frames does not depend on the machine's load.
+
+Each camera is drawn at most once per scene and resolution: the views of the last :data:`SCENES_KEPT` scenes are
+kept (:meth:`StateCopy.scene_key`: the positions the picture depends on), and any request, synchronous or stream,
+for a view they hold is served from them (``reused`` counts such views). So a capture and a stream frame of the
+same control step at the same resolution cost one render pass, and a scene that did not move is not drawn again.
+The pixels are the same either way: a color+depth pass always reads both back (depth costs one read at the
+stream size), and a view is the same arrays whoever asked first; they are read-only, shared by every consumer.
 
 The thread runs at a lower CPU priority (``nice``; the rasteriser threads the GL driver starts from it inherit
 it), so on a small machine the control loop is served first and frames fill the idle time.
@@ -27,6 +36,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -39,6 +49,8 @@ from pyrua_ros.sim import cameras
 KINDS = ("color", "depth", "segmentation")
 SCENE_MAX_GEOM = 1000          # robosuite's scene size
 DEFAULT_NICE = 10
+SCENES_KEPT = 3                # scenes whose rendered views are kept for later requests of the same scene
+_FIELD = {"color": "color", "depth": "depth", "segmentation": "geom"}   # kind -> View field
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +71,14 @@ class StateCopy:
 
     def same_scene(self, other: StateCopy) -> bool:
         """True when both copies draw the same picture (same positions; velocities do not show)."""
-        return (np.array_equal(self.qpos, other.qpos) and np.array_equal(self.mocap_pos, other.mocap_pos)
-                and np.array_equal(self.mocap_quat, other.mocap_quat))
+        return self.scene_key == other.scene_key
+
+    @functools.cached_property
+    def scene_key(self) -> bytes:
+        """The exact bytes of what the picture depends on (``qpos``, ``mocap_pos``, ``mocap_quat``): equal keys
+        draw identical pixels with the same model."""
+        return b"".join(np.ascontiguousarray(a, dtype=np.float64).tobytes()
+                        for a in (self.qpos, self.mocap_pos, self.mocap_quat))
 
     def apply(self, mujoco, model, data) -> None:
         """Write the copy into ``data`` and compute what rendering reads (poses of bodies, geoms, cameras, lights)."""
@@ -113,6 +131,16 @@ class ViewRequest:
             raise ValueError(f"kinds must be a non-empty subset of {KINDS}, got {sorted(self.kinds)}")
 
 
+def _held(view: View | None) -> set[str]:
+    """The kinds a kept view holds."""
+    return set() if view is None else {k for k in KINDS if getattr(view, _FIELD[k]) is not None}
+
+
+def _as_asked(view: View, request: ViewRequest, time: float) -> View:
+    """``view`` with only the kinds ``request`` asked for, stamped ``time`` (the asking state's)."""
+    return dataclasses.replace(view, time=time, **{_FIELD[k]: None for k in KINDS if k not in request.kinds})
+
+
 class _Job:
     def __init__(self, state: StateCopy, requests: tuple[ViewRequest, ...], deliver=None, generation: int = 0):
         self.state, self.requests, self.deliver = state, requests, deliver
@@ -147,12 +175,14 @@ class Renderer:
     """A render thread with its own GL context for one ``mujoco.MjModel``.
 
     ``max_resolution`` [px] sizes the offscreen buffer up front (a larger request grows it); ``stream_backlog``
-    bounds the pending best-effort frames; ``nice`` is added to the thread's CPU niceness (0 leaves it).
+    bounds the pending stream frames; ``wait_when_full``: :meth:`stream` waits for room in a full backlog instead
+    of dropping its oldest frame; ``nice`` is added to the thread's CPU niceness (0 leaves it).
     The model is shared read-only with the control thread. Call :meth:`close` to free the context.
     """
 
     def __init__(self, model, settings: RenderSettings = RenderSettings(), *, max_resolution: int = 1024,
-                 stream_backlog: int = 8, nice: int = DEFAULT_NICE, name: str = "sim-render"):
+                 stream_backlog: int = 8, wait_when_full: bool = False, nice: int = DEFAULT_NICE,
+                 name: str = "sim-render"):
         import mujoco
 
         if stream_backlog < 1:
@@ -168,20 +198,30 @@ class Renderer:
         self._cond = threading.Condition()
         self._urgent: collections.deque[_Job] = collections.deque()
         self._stream: collections.deque[_Job] = collections.deque(maxlen=int(stream_backlog))
+        self._wait_when_full = bool(wait_when_full)
+        # scene key -> {(camera_id, resolution): View}, the newest scene last (see the module docstring)
+        self._kept: collections.OrderedDict[bytes, dict[tuple[int, int], View]] = collections.OrderedDict()
+        self._kept_lock = threading.Lock()
         self._busy = False
         self._generation = 0     # bumped by clear_stream(): a frame of an earlier generation is never delivered
         self._closed = False
         self._start_error: BaseException | None = None
-        self.rendered = 0        # stream frames rendered
+        self.rendered = 0        # stream frames rendered (or served from kept views) and delivered
         self.dropped = 0         # stream frames dropped (backlog full, cleared by a reset, or closed)
+        self.passes = 0          # render passes drawn (a color+depth pass or a segmentation pass of one view)
+        self.reused = 0          # views served from the kept views of their scene, without a pass
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------------ requests (any thread)
     def render(self, state: StateCopy, requests: Iterable[ViewRequest], timeout: float | None = None) -> list[View]:
         """Render ``requests`` at ``state`` now, ahead of any stream frame; block until done (TimeoutError after
-        ``timeout`` s). Errors of the render thread are raised here."""
-        job = _Job(state, tuple(requests))
+        ``timeout`` s). Errors of the render thread are raised here. Views kept for this scene are returned at once."""
+        requests = tuple(requests)
+        kept = self._kept_views(state, requests)
+        if kept is not None:
+            return kept
+        job = _Job(state, requests)
         with self._cond:
             self._check_open()
             self._urgent.append(job)
@@ -194,11 +234,14 @@ class Renderer:
 
     def stream(self, state: StateCopy, requests: Iterable[ViewRequest],
                deliver: Callable[[list[View]], None]) -> None:
-        """Queue a best-effort frame; ``deliver(views)`` is called from the render thread when it is rendered.
-        A full backlog drops its oldest pending frame."""
+        """Queue a stream frame; ``deliver(views)`` is called from the render thread when it is rendered. A full
+        backlog drops its oldest pending frame, or, with ``wait_when_full``, this call waits until there is room."""
         with self._cond:
-            job = _Job(state, tuple(requests), deliver, self._generation)
             self._check_open()
+            if self._wait_when_full:
+                self._cond.wait_for(lambda: self._closed or len(self._stream) < self._stream.maxlen)
+                self._check_open()
+            job = _Job(state, tuple(requests), deliver, self._generation)
             if len(self._stream) == self._stream.maxlen:
                 self.dropped += 1
             self._stream.append(job)
@@ -206,13 +249,17 @@ class Renderer:
 
     def clear_stream(self) -> None:
         """Drop every pending stream frame and wait for the frame being rendered (e.g. before a reset); that one is
-        not delivered either, so no frame of the state before the clear is published after it."""
+        not delivered either, so no frame of the state before the clear is published after it. The kept views go
+        too: a reset may edit the model they were drawn with."""
         with self._cond:
             self._generation += 1
             self.dropped += len(self._stream)
             self._stream.clear()
+            self._cond.notify_all()
             while self._busy:
                 self._cond.wait()
+        with self._kept_lock:
+            self._kept.clear()
 
     @property
     def pending(self) -> int:
@@ -263,6 +310,7 @@ class Renderer:
                         break
                     job = self._urgent.popleft() if self._urgent else self._stream.popleft()
                     self._busy = True
+                    self._cond.notify_all()   # room in the backlog for a waiting stream()
                 try:
                     with cputime.render_section(_job_label(job)):
                         job.views = self._render_job(job)
@@ -317,33 +365,74 @@ class Renderer:
         with contextlib.suppress(Exception):
             gl.free()
 
+    # ------------------------------------------------------------------ kept views (any thread)
+    def _kept_view(self, key: bytes, camera_id: int, resolution: int) -> View | None:
+        with self._kept_lock:
+            views = self._kept.get(key)
+            return None if views is None else views.get((camera_id, resolution))
+
+    def _keep(self, key: bytes, view: View) -> None:
+        with self._kept_lock:
+            views = self._kept.setdefault(key, {})
+            self._kept.move_to_end(key)
+            views[(view.camera_id, view.resolution)] = view
+            while len(self._kept) > SCENES_KEPT:
+                self._kept.popitem(last=False)
+
+    def _kept_views(self, state: StateCopy, requests: tuple[ViewRequest, ...]) -> list[View] | None:
+        """Every view of ``requests`` from the kept views of ``state``'s scene, or None when one needs a pass."""
+        views = []
+        for req in requests:
+            view = self._kept_view(state.scene_key, req.camera_id, int(req.resolution))
+            if not set(req.kinds) <= _held(view):
+                return None
+            views.append(_as_asked(view, req, state.time))
+        with self._kept_lock:
+            self.reused += len(views)
+        return views
+
+    # ------------------------------------------------------------------ drawing (render thread)
     def _render_job(self, job: _Job) -> list[View]:
         mj, m, d = self._mujoco, self._model, self._data
-        job.state.apply(mj, m, d)
+        key, applied = job.state.scene_key, False
         views = []
         for req in job.requests:
             res = int(req.resolution)
+            kept = self._kept_view(key, req.camera_id, res)
+            missing = set(req.kinds) - _held(kept)
+            if not missing:
+                with self._kept_lock:
+                    self.reused += 1
+                views.append(_as_asked(kept, req, job.state.time))
+                continue
+            if not applied:
+                job.state.apply(mj, m, d)
+                applied = True
             if res > self._con.offWidth or res > self._con.offHeight:
                 mj.mjr_resizeOffscreen(max(res, self._con.offWidth), max(res, self._con.offHeight), self._con)
             viewport = mj.MjrRect(0, 0, res, res)
             self._camera.fixedcamid = req.camera_id
             scn = self._scene
             mj.mjv_updateScene(m, d, self._option, self._perturb, self._camera, mj.mjtCatBit.mjCAT_ALL, scn)
-            color = depth = geom = None
-            if "color" in req.kinds or "depth" in req.kinds:
+            drawn = {}
+            if missing & {"color", "depth"}:   # one pass gives both: read both back, for whoever asks next
                 rgb = np.empty((res, res, 3), dtype=np.uint8)
-                zbuf = np.empty((res, res), dtype=np.float32) if "depth" in req.kinds else None
+                zbuf = np.empty((res, res), dtype=np.float32)
                 mj.mjr_render(viewport, scn, self._con)
                 mj.mjr_readPixels(rgb, zbuf, viewport, self._con)
-                color = cameras.upright(rgb) if "color" in req.kinds else None
-                depth = cameras.upright(cameras.linear_depth(zbuf, self._near, self._far)) if zbuf is not None \
-                    else None
-            if "segmentation" in req.kinds:
-                geom = cameras.upright(self._segment(viewport))
-            views.append(View(req.camera_id, res, job.state.time,
-                              cameras.intrinsics(float(m.cam_fovy[req.camera_id]), res, res),
-                              cameras.optical_pose(d.cam_xpos[req.camera_id], d.cam_xmat[req.camera_id]),
-                              color, depth, geom))
+                drawn["color"] = _frozen(cameras.upright(rgb))
+                drawn["depth"] = _frozen(cameras.upright(cameras.linear_depth(zbuf, self._near, self._far)))
+                self.passes += 1
+            if "segmentation" in missing:
+                drawn["geom"] = _frozen(cameras.upright(self._segment(viewport)))
+                self.passes += 1
+            view = (dataclasses.replace(kept, **drawn) if kept is not None else
+                    View(req.camera_id, res, job.state.time,
+                         _frozen(cameras.intrinsics(float(m.cam_fovy[req.camera_id]), res, res)),
+                         _frozen(cameras.optical_pose(d.cam_xpos[req.camera_id], d.cam_xmat[req.camera_id])),
+                         drawn.get("color"), drawn.get("depth"), drawn.get("geom")))
+            self._keep(key, view)
+            views.append(_as_asked(view, req, job.state.time))
         return views
 
     def _segment(self, viewport) -> np.ndarray:
@@ -370,3 +459,9 @@ class Renderer:
                 lut[g.segid + 1] = g.objid + 1
         packed[(packed < 0) | (packed > n)] = 0
         return lut[packed]
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """``array`` made read-only: a kept view's arrays are shared by every consumer of that view."""
+    array.flags.writeable = False
+    return array

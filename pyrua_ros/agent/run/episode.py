@@ -48,7 +48,8 @@ from pyrua_ros.agent.run.watchdog import Watchdog
 from pyrua_ros.driver.rosenv import PARENT_PID_VAR
 
 STREAM_QUIET_S = 1.0        # [s] no new camera frame for this long: the driver's stream backlog is done
-STREAM_FLUSH_MAX_S = 15.0   # [s] longest wait for it at the end of an episode
+STREAM_FLUSH_MAX_S = 15.0   # [s] longest wait for the next frame at the end of an episode
+STREAM_FLUSH_CAP_S = 60.0   # [s] longest wait in all (a lockstep driver's full backlog draining under load)
 SANDBOX_DESCRIPTION = ("cells run in a separate process that holds no ROS handle; robo is a proxy over a pipe "
                        "(JSON + raw buffers); per-cell wall-clock timeout with interrupt, then kill and restart; "
                        "address-space, CPU, file-size and process limits; import allow-list; open() confined to "
@@ -573,15 +574,17 @@ class Episode:
         """The driver renders stream frames off its control path (niced, so under load far behind), so when the
         policy ends the last ones may still be on their way: before the video and the recording are closed, wait
         until every stream has delivered its frame of the episode's last stream period, or, for a stream whose
-        period is not known yet, until no new frame arrived for STREAM_QUIET_S; at most STREAM_FLUSH_MAX_S. An
-        interrupted episode waits for none: the interrupt (a Ctrl-C reaches every node) stopped the driver too."""
+        period is not known yet, until no new frame arrived for STREAM_QUIET_S; while frames keep coming (a
+        lockstep driver renders every frame, its backlog drains) at most STREAM_FLUSH_MAX_S after the last one and
+        STREAM_FLUSH_CAP_S in all. An interrupted episode waits for none: the interrupt (a Ctrl-C reaches every
+        node) stopped the driver too."""
         if self.video is None or self.interrupted_by is not None:
             return
         latest = getattr(self.host.backend, "latest_status", lambda: None)()
         final_t = None if latest is None else float(latest.sim_time)
-        deadline = time.monotonic() + STREAM_FLUSH_MAX_S
+        cap = time.monotonic() + STREAM_FLUSH_CAP_S
         seen, quiet_since = self.video.frame_count, time.monotonic()
-        while time.monotonic() < deadline:
+        while time.monotonic() < min(cap, quiet_since + STREAM_FLUSH_MAX_S):
             reached = None if final_t is None else self.video.streams_reach(final_t)
             quiet_s = time.monotonic() - quiet_since
             if reached or (reached is None and quiet_s >= STREAM_QUIET_S):
