@@ -110,26 +110,23 @@ _sections: dict[tuple[str, bool], _Section] = {}
 
 def section(name: str):
     """A ``with`` block whose CPU time (this thread's) is charged to ``name`` (a no-op when not measuring)."""
-    if _FOLDER is None:
-        return _NULL
-    _start()
-    key = (name, False)
-    found = _sections.get(key)
-    if found is None:
-        found = _sections[key] = _Section(name)
-    return found
+    return _section(name, gl=False)
 
 
 def render_section(name: str):
     """:func:`section` plus the CPU of the GL rasteriser threads meanwhile (call it only from the one thread that
     renders), and a timed event per block, so a report can tell which phase of an episode asked for it."""
+    return _section(name, gl=True)
+
+
+def _section(name: str, *, gl: bool):
+    """The one :class:`_Section` of ``(name, gl)`` in this process (the shared no-op when not measuring)."""
     if _FOLDER is None:
         return _NULL
     _start()
-    key = (name, True)
-    found = _sections.get(key)
+    found = _sections.get((name, gl))
     if found is None:
-        found = _sections[key] = _Section(name, gl=True)
+        found = _sections[(name, gl)] = _Section(name, gl=gl)
     return found
 
 
