@@ -48,11 +48,11 @@ def in_use() -> str:
     site = Path(numpy.__file__).resolve().parent.parent
     blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
     blas.sort(key=lambda lib: not _ships_with_numpy(Path(str(lib.get("filepath", ""))), site))
-    for lib in blas:
-        version = str(lib.get("version") or "").split(".")
-        return " ".join(x for x in (str(lib.get("internal_api", "blas")), ".".join(version[:3]),
-                                    str(lib.get("architecture") or "")) if x)
-    return "unknown"
+    if not blas:
+        return "unknown"
+    version = str(blas[0].get("version") or "").split(".")
+    return " ".join(x for x in (str(blas[0].get("internal_api", "blas")), ".".join(version[:3]),
+                                str(blas[0].get("architecture") or "")) if x)
 
 
 def _ships_with_numpy(library: Path, site: Path) -> bool:
