@@ -600,6 +600,10 @@ def test_progress_plain_lines_and_live_view():
     assert "planner_error infra in 3s (provider error mid-episode: connection: request 1 failed)" in lines[5]
     # the one rate, with the buckets outside it named beside it; an interrupt is never a success
     assert "| 5/5 done | success 2/3 (66.7%); infra 1, interrupted 1 |" in lines[6]
+    joining = EvalProgress(4, None, stream=io.StringIO(), tty=False)   # --address: the cluster's size comes later
+    joining.start()
+    assert joining.stream.getvalue() == ("[eval] starting: 4 episode(s) to run on the cluster's workers (counted "
+                                         "once joined), 0 already finished\n")
     phased = EvalProgress(1, 1, stream=io.StringIO(), tty=False)   # each new phase: a line
     phased.episode_started(0, "fake_table:0:0")
     for status in ({"phase": "boot"}, {"phase": "reset", "phase_detail": "seed 0"}, {"turn": 1, "steps": 9},

@@ -231,7 +231,7 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
     prepare_ros_environment()   # loopback discovery for every worker and driver this process starts
     engine = _engine(args, workers, out, max(1, len(todo)))
     stream = open(os.devnull, "w") if progress_mode == "off" else sys.stderr   # closed below
-    progress = EvalProgress(len(instances), workers or 1, finished_before=len(finished),
+    progress = EvalProgress(len(instances), workers, finished_before=len(finished),
                             successes_before=sum(bool(s.get("environment_success")) for s in finished.values()),
                             stream=stream, tty={"rich": True, "plain": False, "off": False}.get(progress_mode),
                             count_errors_as_failures=args.count_errors_as_failures)

@@ -30,9 +30,10 @@ def _duration(seconds: float | None) -> str:
 
 
 class EvalProgress:
-    """Counts and shows an evaluation's progress; thread-safe; ``tty`` overrides terminal detection."""
+    """Counts and shows an evaluation's progress; thread-safe; ``tty`` overrides terminal detection. ``slots`` is
+    None for a Ray cluster whose size is known only once joined (the coordinator sets it then)."""
 
-    def __init__(self, total: int, slots: int, *, finished_before: int = 0, successes_before: int = 0,
+    def __init__(self, total: int, slots: int | None, *, finished_before: int = 0, successes_before: int = 0,
                  stream: TextIO | None = None, tty: bool | None = None, count_errors_as_failures: bool = False):
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
@@ -64,7 +65,7 @@ class EvalProgress:
         now = time.monotonic()
         running = [max(0.0, mean - (now - w["t0"])) for w in self.workers.values()]
         waiting = max(0, remaining - len(running))
-        return (sum(running) + waiting * mean) / max(1, self.slots)
+        return (sum(running) + waiting * mean) / max(1, self.slots or 1)
 
     def counts(self) -> outcomes.RateCounts:
         """The buckets so far (finished episodes of earlier runs included) and the rate over them."""
@@ -86,8 +87,8 @@ class EvalProgress:
             self._live = Live(self, console=Console(file=self.stream), refresh_per_second=2, transient=False)
             self._live.start()
         else:
-            self._line(f"starting: {self.total - self.done} episode(s) to run on {self.slots} worker(s), "
-                       f"{self.done} already finished")
+            on = f"{self.slots} worker(s)" if self.slots else "the cluster's workers (counted once joined)"
+            self._line(f"starting: {self.total - self.done} episode(s) to run on {on}, {self.done} already finished")
 
     def note(self, text: str) -> None:
         """Something the evaluation is doing before any episode runs (starting a private Ray instance): a plain
@@ -181,7 +182,7 @@ class EvalProgress:
             for column in ("worker", "instance", "phase", "turn", "steps", "tokens", "elapsed", "last"):
                 table.add_column(column, no_wrap=True, overflow="ellipsis",
                                  max_width=48 if column == "last" else None)
-            for slot in range(self.slots):
+            for slot in range(self.slots or 0):
                 w = self.workers.get(slot)
                 if w is None:
                     table.add_row(f"w{slot}", "idle", "", "", "", "", "", "")
