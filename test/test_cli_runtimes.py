@@ -106,7 +106,8 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "completed" and result["environment_success"] is True
     assert result["finish"]["status"] == "success" and result["tool_turns"] == 3
-    assert any("codex CLI ran in bubblewrap" in n and "shared with the kernel" in n for n in result["notes"])
+    assert any("codex CLI ran in bubblewrap" in n and "shared with the kernel" in n
+               and "RLIMIT_CPU 1800 s, RLIMIT_AS 4096 MiB" in n for n in result["notes"])   # (and ran in that bound)
     assert result["reasoning_effort"] == "high" and result["codex_returncode"] == 0
     generation = result["generation"]
     assert generation["runtime"] == "codex" and generation["usage_source"] == "codex_events"
@@ -222,7 +223,8 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
     assert generation["cached_input_tokens"] == reported["cached"] == 500
     assert generation["output_tokens"] == reported["output"]
     assert generation["max_turns"] == 25 and generation["tool_requests"] == [2, 2, 3, 4, 5, 6, 7, 8, 9]
-    assert any("claude CLI ran in bubblewrap" in n and "of its own" in n for n in result["notes"])
+    assert any("claude CLI ran in bubblewrap" in n and "of its own" in n
+               and "RLIMIT_CPU 1800 s, RLIMIT_AS 4096 MiB" in n for n in result["notes"])   # (and ran in that bound)
     assert generation["init"]["mcp_servers"][0]["status"] == "connected"   # with the server's bearer token
     start = json.loads((out / "claude_events.jsonl").read_text().splitlines()[0])
     mcp_config = json.loads(start["argv"][start["argv"].index("--mcp-config") + 1])
@@ -436,3 +438,55 @@ def test_the_cli_sandbox_reaches_only_its_proxied_loopback_ports(tmp_path):
     got = json.loads(done.stdout)
     assert got == {"proxied": "hello", "other": errno.ECONNREFUSED, "/etc/hostname": False, "/etc/passwd": False,
                    str(secret): False}, got
+
+
+BOUND_PROBE = r"""
+import json, resource, sys
+got = {"as": resource.getrlimit(resource.RLIMIT_AS)[1], "cpu": resource.getrlimit(resource.RLIMIT_CPU)[1]}
+try:
+    block = bytearray(int(sys.argv[1]))
+    got["alloc"] = "ok"
+except MemoryError:
+    got["alloc"] = "MemoryError"
+try:
+    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    got["raise"] = "raised"
+except (ValueError, OSError) as exc:
+    got["raise"] = type(exc).__name__
+print(json.dumps(got), flush=True)
+while True:   # past RLIMIT_CPU: the Linux kernel ends it
+    pass
+"""
+
+
+def _run_in_cli_sandbox(sandbox, argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    wrapped = sandbox.wrap(argv)
+    try:
+        return subprocess.run(wrapped.argv, pass_fds=wrapped.pass_fds, capture_output=True, text=True,
+                              timeout=timeout)
+    finally:
+        for fd in wrapped.owned:
+            os.close(fd)
+
+
+def test_the_cli_sandbox_bounds_memory_and_cpu_like_the_kernel(tmp_path):
+    """A process in the CLI's sandbox (where Codex's view_image or Claude Code's Read decode an image) gets the
+    kernel's RLIMIT_AS and RLIMIT_CPU, cannot raise them, fails to allocate past the bound and is ended past its
+    CPU seconds; the bound is in the sandbox's line for result.json."""
+    from pyrua_ros.agent.kernel.outcomes import KernelLimits
+    from pyrua_ros.agent.runtimes.cli_sandbox import CliSandbox
+
+    (tmp_path / "workspace").mkdir()
+    limits = KernelLimits(memory_bytes=256 * 2**20, cpu_s=1)
+    sandbox = CliSandbox(workspace=tmp_path / "workspace", shared=None, home=tmp_path / "home", own_home=True,
+                         executable="/usr/bin/true", ports=[], limits=limits)
+    try:
+        done = _run_in_cli_sandbox(sandbox, [os.path.realpath(sys.executable), "-I", "-S", "-c", BOUND_PROBE,
+                                             str(512 * 2**20)])
+        description = sandbox.description()
+    finally:
+        sandbox.close()
+    got = json.loads(done.stdout.splitlines()[0])
+    assert got == {"as": 256 * 2**20, "cpu": 1, "alloc": "MemoryError", "raise": "ValueError"}, got
+    assert done.returncode != 0   # ended by SIGXCPU / SIGKILL, not by itself
+    assert "RLIMIT_CPU 1 s, RLIMIT_AS 256 MiB" in description, description

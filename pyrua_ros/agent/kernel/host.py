@@ -270,8 +270,8 @@ class Kernel:
                 group = None
         self._cgroup = group
         bound = group.description if group is not None else (
-            f"CPU and memory bounded by rlimits only (RLIMIT_CPU {self.limits.cpu_s} s, RLIMIT_AS "
-            f"{self.limits.memory_bytes // 2**20} MiB): no cgroup, {cgroup.fallback_reason() or 'not created'}")
+            f"{cgroup.rlimits_only(self.limits.cpu_s, self.limits.memory_bytes)}: no cgroup, "
+            f"{cgroup.fallback_reason() or 'not created'}")
         self.description = f"{self.description}; {bound}"   # (set afresh from the launch at every start)
 
     def _stop(self, *, kill: bool) -> str:

@@ -91,4 +91,5 @@ def make_cli_runtime(cfg, *, out_dir, workspace, tool_names: list[str], kernel=N
     out_dir = pathlib.Path(out_dir)
     return cls(settings, out_dir=out_dir, workspace=workspace,
                events_path=out_dir / f"{agent.runtime}_events.jsonl", isolation=cfg.sandbox.isolation,
-               shared_workspace=kernel.shared_workspace if kernel is not None else None, **extra)
+               shared_workspace=kernel.shared_workspace if kernel is not None else None,
+               limits=kernel.limits if kernel is not None else None, **extra)

@@ -40,12 +40,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pyrua_ros.agent.records import bounded
 from pyrua_ros.agent.records.records import JsonlRecord
 from pyrua_ros.agent.runtimes.base import LoopOutcome
 from pyrua_ros.agent.settings.model import is_loopback_url, key_from_env
 from pyrua_ros.bringup.process import stop_process_groups
+
+if TYPE_CHECKING:
+    from pyrua_ros.agent.kernel.outcomes import KernelLimits
 
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ", "XDG_CACHE_HOME")
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -252,8 +256,9 @@ class CliRuntime:
 
     def __init__(self, settings: CliSettings, *, out_dir: pathlib.Path, workspace: pathlib.Path,
                  events_path: pathlib.Path | None = None, isolation: str = "bwrap",
-                 shared_workspace: tuple[int, int] | None = None):
+                 shared_workspace: tuple[int, int] | None = None, limits: KernelLimits | None = None):
         self.settings = settings
+        self.limits = limits                     # the kernel's KernelLimits (None: the defaults), bounding the CLI
         self.isolation = isolation               # "bwrap": the CLI runs in cli_sandbox; "unsafe": as it is
         self.shared_workspace = shared_workspace  # Kernel.shared_workspace: the kernel's tmpfs and uid
         self.out = pathlib.Path(out_dir)
@@ -308,7 +313,7 @@ class CliRuntime:
         ports = [p for p in (loopback_port(u) for u in (self.settings.base_url, mcp_url, proxy)) if p]
         sandbox = CliSandbox(workspace=self.workspace, shared=self.shared_workspace, home=self.config_home,
                              own_home=self.settings.home is None, executable=self.settings.executable, ports=ports,
-                             network=self.settings.network)
+                             network=self.settings.network, limits=self.limits)
         self.notes.append(sandbox.description())
         return sandbox
 

@@ -15,6 +15,10 @@ runs, sees what the cell kernel sees and the workspace it shares with the kernel
   that runs the loopback forwarder; read-write its config folder (CODEX_HOME / CLAUDE_CONFIG_DIR), a private
   16 MiB ``/tmp`` (``HOME`` and ``TMPDIR``); never root's home, the repository, the venv, other run
   directories, ``/etc/passwd``, ``/etc/hostname``;
+- **the kernel's memory and CPU bounds**: ``prlimit`` sets the kernel's own ``RLIMIT_AS`` and ``RLIMIT_CPU``
+  (:class:`~pyrua_ros.agent.kernel.outcomes.KernelLimits` ``memory_bytes``, ``cpu_s``: 4 GiB, 1800 s) and no core
+  dumps on the CLI and everything it starts, before the identity drops (so they cannot be raised again): a huge
+  image the model hands to Codex's ``view_image`` or Claude Code's Read is decoded inside that bound;
 - **an identity of its own**: as root, the kernel's uid (``setpriv``: no groups, every capability set cleared);
   as a user, bwrap's user namespace with ``--disable-userns``;
 - **the kernel's seccomp allow-list** (:func:`~pyrua_ros.agent.kernel.seccomp.program`): no namespaces, keyrings,
@@ -41,8 +45,9 @@ import tempfile
 import threading
 import urllib.parse
 
-from pyrua_ros.agent.kernel import mounts, seccomp
+from pyrua_ros.agent.kernel import cgroup, mounts, seccomp
 from pyrua_ros.agent.kernel import sandbox as kernel_sandbox
+from pyrua_ros.agent.kernel.outcomes import KernelLimits
 
 INSIDE_NET = "/run/pyrua-net"   # the relay's unix sockets, inside
 TMP_BYTES = 16 * 2**20
@@ -189,12 +194,15 @@ class CliSandbox:
     """The boundary of one episode's CLI (see the module docstring). ``workspace``: the workspace's path;
     ``shared``: ``Kernel.shared_workspace`` ((mount fd, uid)) or None; ``home``: the CLI's config folder (made
     the sandbox user's when this process created it: ``own_home``); ``executable``: the CLI; ``ports``: the
-    loopback ports it may reach (``network="loopback"``); ``workspace_bytes``/``workspace_inodes``: the size of
-    a workspace of its own (tools arm). ``close()`` ends the relay and lets go of an own workspace."""
+    loopback ports it may reach (``network="loopback"``); ``limits``: the kernel's limits (default
+    ``KernelLimits()``), whose ``memory_bytes``/``cpu_s`` bound the CLI and ``workspace_bytes``/
+    ``workspace_inodes`` size a workspace of its own (tools arm). ``close()`` ends the relay and lets go of an own
+    workspace."""
 
     def __init__(self, *, workspace: pathlib.Path, shared: tuple[int, int] | None, home: pathlib.Path,
                  own_home: bool, executable: str, ports: list[int], network: str = "loopback",
-                 workspace_bytes: int = 256 * 2**20, workspace_inodes: int = 16384):
+                 limits: KernelLimits | None = None):
+        self.limits = limits = limits or KernelLimits()
         self.root = os.geteuid() == 0
         self.workspace = str(pathlib.Path(workspace).resolve())
         self.home = pathlib.Path(home).resolve()
@@ -204,7 +212,8 @@ class CliSandbox:
         self.mount_fd, self.uid = shared if shared is not None else (None, None)
         if self.root and self.mount_fd is None:
             self.uid = kernel_sandbox.episode_uid()
-            self._own_mount = self.mount_fd = mounts.workspace_tmpfs(workspace_bytes, workspace_inodes, self.uid)
+            self._own_mount = self.mount_fd = mounts.workspace_tmpfs(limits.workspace_bytes, limits.workspace_inodes,
+                                                                           self.uid)
         self.home.mkdir(parents=True, exist_ok=True)
         if own_home and self.uid is not None:
             for folder, dirs, files in os.walk(self.home):   # (made by this process for this episode)
@@ -224,6 +233,10 @@ class CliSandbox:
         bwrap = kernel_sandbox.bwrap_path()
         if bwrap is None:
             raise kernel_sandbox.SandboxUnavailable("the CLI sandbox needs bubblewrap (`apt-get install bubblewrap`)")
+        prlimit = shutil.which("prlimit", path="/usr/bin:/bin")
+        if prlimit is None:
+            raise kernel_sandbox.SandboxUnavailable("the CLI sandbox needs prlimit (util-linux) to bound the CLI's "
+                                                    "memory and CPU")
         python = os.path.realpath(sys.executable)
         args = kernel_sandbox._Args()
         args.argv = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
@@ -261,6 +274,7 @@ class CliSandbox:
             args.argv[:0] = mounts.attach_argv(python, self.mount_fd, self.workspace)
             fds.append(self.mount_fd)
         args.argv += ["--chdir", self.workspace, "--remount-ro", "/", "--"]
+        args.argv += [prlimit, f"--as={self.limits.memory_bytes}", f"--cpu={self.limits.cpu_s}", "--core=0", "--"]
         if self.root:
             args.argv += ["/usr/bin/setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
                           "--inh-caps=-all", "--bounding-set=-all"]
@@ -279,7 +293,8 @@ class CliSandbox:
         net = (f"loopback ports {', '.join(map(str, self.ports)) or 'none'} only (proxied)"
                if self.network == "loopback" else "this machine's network (--cli-network inherit)")
         return (f"the {pathlib.Path(self.executable).name} CLI ran in bubblewrap: {who}, seccomp allow-list, "
-                f"{where} read-write, its config folder, a read-only /usr; network: {net}")
+                f"{where} read-write, its config folder, a read-only /usr; network: {net}; "
+                f"{cgroup.rlimits_only(self.limits.cpu_s, self.limits.memory_bytes)}, each process it starts")
 
     def close(self) -> None:
         if self.relay is not None:
