@@ -61,7 +61,9 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     secret.chmod(0o644)
     picture = tmp_path / "secret.png"   # Codex's view_image once read outside even Codex's own sandbox
     picture.write_bytes(PNG_1PX)
+    out = tmp_path / "run"   # (its CODEX_HOME, 16 MiB like the workspace, is filled to ENOSPC, then emptied)
     shell = (f"cat {secret}; cat /etc/hostname; ls /root; printf 'def answer():\\n    return 42\\n' > helper_mod.py; "
+             f"head -c 32M /dev/zero > {out}/codex_home/fill; ls -s {out}/codex_home/fill; rm {out}/codex_home/fill; "
              "echo wrote")
     script = [
         Turn(calls=(("python", {"code": "s = robo.state()\nprint(s.step, s.gripper_opening)"}),),
@@ -72,12 +74,11 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
         Turn(calls=(("finish", {"status": "success", "summary": "the cube is on the plate"}),)),
         Turn(text="Done: the cube is on the plate."),
     ]
-    out = tmp_path / "run"
     with ResponsesServer(script) as server, ProxyTrap() as trap:
         env = dict(os.environ, SCRIPTED_KEY="sk-scripted-secret")
-        proc = play(out, "--arm", "cells", "--runtime", "codex", "--base-url", server.base_url, "--model",
-                    "scripted-coder", "--api-key-env", "SCRIPTED_KEY", "--reasoning", "high", "--cli-proxy", trap.url,
-                    env=env)
+        proc = play(out, "--workspace-mib", "16", "--arm", "cells", "--runtime", "codex", "--base-url",
+                    server.base_url, "--model", "scripted-coder", "--api-key-env", "SCRIPTED_KEY", "--reasoning",
+                    "high", "--cli-proxy", trap.url, env=env)
         checks = [r for r in server.requests if r.method == "GET"]
         requests = [r for r in server.requests if r.method == "POST"]
         reported = server.reported_usage()
@@ -87,6 +88,7 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     shell_output = [item for r in requests for item in r.body.get("input") or []
                     if item.get("type") == "function_call_output" and "wrote" in json.dumps(item)]
     assert shell_output and "No such file or directory" in json.dumps(shell_output[0]), shell_output
+    assert "No space left on device" in json.dumps(shell_output[0]), shell_output
     assert not any("host-secret-7f3a" in json.dumps(r.body) for r in requests)      # never reached the model
     viewed = [item for r in requests for item in r.body.get("input") or []
               if item.get("type") == "function_call_output" and "secret.png" in json.dumps(item)]
@@ -490,3 +492,51 @@ def test_the_cli_sandbox_bounds_memory_and_cpu_like_the_kernel(tmp_path):
     assert got == {"as": 256 * 2**20, "cpu": 1, "alloc": "MemoryError", "raise": "ValueError"}, got
     assert done.returncode != 0   # ended by SIGXCPU / SIGKILL, not by itself
     assert "RLIMIT_CPU 1 s, RLIMIT_AS 256 MiB" in description, description
+
+
+FILL_PROBE = r"""
+import errno, json, os, sys
+home = sys.argv[1]
+got = {"config": open(os.path.join(home, "config.toml")).read()}
+with open(os.path.join(home, "kept.txt"), "w") as fh:
+    fh.write("the CLI's own file")
+chunks = 0
+try:
+    with open(os.path.join(home, "fill"), "wb") as fh:
+        while chunks < 64:
+            fh.write(b"x" * 2**20)
+            fh.flush()
+            chunks += 1
+except OSError as exc:
+    got["error"] = errno.errorcode[exc.errno]
+got["chunks"] = chunks
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a detached tmpfs of its own needs root")
+def test_the_cli_config_folder_is_a_bounded_tmpfs_copied_back(tmp_path):
+    """The CLI's config folder (CODEX_HOME / CLAUDE_CONFIG_DIR) is a tmpfs of the workspace's size: the CLI sees what
+    the host put there, writing past it is ENOSPC (never the run directory's disk), and what it wrote is copied
+    back into the run directory's folder, bounded."""
+    from pyrua_ros.agent.kernel.outcomes import KernelLimits
+    from pyrua_ros.agent.runtimes.cli_sandbox import CliSandbox
+
+    (tmp_path / "workspace").mkdir()
+    home = tmp_path / "codex_home"
+    home.mkdir()
+    (home / "config.toml").write_text("model = 'm'\n")
+    sandbox = CliSandbox(workspace=tmp_path / "workspace", shared=None, home=home, own_home=True,
+                         executable="/usr/bin/true", ports=[], limits=KernelLimits(workspace_bytes=8 * 2**20))
+    try:
+        done = _run_in_cli_sandbox(sandbox, [os.path.realpath(sys.executable), "-I", "-S", "-c", FILL_PROBE,
+                                             str(home)])
+        description = sandbox.description()
+    finally:
+        sandbox.close()
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["config"] == "model = 'm'\n" and got["error"] == "ENOSPC" and got["chunks"] < 8, got
+    assert (home / "kept.txt").read_text() == "the CLI's own file"            # copied back
+    assert (home / "fill").stat().st_size <= 8 * 2**20 and sandbox.notes == []
+    assert "its config folder (8 MiB tmpfs, at most 4096 files)" in description, description

@@ -400,6 +400,7 @@ class CliRuntime:
                 dead.close()
             if sandbox is not None:
                 sandbox.close()
+                self.notes.extend(sandbox.notes)
         out.requests = int(self.usage_totals().get("requests") or 0)
         out.last_message = self.last_message
         out.notes.extend(self.notes)

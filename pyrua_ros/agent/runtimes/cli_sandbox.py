@@ -15,6 +15,12 @@ runs, sees what the cell kernel sees and the workspace it shares with the kernel
   that runs the loopback forwarder; read-write its config folder (CODEX_HOME / CLAUDE_CONFIG_DIR), a private
   16 MiB ``/tmp`` (``HOME`` and ``TMPDIR``); never root's home, the repository, the venv, other run
   directories, ``/etc/passwd``, ``/etc/hostname``;
+- **a config folder of bounded size**: as root, the CLI's config folder is a detached tmpfs of its own
+  (``mounts.workspace_tmpfs``: the workspace's size, :data:`HOME_INODES` files, the sandbox uid's), attached at
+  the folder's path like the workspace; the host seeds it from the run directory's folder before the first start
+  (``config.toml``, the card images) and copies it back there (bounded, no link followed, the records' reserve
+  kept free) between attempts and at the end, so a CLI or its shell filling it gets ENOSPC, never a full disk. As
+  a normal user it is the run directory's folder itself (a detached tmpfs needs root);
 - **the kernel's memory and CPU bounds**: ``prlimit`` sets the kernel's own ``RLIMIT_AS`` and ``RLIMIT_CPU``
   (:class:`~pyrua_ros.agent.kernel.outcomes.KernelLimits` ``memory_bytes``, ``cpu_s``: 4 GiB, 1800 s) and no core
   dumps on the CLI and everything it starts, before the identity drops (so they cannot be raised again): a huge
@@ -47,10 +53,12 @@ import urllib.parse
 
 from pyrua_ros.agent.kernel import cgroup, mounts, seccomp
 from pyrua_ros.agent.kernel import sandbox as kernel_sandbox
+from pyrua_ros.agent.kernel import workspace as wsfiles
 from pyrua_ros.agent.kernel.outcomes import KernelLimits
 
 INSIDE_NET = "/run/pyrua-net"   # the relay's unix sockets, inside
 TMP_BYTES = 16 * 2**20
+HOME_INODES = 4096   # files and folders the CLI's config folder may hold (root: its own tmpfs)
 ETC = ("/etc/ssl", "/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime")
 NAME_SERVICE = ("/etc/hosts", "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/gai.conf")   # --cli-network inherit
 LOOPBACK_HOSTS = "127.0.0.1 localhost\n::1 localhost\n"   # /etc/hosts under --cli-network loopback
@@ -196,8 +204,9 @@ class CliSandbox:
     the sandbox user's when this process created it: ``own_home``); ``executable``: the CLI; ``ports``: the
     loopback ports it may reach (``network="loopback"``); ``limits``: the kernel's limits (default
     ``KernelLimits()``), whose ``memory_bytes``/``cpu_s`` bound the CLI and ``workspace_bytes``/
-    ``workspace_inodes`` size a workspace of its own (tools arm). ``close()`` ends the relay and lets go of an own
-    workspace."""
+    ``workspace_inodes`` size a workspace of its own (tools arm) and ``workspace_bytes`` the config folder's tmpfs
+    (root). ``close()`` copies the config folder's tmpfs back, ends the relay and lets go of the mounts; ``notes``:
+    what went wrong on the way (for result.json)."""
 
     def __init__(self, *, workspace: pathlib.Path, shared: tuple[int, int] | None, home: pathlib.Path,
                  own_home: bool, executable: str, ports: list[int], network: str = "loopback",
@@ -215,7 +224,17 @@ class CliSandbox:
             self._own_mount = self.mount_fd = mounts.workspace_tmpfs(limits.workspace_bytes, limits.workspace_inodes,
                                                                            self.uid)
         self.home.mkdir(parents=True, exist_ok=True)
-        if own_home and self.uid is not None:
+        self.notes: list[str] = []
+        self._home_fd: int | None = None   # the config folder's own tmpfs (root)
+        self._home_seeded = False
+        self._home_seen: dict[str, tuple] = {}
+        if self.root:
+            try:
+                self._home_fd = mounts.workspace_tmpfs(limits.workspace_bytes, HOME_INODES, self.uid)
+            except OSError as exc:   # an older Linux: the folder on the run directory's disk, as a user's
+                self.notes.append(f"the CLI's config folder could not be a tmpfs of its own ({exc}); it was the run "
+                                  "directory's folder, bounded by that disk only")
+        if own_home and self.uid is not None and self._home_fd is None:
             for folder, dirs, files in os.walk(self.home):   # (made by this process for this episode)
                 for name in (folder, *(os.path.join(folder, n) for n in dirs + files)):
                     os.lchown(name, self.uid, self.uid)
@@ -270,9 +289,15 @@ class CliSandbox:
             args.bind(str(self.relay.folder), INSIDE_NET)
         args.bind(self.workspace, self.workspace)
         fds = [read_fd]
+        prefix: list[str] = []   # (each attach helper executes the next, the last bubblewrap)
+        if self._home_fd is not None:
+            self._sync_home()
+            prefix += mounts.attach_argv(python, self._home_fd, str(self.home))
+            fds.append(self._home_fd)
         if self.mount_fd is not None:
-            args.argv[:0] = mounts.attach_argv(python, self.mount_fd, self.workspace)
+            prefix += mounts.attach_argv(python, self.mount_fd, self.workspace)
             fds.append(self.mount_fd)
+        args.argv[:0] = prefix
         args.argv += ["--chdir", self.workspace, "--remount-ro", "/", "--"]
         args.argv += [prlimit, f"--as={self.limits.memory_bytes}", f"--cpu={self.limits.cpu_s}", "--core=0", "--"]
         if self.root:
@@ -292,11 +317,45 @@ class CliSandbox:
                  else "the run directory's workspace/ (not the kernel's tmpfs: sharing it needs root)")
         net = (f"loopback ports {', '.join(map(str, self.ports)) or 'none'} only (proxied)"
                if self.network == "loopback" else "this machine's network (--cli-network inherit)")
+        home = (f"its config folder ({self.limits.workspace_bytes // 2**20} MiB tmpfs, at most {HOME_INODES} files)"
+                if self._home_fd is not None else "its config folder (on the run directory's disk)")
         return (f"the {pathlib.Path(self.executable).name} CLI ran in bubblewrap: {who}, seccomp allow-list, "
-                f"{where} read-write, its config folder, a read-only /usr; network: {net}; "
+                f"{where} read-write, {home}, a read-only /usr; network: {net}; "
                 f"{cgroup.rlimits_only(self.limits.cpu_s, self.limits.memory_bytes)}, each process it starts")
 
+    def _sync_home(self) -> None:
+        """Before the first start, seed the config folder's tmpfs from the run directory's folder; before a later
+        one and at the end, copy it back there (regular files and folders only, bounded, the records' reserve
+        kept free on that disk)."""
+        seeding = not self._home_seeded
+        limits = wsfiles.CopyLimits(bytes=self.limits.workspace_bytes,
+                                    reserve_bytes=0 if seeding else self.limits.record_reserve_bytes)
+        disk = tmpfs = None
+        try:
+            disk, tmpfs = wsfiles.open_dir(self.home), mounts.open_root(self._home_fd)
+            if seeding:
+                report = wsfiles.copy_tree(disk, tmpfs, owner=self.uid, limits=limits)
+            else:
+                report = wsfiles.copy_tree(tmpfs, disk, limits=limits, seen=self._home_seen)
+            if report.skipped:
+                entries = "entry" if report.skipped == 1 else "entries"
+                self.notes.append(f"the CLI's config folder: {report.skipped} {entries} not copied "
+                                  f"{'in' if seeding else 'back'} ({', '.join(report.examples[:3])})")
+        except OSError as exc:
+            self.notes.append(f"the CLI's config folder could not be copied {'in' if seeding else 'back'}: "
+                              f"{exc.strerror or exc}")
+        finally:
+            for fd in (disk, tmpfs):
+                if fd is not None:
+                    os.close(fd)
+        self._home_seeded = True
+
     def close(self) -> None:
+        if self._home_fd is not None:
+            if self._home_seeded:
+                self._sync_home()
+            os.close(self._home_fd)
+            self._home_fd = None
         if self.relay is not None:
             self.relay.close()
             self.relay = None
