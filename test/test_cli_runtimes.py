@@ -540,3 +540,88 @@ def test_the_cli_config_folder_is_a_bounded_tmpfs_copied_back(tmp_path):
     assert (home / "kept.txt").read_text() == "the CLI's own file"            # copied back
     assert (home / "fill").stat().st_size <= 8 * 2**20 and sandbox.notes == []
     assert "its config folder (8 MiB tmpfs, at most 4096 files)" in description, description
+
+
+SEED_PROBE = r"""
+import json, os, sys
+home, user = sys.argv[1], sys.argv[2]
+got = {}
+for name in ("config.toml", "auth.json", "sessions/rollout-old.jsonl"):
+    try:
+        got[name] = open(os.path.join(home, name)).read()
+    except OSError as exc:
+        got[name] = exc.strerror
+got["user folder"] = os.path.exists(user)
+for name, text in (("config.toml", "planted = true\n"), ("new.txt", "the CLI's own file")):
+    try:
+        with open(os.path.join(home, name), "w") as fh:
+            fh.write(text)
+    except OSError as exc:
+        got[f"write {name}"] = exc.strerror
+print(json.dumps(got))
+"""
+
+
+def test_a_users_codex_home_gives_the_cli_its_config_and_auth_only(tmp_path):
+    """``--codex-home``: inside the sandbox the CLI's CODEX_HOME holds that folder's config.toml and auth.json
+    (readable by the sandbox's uid; before, the folder was bound as it was, root's 0600 auth.json unreadable), and
+    nothing else of it (no earlier sessions, not the folder itself); what the CLI writes never reaches the user's
+    folder, and the user's files are not copied into the run directory."""
+    from pyrua_ros.agent.runtimes.cli_sandbox import CliSandbox
+
+    user = tmp_path / "user_codex"
+    (user / "sessions").mkdir(parents=True)
+    (user / "config.toml").write_text("model = 'the-users'\n")
+    (user / "auth.json").write_text('{"OPENAI_API_KEY": "sk-user-3c1d"}')
+    (user / "auth.json").chmod(0o600)
+    (user / "sessions" / "rollout-old.jsonl").write_text("the user's earlier session")
+    (tmp_path / "workspace").mkdir()
+    home = tmp_path / "run" / "codex_home"
+    sandbox = CliSandbox(workspace=tmp_path / "workspace", shared=None, home=home, own_home=True,
+                         executable="/usr/bin/true", ports=[], seed=user)
+    try:
+        done = _run_in_cli_sandbox(sandbox, [os.path.realpath(sys.executable), "-I", "-S", "-c", SEED_PROBE,
+                                             str(home), str(user)])
+        description = sandbox.description()
+    finally:
+        sandbox.close()
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["config.toml"] == "model = 'the-users'\n" and got["auth.json"] == '{"OPENAI_API_KEY": "sk-user-3c1d"}'
+    assert got["sessions/rollout-old.jsonl"] == "No such file or directory" and got["user folder"] is False, got
+    assert (user / "config.toml").read_text() == "model = 'the-users'\n"        # the user's folder is untouched
+    assert sorted(p.name for p in user.rglob("*")) == ["auth.json", "config.toml", "rollout-old.jsonl", "sessions"]
+    if os.geteuid() == 0:   # (the tmpfs is copied back, the user's files left out)
+        assert (home / "new.txt").read_text() == "the CLI's own file" and not (home / "auth.json").exists()
+        assert not (home / "config.toml").exists() and sandbox.notes == []
+    assert f"config.toml and auth.json of {user}" in description, description
+
+
+def test_the_real_codex_reads_a_users_codex_home_inside_its_sandbox(tmp_path):
+    """The pinned Codex, sandboxed with ``--codex-home``: the user's config.toml reaches it (its
+    developer_instructions are in the model request), and nothing is written into the user's folder."""
+    from pyrua_ros.agent.runtimes.cli_agent import CliSettings, DeadPort, find_cli
+    from pyrua_ros.agent.runtimes.codex_runtime import CONFIG_TOML, CodexRuntime
+
+    user = tmp_path / "user_codex"
+    user.mkdir()   # (a user's folder made for this: with the clean one's settings, no update check, no analytics)
+    (user / "config.toml").write_text('developer_instructions = "USER-CONFIG-7e2b"\n' + CONFIG_TOML)
+    (user / "auth.json").write_text('{"OPENAI_API_KEY": "sk-user-file-5d0e"}')
+    (user / "auth.json").chmod(0o600)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in user.iterdir())
+    with ResponsesServer([Turn(text="hello")], mcp_prefix="") as server, ProxyTrap() as trap:
+        dead_mcp = DeadPort()
+        settings = CliSettings(model="scripted", executable=find_cli("codex", None), base_url=server.base_url,
+                               proxy=trap.url, home=user, attempts=1, kill_grace_s=3.0)
+        (tmp_path / "workspace").mkdir()
+        rt = CodexRuntime(settings, out_dir=tmp_path / "run", workspace=tmp_path / "workspace",
+                          events_path=tmp_path / "events.jsonl")
+        outcome = rt.run_episode("Say hello.", [], dead_mcp.url + "/mcp", time.monotonic() + 60.0,
+                                 finished=lambda: False)
+        dead_mcp.close()
+        rt.close()
+        requests = [r for r in server.requests if r.method == "POST"]
+    assert requests and "USER-CONFIG-7e2b" in json.dumps(requests[0].body), outcome
+    assert rt.last_message == "hello" and trap.attempts == []
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in user.iterdir()) == before
+    assert not (tmp_path / "run" / "codex_home" / "auth.json").exists()

@@ -90,8 +90,8 @@ class CliSettings:
     - ``model``: model id; ``base_url`` / ``api_key_env``: the model server and the variable holding its key
       (never written anywhere); ``reasoning``: reasoning effort (Codex ``model_reasoning_effort``; Claude
       ``--effort``, ``none`` turns thinking off).
-    - ``executable``: the CLI to run (``find_cli``); ``home``: CODEX_HOME / CLAUDE_CONFIG_DIR (None: a clean
-      one inside the run directory).
+    - ``executable``: the CLI to run (``find_cli``); ``home``: the user's CODEX_HOME (None: a clean one inside the
+      run directory; in the sandbox the CLI gets only its ``cli_sandbox.SEED_FILES``, in a folder of the run's own).
     - ``network``: ``loopback`` | ``inherit``; ``proxy``: the proxy URL under ``loopback`` (None: a dead port).
     - ``max_turns``: the episode's decision budget (Claude's own turn ceiling is ``max_turns + 5``).
     - ``kill_grace_s``: seconds between SIGINT, SIGTERM and SIGKILL; ``finish_grace_s``: time the CLI gets to
@@ -311,9 +311,10 @@ class CliRuntime:
         from .cli_sandbox import CliSandbox, loopback_port
 
         ports = [p for p in (loopback_port(u) for u in (self.settings.base_url, mcp_url, proxy)) if p]
+        user_home = pathlib.Path(self.settings.home) if self.settings.home is not None else None
         sandbox = CliSandbox(workspace=self.workspace, shared=self.shared_workspace, home=self.config_home,
-                             own_home=self.settings.home is None, executable=self.settings.executable, ports=ports,
-                             network=self.settings.network, limits=self.limits)
+                             own_home=self.config_home != user_home, executable=self.settings.executable,
+                             ports=ports, network=self.settings.network, limits=self.limits, seed=user_home)
         self.notes.append(sandbox.description())
         return sandbox
 

@@ -20,7 +20,10 @@ runs, sees what the cell kernel sees and the workspace it shares with the kernel
   the folder's path like the workspace; the host seeds it from the run directory's folder before the first start
   (``config.toml``, the card images) and copies it back there (bounded, no link followed, the records' reserve
   kept free) between attempts and at the end, so a CLI or its shell filling it gets ENOSPC, never a full disk. As
-  a normal user it is the run directory's folder itself (a detached tmpfs needs root);
+  a normal user it is the run directory's folder itself (a detached tmpfs needs root). A user's folder
+  (``--codex-home``, ``seed``) gives it only :data:`SEED_FILES` (its config and the credentials the CLI calls the
+  model server with), copied into the tmpfs (as a user: bound read-only over those names), never copied back into
+  the run directory nor written into the user's folder;
 - **the kernel's memory and CPU bounds**: ``prlimit`` sets the kernel's own ``RLIMIT_AS`` and ``RLIMIT_CPU``
   (:class:`~pyrua_ros.agent.kernel.outcomes.KernelLimits` ``memory_bytes``, ``cpu_s``: 4 GiB, 1800 s) and no core
   dumps on the CLI and everything it starts, before the identity drops (so they cannot be raised again): a huge
@@ -59,6 +62,8 @@ from pyrua_ros.agent.kernel.outcomes import KernelLimits
 INSIDE_NET = "/run/pyrua-net"   # the relay's unix sockets, inside
 TMP_BYTES = 16 * 2**20
 HOME_INODES = 4096   # files and folders the CLI's config folder may hold (root: its own tmpfs)
+SEED_FILES = ("config.toml", "auth.json")   # what a user's config folder (--codex-home) gives the CLI
+SEED_BYTES = 1 << 20                        # the largest of them taken
 ETC = ("/etc/ssl", "/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime")
 NAME_SERVICE = ("/etc/hosts", "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/gai.conf")   # --cli-network inherit
 LOOPBACK_HOSTS = "127.0.0.1 localhost\n::1 localhost\n"   # /etc/hosts under --cli-network loopback
@@ -205,13 +210,15 @@ class CliSandbox:
     loopback ports it may reach (``network="loopback"``); ``limits``: the kernel's limits (default
     ``KernelLimits()``), whose ``memory_bytes``/``cpu_s`` bound the CLI and ``workspace_bytes``/
     ``workspace_inodes`` size a workspace of its own (tools arm) and ``workspace_bytes`` the config folder's tmpfs
-    (root). ``close()`` copies the config folder's tmpfs back, ends the relay and lets go of the mounts; ``notes``:
-    what went wrong on the way (for result.json)."""
+    (root); ``seed``: a user's config folder whose :data:`SEED_FILES` the CLI gets (``--codex-home``). ``close()``
+    copies the config folder's tmpfs back, ends the relay and lets go of the mounts; ``notes``: what went wrong on
+    the way (for result.json)."""
 
     def __init__(self, *, workspace: pathlib.Path, shared: tuple[int, int] | None, home: pathlib.Path,
                  own_home: bool, executable: str, ports: list[int], network: str = "loopback",
-                 limits: KernelLimits | None = None):
+                 limits: KernelLimits | None = None, seed: pathlib.Path | None = None):
         self.limits = limits = limits or KernelLimits()
+        self.seed = pathlib.Path(seed).resolve() if seed is not None else None
         self.root = os.geteuid() == 0
         self.workspace = str(pathlib.Path(workspace).resolve())
         self.home = pathlib.Path(home).resolve()
@@ -285,6 +292,10 @@ class CliSandbox:
         args.argv += ["--dev", "/dev", "--proc", "/proc"]
         args.tmpfs("/tmp", TMP_BYTES, "1777")
         args.bind(str(self.home), str(self.home))
+        if self.seed is not None and self._home_fd is None:   # (no tmpfs to copy them into: bound read-only)
+            for name in SEED_FILES:
+                if (self.seed / name).is_file():
+                    args.ro_bind(str(self.seed / name), str(self.home / name))
         if self.relay is not None:
             args.bind(str(self.relay.folder), INSIDE_NET)
         args.bind(self.workspace, self.workspace)
@@ -319,6 +330,8 @@ class CliSandbox:
                if self.network == "loopback" else "this machine's network (--cli-network inherit)")
         home = (f"its config folder ({self.limits.workspace_bytes // 2**20} MiB tmpfs, at most {HOME_INODES} files)"
                 if self._home_fd is not None else "its config folder (on the run directory's disk)")
+        if self.seed is not None:
+            home += f" with {' and '.join(SEED_FILES)} of {self.seed} (read by the CLI, so by the model's tools)"
         return (f"the {pathlib.Path(self.executable).name} CLI ran in bubblewrap: {who}, seccomp allow-list, "
                 f"{where} read-write, {home}, a read-only /usr; network: {net}; "
                 f"{cgroup.rlimits_only(self.limits.cpu_s, self.limits.memory_bytes)}, each process it starts")
@@ -335,8 +348,11 @@ class CliSandbox:
             disk, tmpfs = wsfiles.open_dir(self.home), mounts.open_root(self._home_fd)
             if seeding:
                 report = wsfiles.copy_tree(disk, tmpfs, owner=self.uid, limits=limits)
-            else:
-                report = wsfiles.copy_tree(tmpfs, disk, limits=limits, seen=self._home_seen)
+                if self.seed is not None:
+                    self._seed_files(tmpfs)
+            else:   # (never the user's files: the run directory is no place for credentials)
+                report = wsfiles.copy_tree(tmpfs, disk, limits=limits, seen=self._home_seen,
+                                           protect=SEED_FILES if self.seed is not None else ())
             if report.skipped:
                 entries = "entry" if report.skipped == 1 else "entries"
                 self.notes.append(f"the CLI's config folder: {report.skipped} {entries} not copied "
@@ -349,6 +365,24 @@ class CliSandbox:
                 if fd is not None:
                     os.close(fd)
         self._home_seeded = True
+
+    def _seed_files(self, tmpfs: int) -> None:
+        """Copy :data:`SEED_FILES` of the user's folder into the config folder's tmpfs (regular files only, no link
+        followed, at most :data:`SEED_BYTES` each), given to the sandbox uid."""
+        folder = wsfiles.open_dir(self.seed)
+        try:
+            for name in SEED_FILES:
+                if not os.path.lexists(os.path.join(self.seed, name)):
+                    continue
+                try:
+                    data = wsfiles.read_file(folder, name, SEED_BYTES)
+                except (OSError, ValueError) as exc:
+                    self.notes.append(f"--codex-home {self.seed}: {name} not given to the CLI ({exc})")
+                    continue
+                wsfiles.write_file(tmpfs, name, data, owner=self.uid)
+                os.chmod(name, 0o600, dir_fd=tmpfs, follow_symlinks=False)
+        finally:
+            os.close(folder)
 
     def close(self) -> None:
         if self._home_fd is not None:
