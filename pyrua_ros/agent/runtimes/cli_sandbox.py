@@ -7,8 +7,8 @@ runs, sees what the cell kernel sees and the workspace it shares with the kernel
   :func:`~pyrua_ros.agent.kernel.mounts.workspace_tmpfs`) attached at the workspace's path, read-write, and the CLI
   runs as the kernel's own uid, so a module the CLI writes there is importable from the next cell and a cell's
   files are the CLI's to read. The tools arm has no kernel: the CLI gets a tmpfs of its own (same size and file
-  caps). As a normal user the kernel's tmpfs cannot be shared: the run directory's ``workspace/`` is bound instead
-  (the kernel's copy of it is refreshed at its next start only);
+  caps). As a normal user the kernel's tmpfs cannot be shared: the run directory's ``workspace/`` is bound instead,
+  and the kernel copies what changed there into its tmpfs before each cell (``Kernel.import_host_files``);
 - **a read-only view**: ``/usr`` (the shell and tools a CLI runs, node), ``/etc/ssl``, ``/etc/alternatives``,
   ``/etc/ld.so.cache``, ``/etc/localtime``, an ``/etc/hosts`` naming only ``localhost`` (with ``--cli-network
   inherit``: this machine's name service files), the CLI's own package folder (its ``node_modules``), the interpreter
@@ -325,7 +325,8 @@ class CliSandbox:
             f"uid {self.uid}, its own" if self.root else f"uid {os.geteuid()} in a user namespace")
         where = ("the workspace tmpfs shared with the kernel" if self.mount_fd is not None and self._own_mount is None
                  else "a workspace tmpfs of its own" if self.mount_fd is not None
-                 else "the run directory's workspace/ (not the kernel's tmpfs: sharing it needs root)")
+                 else "the run directory's workspace/ (copied into the kernel's tmpfs before each cell: sharing "
+                      "that tmpfs needs root)")
         net = (f"loopback ports {', '.join(map(str, self.ports)) or 'none'} only (proxied)"
                if self.network == "loopback" else "this machine's network (--cli-network inherit)")
         home = (f"its config folder ({self.limits.workspace_bytes // 2**20} MiB tmpfs, at most {HOME_INODES} files)"
