@@ -241,6 +241,7 @@ class CliSandbox:
             except OSError as exc:   # an older Linux: the folder on the run directory's disk, as a user's
                 self.notes.append(f"the CLI's config folder could not be a tmpfs of its own ({exc}); it was the run "
                                   "directory's folder, bounded by that disk only")
+        self.home_tmpfs = self._home_fd is not None
         if own_home and self.uid is not None and self._home_fd is None:
             for folder, dirs, files in os.walk(self.home):   # (made by this process for this episode)
                 for name in (folder, *(os.path.join(folder, n) for n in dirs + files)):
@@ -330,7 +331,7 @@ class CliSandbox:
         net = (f"loopback ports {', '.join(map(str, self.ports)) or 'none'} only (proxied)"
                if self.network == "loopback" else "this machine's network (--cli-network inherit)")
         home = (f"its config folder ({self.limits.workspace_bytes // 2**20} MiB tmpfs, at most {HOME_INODES} files)"
-                if self._home_fd is not None else "its config folder (on the run directory's disk)")
+                if self.home_tmpfs else "its config folder (on the run directory's disk)")
         if self.seed is not None:
             home += f" with {' and '.join(SEED_FILES)} of {self.seed} (read by the CLI, so by the model's tools)"
         return (f"the {pathlib.Path(self.executable).name} CLI ran in bubblewrap: {who}, seccomp allow-list, "
