@@ -61,7 +61,9 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     secret.chmod(0o644)
     picture = tmp_path / "secret.png"   # Codex's view_image once read outside even Codex's own sandbox
     picture.write_bytes(PNG_1PX)
+    out = tmp_path / "run"   # (its CODEX_HOME, 16 MiB like the workspace, is filled to ENOSPC, then emptied)
     shell = (f"cat {secret}; cat /etc/hostname; ls /root; printf 'def answer():\\n    return 42\\n' > helper_mod.py; "
+             f"head -c 32M /dev/zero > {out}/codex_home/fill; ls -s {out}/codex_home/fill; rm {out}/codex_home/fill; "
              "echo wrote")
     script = [
         Turn(calls=(("python", {"code": "s = robo.state()\nprint(s.step, s.gripper_opening)"}),),
@@ -72,12 +74,11 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
         Turn(calls=(("finish", {"status": "success", "summary": "the cube is on the plate"}),)),
         Turn(text="Done: the cube is on the plate."),
     ]
-    out = tmp_path / "run"
     with ResponsesServer(script) as server, ProxyTrap() as trap:
         env = dict(os.environ, SCRIPTED_KEY="sk-scripted-secret")
-        proc = play(out, "--arm", "cells", "--runtime", "codex", "--base-url", server.base_url, "--model",
-                    "scripted-coder", "--api-key-env", "SCRIPTED_KEY", "--reasoning", "high", "--cli-proxy", trap.url,
-                    env=env)
+        proc = play(out, "--workspace-mib", "16", "--arm", "cells", "--runtime", "codex", "--base-url",
+                    server.base_url, "--model", "scripted-coder", "--api-key-env", "SCRIPTED_KEY", "--reasoning",
+                    "high", "--cli-proxy", trap.url, env=env)
         checks = [r for r in server.requests if r.method == "GET"]
         requests = [r for r in server.requests if r.method == "POST"]
         reported = server.reported_usage()
@@ -87,6 +88,7 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     shell_output = [item for r in requests for item in r.body.get("input") or []
                     if item.get("type") == "function_call_output" and "wrote" in json.dumps(item)]
     assert shell_output and "No such file or directory" in json.dumps(shell_output[0]), shell_output
+    assert "No space left on device" in json.dumps(shell_output[0]), shell_output
     assert not any("host-secret-7f3a" in json.dumps(r.body) for r in requests)      # never reached the model
     viewed = [item for r in requests for item in r.body.get("input") or []
               if item.get("type") == "function_call_output" and "secret.png" in json.dumps(item)]
@@ -106,7 +108,8 @@ def test_codex_runs_a_cells_episode_through_the_mcp_server(tmp_path):
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "completed" and result["environment_success"] is True
     assert result["finish"]["status"] == "success" and result["tool_turns"] == 3
-    assert any("codex CLI ran in bubblewrap" in n and "shared with the kernel" in n for n in result["notes"])
+    assert any("codex CLI ran in bubblewrap" in n and "shared with the kernel" in n
+               and "RLIMIT_CPU 1800 s, RLIMIT_AS 4096 MiB" in n for n in result["notes"])   # (and ran in that bound)
     assert result["reasoning_effort"] == "high" and result["codex_returncode"] == 0
     generation = result["generation"]
     assert generation["runtime"] == "codex" and generation["usage_source"] == "codex_events"
@@ -222,7 +225,8 @@ def test_claude_code_solves_a_tools_arm_episode_one_primitive_per_call(tmp_path)
     assert generation["cached_input_tokens"] == reported["cached"] == 500
     assert generation["output_tokens"] == reported["output"]
     assert generation["max_turns"] == 25 and generation["tool_requests"] == [2, 2, 3, 4, 5, 6, 7, 8, 9]
-    assert any("claude CLI ran in bubblewrap" in n and "of its own" in n for n in result["notes"])
+    assert any("claude CLI ran in bubblewrap" in n and "of its own" in n
+               and "RLIMIT_CPU 1800 s, RLIMIT_AS 4096 MiB" in n for n in result["notes"])   # (and ran in that bound)
     assert generation["init"]["mcp_servers"][0]["status"] == "connected"   # with the server's bearer token
     start = json.loads((out / "claude_events.jsonl").read_text().splitlines()[0])
     mcp_config = json.loads(start["argv"][start["argv"].index("--mcp-config") + 1])
@@ -436,3 +440,188 @@ def test_the_cli_sandbox_reaches_only_its_proxied_loopback_ports(tmp_path):
     got = json.loads(done.stdout)
     assert got == {"proxied": "hello", "other": errno.ECONNREFUSED, "/etc/hostname": False, "/etc/passwd": False,
                    str(secret): False}, got
+
+
+BOUND_PROBE = r"""
+import json, resource, sys
+got = {"as": resource.getrlimit(resource.RLIMIT_AS)[1], "cpu": resource.getrlimit(resource.RLIMIT_CPU)[1]}
+try:
+    block = bytearray(int(sys.argv[1]))
+    got["alloc"] = "ok"
+except MemoryError:
+    got["alloc"] = "MemoryError"
+try:
+    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    got["raise"] = "raised"
+except (ValueError, OSError) as exc:
+    got["raise"] = type(exc).__name__
+print(json.dumps(got), flush=True)
+while True:   # past RLIMIT_CPU: the Linux kernel ends it
+    pass
+"""
+
+
+def _run_in_cli_sandbox(sandbox, argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    wrapped = sandbox.wrap(argv)
+    try:
+        return subprocess.run(wrapped.argv, pass_fds=wrapped.pass_fds, capture_output=True, text=True,
+                              timeout=timeout)
+    finally:
+        for fd in wrapped.owned:
+            os.close(fd)
+
+
+def test_the_cli_sandbox_bounds_memory_and_cpu_like_the_kernel(tmp_path):
+    """A process in the CLI's sandbox (where Codex's view_image or Claude Code's Read decode an image) gets the
+    kernel's RLIMIT_AS and RLIMIT_CPU, cannot raise them, fails to allocate past the bound and is ended past its
+    CPU seconds; the bound is in the sandbox's line for result.json."""
+    from pyrua_ros.agent.kernel.outcomes import KernelLimits
+    from pyrua_ros.agent.runtimes.cli_sandbox import CliSandbox
+
+    (tmp_path / "workspace").mkdir()
+    limits = KernelLimits(memory_bytes=256 * 2**20, cpu_s=1)
+    sandbox = CliSandbox(workspace=tmp_path / "workspace", shared=None, home=tmp_path / "home", own_home=True,
+                         executable="/usr/bin/true", ports=[], limits=limits)
+    try:
+        done = _run_in_cli_sandbox(sandbox, [os.path.realpath(sys.executable), "-I", "-S", "-c", BOUND_PROBE,
+                                             str(512 * 2**20)])
+        description = sandbox.description()
+    finally:
+        sandbox.close()
+    got = json.loads(done.stdout.splitlines()[0])
+    assert got == {"as": 256 * 2**20, "cpu": 1, "alloc": "MemoryError", "raise": "ValueError"}, got
+    assert done.returncode != 0   # ended by SIGXCPU / SIGKILL, not by itself
+    assert "RLIMIT_CPU 1 s, RLIMIT_AS 256 MiB" in description, description
+
+
+FILL_PROBE = r"""
+import errno, json, os, sys
+home = sys.argv[1]
+got = {"config": open(os.path.join(home, "config.toml")).read()}
+with open(os.path.join(home, "kept.txt"), "w") as fh:
+    fh.write("the CLI's own file")
+chunks = 0
+try:
+    with open(os.path.join(home, "fill"), "wb") as fh:
+        while chunks < 64:
+            fh.write(b"x" * 2**20)
+            fh.flush()
+            chunks += 1
+except OSError as exc:
+    got["error"] = errno.errorcode[exc.errno]
+got["chunks"] = chunks
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a detached tmpfs of its own needs root")
+def test_the_cli_config_folder_is_a_bounded_tmpfs_copied_back(tmp_path):
+    """The CLI's config folder (CODEX_HOME / CLAUDE_CONFIG_DIR) is a tmpfs of the workspace's size: the CLI sees what
+    the host put there, writing past it is ENOSPC (never the run directory's disk), and what it wrote is copied
+    back into the run directory's folder, bounded."""
+    from pyrua_ros.agent.kernel.outcomes import KernelLimits
+    from pyrua_ros.agent.runtimes.cli_sandbox import CliSandbox
+
+    (tmp_path / "workspace").mkdir()
+    home = tmp_path / "codex_home"
+    home.mkdir()
+    (home / "config.toml").write_text("model = 'm'\n")
+    sandbox = CliSandbox(workspace=tmp_path / "workspace", shared=None, home=home, own_home=True,
+                         executable="/usr/bin/true", ports=[], limits=KernelLimits(workspace_bytes=8 * 2**20))
+    try:
+        done = _run_in_cli_sandbox(sandbox, [os.path.realpath(sys.executable), "-I", "-S", "-c", FILL_PROBE,
+                                             str(home)])
+        description = sandbox.description()
+    finally:
+        sandbox.close()
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["config"] == "model = 'm'\n" and got["error"] == "ENOSPC" and got["chunks"] < 8, got
+    assert (home / "kept.txt").read_text() == "the CLI's own file"            # copied back
+    assert (home / "fill").stat().st_size <= 8 * 2**20 and sandbox.notes == []
+    assert "its config folder (8 MiB tmpfs, at most 4096 files)" in description, description
+
+
+SEED_PROBE = r"""
+import json, os, sys
+home, user = sys.argv[1], sys.argv[2]
+got = {}
+for name in ("config.toml", "auth.json", "sessions/rollout-old.jsonl"):
+    try:
+        got[name] = open(os.path.join(home, name)).read()
+    except OSError as exc:
+        got[name] = exc.strerror
+got["user folder"] = os.path.exists(user)
+for name, text in (("config.toml", "planted = true\n"), ("new.txt", "the CLI's own file")):
+    try:
+        with open(os.path.join(home, name), "w") as fh:
+            fh.write(text)
+    except OSError as exc:
+        got[f"write {name}"] = exc.strerror
+print(json.dumps(got))
+"""
+
+
+def test_a_users_codex_home_gives_the_cli_its_config_and_auth_only(tmp_path):
+    """``--codex-home``: inside the sandbox the CLI's CODEX_HOME holds that folder's config.toml and auth.json
+    (readable by the sandbox's uid; before, the folder was bound as it was, root's 0600 auth.json unreadable), and
+    nothing else of it (no earlier sessions, not the folder itself); what the CLI writes never reaches the user's
+    folder, and the user's files are not copied into the run directory."""
+    from pyrua_ros.agent.runtimes.cli_sandbox import CliSandbox
+
+    user = tmp_path / "user_codex"
+    (user / "sessions").mkdir(parents=True)
+    (user / "config.toml").write_text("model = 'the-users'\n")
+    (user / "auth.json").write_text('{"OPENAI_API_KEY": "sk-user-3c1d"}')
+    (user / "auth.json").chmod(0o600)
+    (user / "sessions" / "rollout-old.jsonl").write_text("the user's earlier session")
+    (tmp_path / "workspace").mkdir()
+    home = tmp_path / "run" / "codex_home"
+    sandbox = CliSandbox(workspace=tmp_path / "workspace", shared=None, home=home, own_home=True,
+                         executable="/usr/bin/true", ports=[], seed=user)
+    try:
+        done = _run_in_cli_sandbox(sandbox, [os.path.realpath(sys.executable), "-I", "-S", "-c", SEED_PROBE,
+                                             str(home), str(user)])
+        description = sandbox.description()
+    finally:
+        sandbox.close()
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["config.toml"] == "model = 'the-users'\n" and got["auth.json"] == '{"OPENAI_API_KEY": "sk-user-3c1d"}'
+    assert got["sessions/rollout-old.jsonl"] == "No such file or directory" and got["user folder"] is False, got
+    assert (user / "config.toml").read_text() == "model = 'the-users'\n"        # the user's folder is untouched
+    assert sorted(p.name for p in user.rglob("*")) == ["auth.json", "config.toml", "rollout-old.jsonl", "sessions"]
+    if os.geteuid() == 0:   # (the tmpfs is copied back, the user's files left out)
+        assert (home / "new.txt").read_text() == "the CLI's own file" and not (home / "auth.json").exists()
+        assert not (home / "config.toml").exists() and sandbox.notes == []
+    assert f"config.toml and auth.json of {user}" in description, description
+
+
+def test_the_real_codex_reads_a_users_codex_home_inside_its_sandbox(tmp_path):
+    """The pinned Codex, sandboxed with ``--codex-home``: the user's config.toml reaches it (its
+    developer_instructions are in the model request), and nothing is written into the user's folder."""
+    from pyrua_ros.agent.runtimes.cli_agent import CliSettings, DeadPort, find_cli
+    from pyrua_ros.agent.runtimes.codex_runtime import CONFIG_TOML, CodexRuntime
+
+    user = tmp_path / "user_codex"
+    user.mkdir()   # (a user's folder made for this: with the clean one's settings, no update check, no analytics)
+    (user / "config.toml").write_text('developer_instructions = "USER-CONFIG-7e2b"\n' + CONFIG_TOML)
+    (user / "auth.json").write_text('{"OPENAI_API_KEY": "sk-user-file-5d0e"}')
+    (user / "auth.json").chmod(0o600)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in user.iterdir())
+    with ResponsesServer([Turn(text="hello")], mcp_prefix="") as server, ProxyTrap() as trap:
+        dead_mcp = DeadPort()
+        settings = CliSettings(model="scripted", executable=find_cli("codex", None), base_url=server.base_url,
+                               proxy=trap.url, home=user, attempts=1, kill_grace_s=3.0)
+        (tmp_path / "workspace").mkdir()
+        rt = CodexRuntime(settings, out_dir=tmp_path / "run", workspace=tmp_path / "workspace",
+                          events_path=tmp_path / "events.jsonl")
+        outcome = rt.run_episode("Say hello.", [], dead_mcp.url + "/mcp", time.monotonic() + 60.0,
+                                 finished=lambda: False)
+        dead_mcp.close()
+        rt.close()
+        requests = [r for r in server.requests if r.method == "POST"]
+    assert requests and "USER-CONFIG-7e2b" in json.dumps(requests[0].body), outcome
+    assert rt.last_message == "hello" and trap.attempts == []
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in user.iterdir()) == before
+    assert not (tmp_path / "run" / "codex_home" / "auth.json").exists()

@@ -142,3 +142,68 @@ def test_kernel_sandbox_as_an_unprivileged_user(unprivileged_user, tmp_path_fact
     assert report["uid_outside"] == str(uid)
     assert report["sandbox_alive_after_close"] is False   # the forked sleeper went with it
     assert report["copied"] == "ok"
+
+
+CLI_SCRIPT = r'''
+import json, os, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from pyrua_ros.agent.kernel import Kernel, KernelLimits
+from pyrua_ros.agent.runtimes.cli_sandbox import CliSandbox
+
+ws, home = Path(sys.argv[2]), Path(sys.argv[3])
+report = {}
+with Kernel(object(), ws, limits=KernelLimits(processes=None, landlock=False)) as k:
+    k.import_host_files = True   # (what make_cli_runtime sets where the CLI cannot share the kernel's tmpfs)
+    report["first"] = k.run_cell("open('from_cell.txt', 'w').write('cell')\nprint('ok')", 30).stdout
+    sandbox = CliSandbox(workspace=ws, shared=None, home=home, own_home=True, executable="/usr/bin/true", ports=[])
+    shell = ("printf 'def answer():\\n    return 42\\n' > helper_mod.py && mkdir -p pkg && echo data > pkg/d.txt && "
+             "ln -s /etc/hostname link_out && cat from_cell.txt")
+    wrapped = sandbox.wrap(["/bin/sh", "-c", shell])
+    try:
+        done = subprocess.run(wrapped.argv, pass_fds=wrapped.pass_fds, capture_output=True, text=True, timeout=60)
+    finally:
+        for fd in wrapped.owned:
+            os.close(fd)
+        sandbox.close()
+    report["cli"] = [done.returncode, done.stdout, done.stderr[-500:], sandbox.description()]
+    out = k.run_cell("import helper_mod\ntry:\n    link = open('link_out').read()\nexcept Exception as exc:\n"
+                     "    link = type(exc).__name__\n"
+                     "print(helper_mod.answer(), open('pkg/d.txt').read().strip(), link, open('from_cell.txt').read())",
+                     30)
+    report["second"] = [out.stdout, out.exception]
+    again = k.import_workspace()   # nothing changed since: nothing copied either way
+    report["again"] = [again.copied, again.skipped]
+report["kept"] = sorted(p.name for p in ws.iterdir())
+print(json.dumps(report))
+'''
+
+
+def test_files_a_cli_writes_reach_the_next_cell_as_a_normal_user(unprivileged_user):
+    """As a normal user the CLI's sandbox binds the run directory's workspace/ (the kernel's tmpfs cannot be
+    shared): a module, a folder and a file the CLI writes there are importable and readable from the next cell, a
+    link it plants is not followed into the kernel, and the kernel's own files stay. Before, the kernel saw them
+    only at its next restart, and the copy back after the next cell deleted them."""
+    uid, gid, prefix = unprivileged_user
+    base = Path(f"/tmp/pyrua_nonroot_cli_{TAG}")
+    base.mkdir(mode=0o755)
+    try:
+        (base / "script.py").write_text(CLI_SCRIPT)
+        for name in ("ws", "home"):
+            (base / name).mkdir()
+            os.chown(base / name, uid, gid)
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(base)}
+        proc = subprocess.run([*prefix, _interpreter(), "-I", str(base / "script.py"), str(ROOT), str(base / "ws"),
+                               str(base / "home")], capture_output=True, text=True, timeout=180, env=env, cwd=base)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert report["first"] == "ok\n"
+    returncode, stdout, stderr, description = report["cli"]
+    assert returncode == 0 and stdout == "cell", stderr                    # the CLI saw the cell's file
+    assert "copied into the kernel's tmpfs before each cell" in description
+    assert report["second"] == ["42 data FileNotFoundError cell\n", None], report["second"]
+    assert report["again"] == [0, 0]   # (what the copy back wrote is not copied in again: no ping-pong)
+    assert {"helper_mod.py", "pkg", "from_cell.txt", "cell_001.py", "cell_002.py"} <= set(report["kept"])
+    assert "link_out" not in report["kept"], report["kept"]   # (not in the kernel's workspace: the copy drops it)

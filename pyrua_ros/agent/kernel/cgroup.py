@@ -70,6 +70,13 @@ def fallback_reason() -> str | None:
     return None
 
 
+def rlimits_only(cpu_s: int, memory_bytes: int) -> str:
+    """The line result.json states for a process bounded by rlimits alone (the kernel without a cgroup, a
+    coding-agent CLI's sandbox)."""
+    return (f"CPU and memory bounded by rlimits only (RLIMIT_CPU {int(cpu_s)} s, "
+            f"RLIMIT_AS {int(memory_bytes) // 2**20} MiB)")
+
+
 class KernelCgroup:
     """One kernel's cgroup: ``path``, and ``description`` (one line for result.json)."""
 

@@ -120,6 +120,10 @@ class Kernel:
         self._mount_fd: int | None = None   # the episode's shared workspace tmpfs (root; mounts.workspace_tmpfs)
         self._records: set[str] = set()     # top-level names this process wrote (never overwritten by a copy)
         self._seen: dict[str, tuple] = {}   # copy cache: files already mirrored
+        self._seen_in: dict[str, tuple] = {}   # the same, the other way (import_host_files)
+        # True when a coding-agent CLI writes the run directory's workspace/ (its sandbox cannot share the kernel's
+        # tmpfs: not root): what it wrote there is copied into the kernel's tmpfs before each job
+        self.import_host_files = False
         try:
             if sandbox == "bwrap" and os.geteuid() == 0:
                 self._uid = sandbox_mod.episode_uid()
@@ -270,8 +274,8 @@ class Kernel:
                 group = None
         self._cgroup = group
         bound = group.description if group is not None else (
-            f"CPU and memory bounded by rlimits only (RLIMIT_CPU {self.limits.cpu_s} s, RLIMIT_AS "
-            f"{self.limits.memory_bytes // 2**20} MiB): no cgroup, {cgroup.fallback_reason() or 'not created'}")
+            f"{cgroup.rlimits_only(self.limits.cpu_s, self.limits.memory_bytes)}: no cgroup, "
+            f"{cgroup.fallback_reason() or 'not created'}")
         self.description = f"{self.description}; {bound}"   # (set afresh from the launch at every start)
 
     def _stop(self, *, kill: bool) -> str:
@@ -349,8 +353,10 @@ class Kernel:
         limits = wsfiles.CopyLimits(bytes=self.limits.workspace_bytes,
                                     reserve_bytes=self.limits.record_reserve_bytes)
         try:
+            written: dict[str, tuple] = {}
             report = wsfiles.copy_tree(self._ws_fd, self._host_fd, protect=self._records, delete_extra=True,
-                                         seen=self._seen, limits=limits)
+                                         seen=self._seen, limits=limits, written=written)
+            self._seen_in.update(written)   # (the run directory's copies of these are not news for the kernel)
         except OSError as exc:
             self._event(f"copying the workspace back failed: {exc}")
             self._copy_note = f"[the run directory's copy of the workspace is incomplete: {exc.strerror or exc}]"
@@ -364,6 +370,34 @@ class Kernel:
         return report
 
     _copy_note: str | None = None
+    _import_note: str | None = None
+
+    def import_workspace(self) -> wsfiles.CopyReport | None:
+        """Copy what changed in the run directory's workspace (a coding-agent CLI's files) into the kernel's tmpfs,
+        with the same bounded copier as the way back (regular files and folders only, no link followed, at most
+        ``CopyLimits.entries`` entries, 32 levels, the workspace's size in bytes; the host's cell files left
+        alone; nothing deleted). Done before each job when :attr:`import_host_files`; a no-op otherwise."""
+        self._import_note = None
+        if not (self.import_host_files and self.mirrored):
+            return None
+        written: dict[str, tuple] = {}
+        try:
+            report = wsfiles.copy_tree(self._host_fd, self._ws_fd, protect=self._records,
+                                         owner=self._uid if os.geteuid() == 0 else None, seen=self._seen_in,
+                                         limits=wsfiles.CopyLimits(bytes=self.limits.workspace_bytes),
+                                         written=written)
+        except OSError as exc:
+            self._event(f"copying the run directory's workspace into the kernel failed: {exc}")
+            self._import_note = f"[the CLI's files could not all reach the kernel: {exc.strerror or exc}]"
+            return None
+        finally:
+            self._seen.update(written)   # (the kernel's copies of these need not be copied back)
+        if report.skipped:
+            self._event(f"workspace import skipped {report.skipped} entr{'y' if report.skipped == 1 else 'ies'}: "
+                        f"{', '.join(report.examples)}")
+            self._import_note = (f"[{report.skipped} entr{'y' if report.skipped == 1 else 'ies'} of the workspace "
+                                 f"the CLI wrote did not reach the kernel: {', '.join(report.examples[:3])}]")
+        return report
 
     def _space_note(self) -> str:
         """A line for the model after a job: the workspace is full (writes fail with ENOSPC), or part of it was
@@ -376,6 +410,8 @@ class Kernel:
                                  f"a file fails with OSError ENOSPC until files are deleted]")
         if self._copy_note:
             notes.append(self._copy_note)
+        if self._import_note:
+            notes.append(self._import_note)
         return "".join(f"\n{note}" for note in notes)
 
     def put_file(self, name: str, data: bytes) -> None:
@@ -413,6 +449,7 @@ class Kernel:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
         code = safe_text(code)
+        self.import_workspace()
         self.cells += 1
         filename = f"cell_{self.cells:03d}.py"
         self._save_record(filename, code)
@@ -454,6 +491,7 @@ class Kernel:
                              "(a workspace-relative .py file)")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+        self.import_workspace()
         if path is not None:
             code, filename = self._read_program(path)
             self.programs += 1

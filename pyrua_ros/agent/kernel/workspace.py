@@ -222,14 +222,15 @@ def free_bytes(dir_fd: int) -> int:
 
 def copy_tree(src_fd: int, dst_fd: int, *, protect: Iterable[str] = (), delete_extra: bool = False,
               owner: int | None = None, limits: CopyLimits | None = None,
-              seen: dict[str, tuple] | None = None) -> CopyReport:
+              seen: dict[str, tuple] | None = None, written: dict[str, tuple] | None = None) -> CopyReport:
     """Make ``dst_fd``'s tree hold ``src_fd``'s regular files and folders (links and special files are skipped,
     never followed). ``protect``: top-level names of ``dst`` that are never touched (the host's own records).
     ``delete_extra``: remove what ``dst`` has and ``src`` does not. ``owner``: uid/gid for what is created.
     ``seen``: a cache {relative path: file identity} kept between calls, so unchanged files are not copied
-    again."""
+    again. ``written``: filled with {relative path: identity in ``dst``} of every file written (the ``seen`` of a
+    copy the other way, which then knows those files unchanged)."""
     copier = _Copier(frozenset(protect), delete_extra, owner, limits or CopyLimits(),
-                     seen if seen is not None else {})
+                     seen if seen is not None else {}, written=written)
     copier.copy_dir(src_fd, dst_fd, "", 0)
     return copier.report
 
@@ -238,9 +239,10 @@ class _Copier:
     """One :func:`copy_tree` run: its options, its running totals and its report."""
 
     def __init__(self, protected: frozenset[str], delete_extra: bool, owner: int | None, limits: CopyLimits,
-                 cache: dict[str, tuple]) -> None:
+                 cache: dict[str, tuple], *, written: dict[str, tuple] | None = None) -> None:
         self.protected, self.delete_extra, self.owner, self.limits = protected, delete_extra, owner, limits
         self.cache = cache
+        self.written = written
         self.report = CopyReport()
         self.entries = 0
         self.bytes = 0
@@ -347,6 +349,10 @@ class _Copier:
         self.report.bytes += len(data)
         self.report.copied += 1
         self.cache[rel] = identity
+        if self.written is not None:
+            with contextlib.suppress(OSError):
+                done = os.stat(name, dir_fd=dst_fd, follow_symlinks=False)
+                self.written[rel] = (done.st_ino, done.st_size, done.st_mtime_ns, done.st_ctime_ns)
 
 
 def _is_dir(dir_fd: int, name: str) -> bool:

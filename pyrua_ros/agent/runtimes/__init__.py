@@ -89,6 +89,9 @@ def make_cli_runtime(cfg, *, out_dir, workspace, tool_names: list[str], kernel=N
                            tool_timeout_s=max(agent.cell_timeout_s, agent.budget_s) + 60.0)
     extra = {"tool_names": tool_names} if agent.runtime == "claude" else {}
     out_dir = pathlib.Path(out_dir)
+    if kernel is not None and kernel.shared_workspace is None and cfg.sandbox.isolation == "bwrap":
+        kernel.import_host_files = True   # the CLI writes the run directory's workspace/ (cli_sandbox)
     return cls(settings, out_dir=out_dir, workspace=workspace,
                events_path=out_dir / f"{agent.runtime}_events.jsonl", isolation=cfg.sandbox.isolation,
-               shared_workspace=kernel.shared_workspace if kernel is not None else None, **extra)
+               shared_workspace=kernel.shared_workspace if kernel is not None else None,
+               limits=kernel.limits if kernel is not None else None, **extra)

@@ -40,12 +40,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pyrua_ros.agent.records import bounded
 from pyrua_ros.agent.records.records import JsonlRecord
 from pyrua_ros.agent.runtimes.base import LoopOutcome
 from pyrua_ros.agent.settings.model import is_loopback_url, key_from_env
 from pyrua_ros.bringup.process import stop_process_groups
+
+if TYPE_CHECKING:
+    from pyrua_ros.agent.kernel.outcomes import KernelLimits
 
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ", "XDG_CACHE_HOME")
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -86,8 +90,8 @@ class CliSettings:
     - ``model``: model id; ``base_url`` / ``api_key_env``: the model server and the variable holding its key
       (never written anywhere); ``reasoning``: reasoning effort (Codex ``model_reasoning_effort``; Claude
       ``--effort``, ``none`` turns thinking off).
-    - ``executable``: the CLI to run (``find_cli``); ``home``: CODEX_HOME / CLAUDE_CONFIG_DIR (None: a clean
-      one inside the run directory).
+    - ``executable``: the CLI to run (``find_cli``); ``home``: the user's CODEX_HOME (None: a clean one inside the
+      run directory; in the sandbox the CLI gets only its ``cli_sandbox.SEED_FILES``, in a folder of the run's own).
     - ``network``: ``loopback`` | ``inherit``; ``proxy``: the proxy URL under ``loopback`` (None: a dead port).
     - ``max_turns``: the episode's decision budget (Claude's own turn ceiling is ``max_turns + 5``).
     - ``kill_grace_s``: seconds between SIGINT, SIGTERM and SIGKILL; ``finish_grace_s``: time the CLI gets to
@@ -252,8 +256,9 @@ class CliRuntime:
 
     def __init__(self, settings: CliSettings, *, out_dir: pathlib.Path, workspace: pathlib.Path,
                  events_path: pathlib.Path | None = None, isolation: str = "bwrap",
-                 shared_workspace: tuple[int, int] | None = None):
+                 shared_workspace: tuple[int, int] | None = None, limits: KernelLimits | None = None):
         self.settings = settings
+        self.limits = limits                     # the kernel's KernelLimits (None: the defaults), bounding the CLI
         self.isolation = isolation               # "bwrap": the CLI runs in cli_sandbox; "unsafe": as it is
         self.shared_workspace = shared_workspace  # Kernel.shared_workspace: the kernel's tmpfs and uid
         self.out = pathlib.Path(out_dir)
@@ -306,9 +311,10 @@ class CliRuntime:
         from .cli_sandbox import CliSandbox, loopback_port
 
         ports = [p for p in (loopback_port(u) for u in (self.settings.base_url, mcp_url, proxy)) if p]
+        user_home = pathlib.Path(self.settings.home) if self.settings.home is not None else None
         sandbox = CliSandbox(workspace=self.workspace, shared=self.shared_workspace, home=self.config_home,
-                             own_home=self.settings.home is None, executable=self.settings.executable, ports=ports,
-                             network=self.settings.network)
+                             own_home=self.config_home != user_home, executable=self.settings.executable,
+                             ports=ports, network=self.settings.network, limits=self.limits, seed=user_home)
         self.notes.append(sandbox.description())
         return sandbox
 
@@ -395,6 +401,7 @@ class CliRuntime:
                 dead.close()
             if sandbox is not None:
                 sandbox.close()
+                self.notes.extend(sandbox.notes)
         out.requests = int(self.usage_totals().get("requests") or 0)
         out.last_message = self.last_message
         out.notes.extend(self.notes)

@@ -15,7 +15,10 @@ snapshot. With ``--base-url`` a custom provider ``pyrualean`` is configured (``w
 environment, and so is the MCP server's per-run token (``PYRUALEAN_MCP_TOKEN``, which Codex sends as
 ``Authorization: Bearer``); both variables are kept out of the shell commands Codex runs
 (``shell_environment_policy.exclude``: Codex's own ``*KEY*``/``*TOKEN*`` filter is off by default).
-``CODEX_HOME`` is ``--codex-home`` or a clean ``<out>/codex_home`` holding only ``config.toml``.
+``CODEX_HOME`` is a clean ``<out>/codex_home`` holding only ``config.toml``; with ``--codex-home`` it holds, inside
+the sandbox, copies of that folder's ``config.toml`` and ``auth.json`` alone (:data:`.cli_sandbox.SEED_FILES`: the
+model's tools never see the rest of it, and nothing is written back into it); under ``--unsafe-sandbox``
+``--codex-home`` is used as it is.
 
 Accounting (4.4, 4.5): the ``--json`` stream goes to ``codex_events.jsonl``; ``turn.completed`` carries the
 usage (the last one wins, as in the reference), ``item.completed`` items of type ``mcp_tool_call`` count tool
@@ -77,7 +80,9 @@ class CodexRuntime(CliRuntime):
 
     def __init__(self, settings, **kwargs):
         super().__init__(settings, **kwargs)
-        self.home = pathlib.Path(settings.home) if settings.home else self.out / "codex_home"
+        # in the sandbox CODEX_HOME is the run directory's folder; a --codex-home only seeds it (cli_sandbox)
+        self.home = (pathlib.Path(settings.home) if settings.home and not self.isolated
+                     else self.out / "codex_home")
         self.usage: dict | None = None
         self.usage_source = "none"
         self.turns = 0
@@ -99,12 +104,14 @@ class CodexRuntime(CliRuntime):
         return self.home
 
     def prepare_home(self) -> None:
-        """Create a clean CODEX_HOME with only config.toml (an existing ``--codex-home`` is used as it is). Once,
+        """Create a clean CODEX_HOME with only config.toml (a ``--codex-home``: its own config.toml, placed by the
+        sandbox; unsandboxed, the folder is used as it is). Once,
         before the first attempt: afterwards the folder is the model's to write (the CLI's shell runs there), so
         this process writes nothing into it again (a link planted at config.toml would be followed)."""
-        if self.settings.home is None and not self._prepared:
+        if not self._prepared and (self.settings.home is None or self.home != pathlib.Path(self.settings.home)):
             self.home.mkdir(parents=True, exist_ok=True)
-            (self.home / "config.toml").write_text(CONFIG_TOML)
+            if self.settings.home is None:
+                (self.home / "config.toml").write_text(CONFIG_TOML)
         self._prepared = True
 
     def _card_images(self, images) -> list[pathlib.Path]:

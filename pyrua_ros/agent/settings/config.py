@@ -221,7 +221,9 @@ class CliRuntimeSettings:
     codex_bin: str | None = setting(None, help="Codex executable", env="PYRUALEAN_CODEX_BIN",
                                     unset="the pinned one scripts/setup.sh installed, else codex on PATH",
                                     metavar="PATH")
-    codex_home: pathlib.Path | None = setting(None, help="CODEX_HOME of the Codex agent (used as it is)",
+    codex_home: pathlib.Path | None = setting(None, help="CODEX_HOME of the Codex agent: in the CLI sandbox only its "
+                                              "config.toml and auth.json are given to Codex (readable by the model's "
+                                              "tools); used as it is under --unsafe-sandbox",
                                               env="PYRUALEAN_CODEX_HOME", unset="a clean <out>/codex_home",
                                               metavar="DIR")
     claude_cli: str | None = setting(None, help="Claude Code executable", env="PYRUALEAN_CLAUDE_CLI",
