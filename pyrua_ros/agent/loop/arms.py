@@ -22,7 +22,8 @@ import time
 
 from pyrua_ros import cputime
 from pyrua_ros.agent.records.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso
-from pyrua_ros.agent.settings.modes import CLI_RUNTIMES, CODE_ARMS, MCP_RUNTIME
+from pyrua_ros.agent.settings.modes import CODE_ARMS, MCP_RUNTIME
+from pyrua_ros.agent.settings.runtimes import RUNTIMES
 
 TICK_S = 1.0   # how often the live status is refreshed while the loop runs [s]
 
@@ -38,6 +39,8 @@ class LoopAgent:
 
     def __init__(self, cfg):
         self.cfg = cfg
+        # the runtime's declaration; None for pyrua-ros mcp (an outside MCP client in the runtime's place)
+        self._spec = None if cfg.agent.runtime == MCP_RUNTIME else RUNTIMES[cfg.agent.runtime]
         self.kernel = self.runtime = self.toolkit = self.events = self.mcp = None
         self.outcome = None
         self.turns_written = None   # the tool turns tool_turns.json was written from: result.json counts the same
@@ -56,8 +59,8 @@ class LoopAgent:
 
         self._ep = ep
         agent = self.cfg.agent
-        if agent.runtime == "replay":
-            ep.notes.append("runtime replay: the cells come from a recording or program file, not a model")
+        if self._spec is not None and self._spec.note:
+            ep.notes.append(self._spec.note)
         ep.phase("prompt", f"arm {agent.arm}, images {agent.images}, feedback {agent.feedback}")
         if agent.uses_guides:
             self.guides = guides_mod.copy_guides(ep.workspace, agent.guides_dir, rpent_root=ep.compat.rpent_root)
@@ -88,7 +91,7 @@ class LoopAgent:
         from pyrua_ros.agent.runtimes.base import JsonlEventSink
 
         agent = self.cfg.agent
-        if agent.runtime in CLI_RUNTIMES:
+        if self._spec.kind == "cli":
             self.runtime = make_cli_runtime(self.cfg, out_dir=ep.out, workspace=ep.workspace,
                                             tool_names=self.toolkit.tool_names(), kernel=self.kernel)
             return
@@ -119,12 +122,12 @@ class LoopAgent:
     def model_calls(self) -> bool:
         """True when a model chooses the calls (a model runtime or an outside MCP client), so it could call a VLA
         skill the primitive set lacks; a replay plays back recorded code."""
-        return self.cfg.agent.runtime != "replay"
+        return self._spec is None or self._spec.uses_model
 
     @property
     def uses_model(self) -> bool:
         """True when a model made the calls (not a replay, not an outside MCP client)."""
-        return self.cfg.agent.runtime not in ("replay", MCP_RUNTIME)
+        return self._spec is not None and self._spec.uses_model
 
     def run(self, ep) -> None:
         agent = self.cfg.agent
@@ -165,7 +168,7 @@ class LoopAgent:
         :class:`~pyrua_ros.agent.runtimes.base.LoopOutcome`."""
         from pyrua_ros.agent.loop.loop import run_loop
 
-        if self.cfg.agent.runtime in CLI_RUNTIMES:
+        if self._spec is not None and self._spec.kind == "cli":
             return self._run_cli(ep)
         images = [ep.robot.artifact(f"{c}_high.png", step=0) for c in ep.host.backend.cameras]
         return run_loop(self.runtime, self.toolkit, deadline=self.deadline, first_prompt=ep.prompt.text,
