@@ -21,6 +21,7 @@ import threading
 import time
 
 from pyrua_ros import cputime
+from pyrua_ros.agent.records.outcome import StrategyOutcome
 from pyrua_ros.agent.records.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso
 from pyrua_ros.agent.settings.modes import CODE_ARMS, MCP_RUNTIME
 from pyrua_ros.agent.settings.runtimes import RUNTIMES
@@ -129,7 +130,7 @@ class LoopAgent:
         """True when a model made the calls (not a replay, not an outside MCP client)."""
         return self._spec is not None and self._spec.uses_model
 
-    def run(self, ep) -> None:
+    def run(self, ep) -> StrategyOutcome:
         agent = self.cfg.agent
         model = f", model {self.cfg.model.model}" if self.uses_model else ""
         ep.phase("agent", f"runtime {agent.runtime}{model}; budget {agent.budget_s:g} s"
@@ -150,18 +151,12 @@ class LoopAgent:
             watchdog.cancel()
             stop.set()
             ticker.join(2 * TICK_S)
-            ep.policy_wall_s = round(time.monotonic() - started, 3)
-        ep.notes.extend(self.outcome.notes)
         if self.outcome.status == "timeout":
             ep.robot.stop("timeout")
-        ep.status, ep.reason = self.outcome.status, self.outcome.reason
-        ep.read_environment_outcome()
-        if ep.status == "interrupted":   # an MCP server stopped by its user: never a success (outcomes.py)
-            ep.environment_success = False
-        if ep.status == "call_budget" and ep.environment_success:
-            ep.status = "completed"
-        if ep.status == "planner_error" and self.toolkit.finish is not None:
-            ep.status = "completed"
+        status = self.outcome.status
+        if status == "planner_error" and self.toolkit.finish is not None:   # the agent had finished
+            status = "completed"
+        return StrategyOutcome(status, self.outcome.reason, notes=tuple(self.outcome.notes))
 
     def drive(self, ep):
         """Run the agent until it finishes, the budget ends or the runtime fails; a
