@@ -12,13 +12,19 @@ from typing import Any
 
 
 def quat_to_matrix(quat_xyzw: tuple[float, float, float, float]) -> tuple[tuple[float, ...], ...]:
-    """Rotation matrix (row-major 3x3 tuples) of a quaternion (x, y, z, w); normalises a non-unit one
-    (:func:`pyrua_ros.rotations.quat_to_matrix` as plain floats)."""
-    # imported here: the kernel's cell process imports this module for the result types and holds no numpy until
-    # a cell asks for a rotation
-    from pyrua_ros.rotations import quat_to_matrix as as_array
+    """Rotation matrix (row-major 3x3 tuples) of a unit quaternion (x, y, z, w); normalises a non-unit one.
 
-    return tuple(tuple(float(v) for v in row) for row in as_array(quat_xyzw))
+    The kernel's cell process imports this module with nothing else of the package and no numpy (its sandbox
+    lets it read only ``sandbox.KERNEL_SOURCES``), so this is the closed form in plain Python; everywhere else
+    :func:`pyrua_ros.rotations.quat_to_matrix` is used, and test_rotations holds the two together."""
+    x, y, z, w = (float(v) for v in quat_xyzw)
+    n = math.sqrt(x * x + y * y + z * z + w * w) or 1.0
+    x, y, z, w = x / n, y / n, z / n, w / n
+    return (
+        (1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)),
+        (2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)),
+        (2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
