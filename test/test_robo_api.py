@@ -30,9 +30,10 @@ from pyrua_ros.robo.backend import (
 )
 from pyrua_ros.robo.codecs import decode_npz, decode_png
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
-from pyrua_ros.robo.geometry import matrix, pitch_of, rot_x, rot_z, rotation_vector, wrap_angle, yaw_of
+from pyrua_ros.robo.geometry import matrix, pitch_of, rotation_vector, wrap_angle, yaw_of
 from pyrua_ros.robo.ledger import CallRecord, Ledger
 from pyrua_ros.robo.libero import MAX_PLANAR_MOVE_M, PI0_CHUNK_STEPS, LiberoRobot, libero_host
+from pyrua_ros.rotations import rot_x, rot_z
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

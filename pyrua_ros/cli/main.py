@@ -19,6 +19,7 @@ import signal
 import sys
 
 from pyrua_ros import __version__
+from pyrua_ros.agent.settings.runtimes import RUNTIMES
 from pyrua_ros.cli import exit_codes
 from pyrua_ros.cli.args import add_settings, settings_from_args
 from pyrua_ros.cli.common import episode_summary, prepare_ros_environment, refuse, stamp_provenance
@@ -66,7 +67,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     episode = Episode(cfg.episode, LoopAgent(cfg), out=cfg.out, output=cfg.output, compat=cfg.compat,
                       progress=progress)
     result = episode.run()
-    stamp_provenance("play", cfg.out, cfg.model.sampling_fields() if cfg.agent.runtime != "replay" else None)
+    stamp_provenance("play", cfg.out, cfg.model.sampling_fields() if RUNTIMES[cfg.agent.runtime].uses_model else None)
     code = exit_codes.for_result(result.status, result.reason, interrupted_by=episode.interrupted_by)
     summary = episode_summary(result, cfg.out, code)
     if progress is not None:

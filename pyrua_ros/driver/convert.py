@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pyrua_ros.rotations import quat_to_matrix  # re-exported: the driver's modules import it from here
+
 _ENCODINGS = {  # ROS encoding -> (numpy dtype, channels)
     "rgb8": (np.uint8, 3),
     "mono8": (np.uint8, 1),
@@ -134,16 +136,6 @@ def transform_to_matrix(transform) -> np.ndarray:
     T[:3, :3] = quat_to_matrix((r.x, r.y, r.z, r.w))
     T[:3, 3] = (t.x, t.y, t.z)
     return T
-
-
-def quat_to_matrix(q_xyzw: Sequence[float]) -> np.ndarray:
-    """3x3 rotation of an (x, y, z, w) quaternion (normalised first)."""
-    x, y, z, w = np.asarray(q_xyzw, dtype=float) / np.linalg.norm(q_xyzw)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
 
 
 def matrix_to_quat(R: np.ndarray) -> np.ndarray:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyrua_ros.rotations import rot_x, rot_z
+
 # (a_{i-1}, d_i, alpha_{i-1}) of joints 1..7, then the flange (fixed).
 DH = np.array([
     [0.0, 0.333, 0.0],
@@ -27,16 +29,6 @@ Q_MAX = np.array([2.8973, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973])
 QD_MAX = np.array([2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61])   # rad/s
 POSITION_SLACK_M = 1e-3   # how far one twist step may move the grip site along an axis beyond |v| * dt [m]
 Q_SEED = np.array([0.0, 0.2, 0.0, -2.4, 0.0, 2.6, np.pi / 4])
-
-
-def rot_x(a: float) -> np.ndarray:
-    c, s = np.cos(a), np.sin(a)
-    return np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
-
-
-def rot_z(a: float) -> np.ndarray:
-    c, s = np.cos(a), np.sin(a)
-    return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
 
 
 def transform(R: np.ndarray | None = None, t=(0.0, 0.0, 0.0)) -> np.ndarray:

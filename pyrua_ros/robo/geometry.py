@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from pyrua_ros.robo.results import quat_to_matrix
+from pyrua_ros.rotations import quat_to_matrix
 
 
 def wrap_angle(a: float) -> float:
@@ -24,21 +24,9 @@ def clip(value: float, limit: float) -> float:
     return max(-limit, min(limit, value))
 
 
-def rot_x(a: float) -> np.ndarray:
-    """Rotation matrix about world x by ``a`` rad."""
-    c, s = math.cos(a), math.sin(a)
-    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
-
-
-def rot_z(a: float) -> np.ndarray:
-    """Rotation matrix about world z by ``a`` rad."""
-    c, s = math.cos(a), math.sin(a)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-
-
 def matrix(quat_xyzw) -> np.ndarray:
     """3x3 numpy rotation matrix of an (x, y, z, w) quaternion."""
-    return np.array(quat_to_matrix(tuple(float(v) for v in quat_xyzw)))
+    return quat_to_matrix(quat_xyzw)
 
 
 def rotation_vector(r: np.ndarray) -> np.ndarray:

@@ -12,7 +12,11 @@ from typing import Any
 
 
 def quat_to_matrix(quat_xyzw: tuple[float, float, float, float]) -> tuple[tuple[float, ...], ...]:
-    """Rotation matrix (row-major 3x3 tuples) of a unit quaternion (x, y, z, w); normalises a non-unit one."""
+    """Rotation matrix (row-major 3x3 tuples) of a unit quaternion (x, y, z, w); normalises a non-unit one.
+
+    The kernel's cell process imports this module with nothing else of the package and no numpy (its sandbox
+    lets it read only ``sandbox.KERNEL_SOURCES``), so this is the closed form in plain Python; everywhere else
+    :func:`pyrua_ros.rotations.quat_to_matrix` is used, and test_rotations holds the two together."""
     x, y, z, w = (float(v) for v in quat_xyzw)
     n = math.sqrt(x * x + y * y + z * z + w * w) or 1.0
     x, y, z, w = x / n, y / n, z / n, w / n

@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from pyrua_ros.rotations import quat_to_axis_angle
+
 PI0_CHUNK_STEPS = 5
 PI0_IMAGE_SIZE = 224
 
@@ -54,17 +56,6 @@ def connect(endpoint: str, *, timeout_s: float = 10.0) -> Policy:
         return WebsocketClientPolicy(host=host, port=port)
     except Exception as exc:  # OSError, websockets' InvalidURI / InvalidHandshake / TimeoutError variants
         raise ConnectionError(f"VLA policy server {endpoint}: {exc}") from exc
-
-
-def quat_to_axis_angle(quat_xyzw) -> np.ndarray:
-    """Axis-angle vector (3,) rad of an (x, y, z, w) quaternion (the LIBERO state convention)."""
-    q = np.asarray(quat_xyzw, dtype=np.float64)
-    q = q / (np.linalg.norm(q) or 1.0)
-    w = float(np.clip(q[3], -1.0, 1.0))
-    s = math.sqrt(max(0.0, 1.0 - w * w))
-    if s < 1e-8:
-        return np.zeros(3)
-    return q[:3] / s * 2.0 * math.acos(w)
 
 
 def pi0_image(upright_rgb: np.ndarray) -> np.ndarray:

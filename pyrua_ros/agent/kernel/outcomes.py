@@ -54,25 +54,20 @@ class KernelLimits:
             raise ValueError("KernelLimits.interrupt_grace_s and start_timeout_s must be positive")
 
 
-@dataclasses.dataclass(frozen=True)
-class CellOutcome:
-    """What one cell did. ``cell``: 1-based index (source saved as ``workspace/cell_NNN.py``). ``stdout`` /
-    ``stderr``: captured text, trimmed to first 4000 + last 4000 chars. ``value``: repr of a non-None trailing
-    expression (first + last 2000 chars) or None. ``exception``: traceback text (first + last 2000 chars),
-    ``"SystemExit: ..."``, the sandbox refusal, or a timeout / kernel-death message; None if the cell ran through.
-    ``episode_finished``: the ``EpisodeFinished`` reason (only when the host raised it during this cell), or None.
-    ``elapsed_s``: wall clock, 0.01 s. ``images``: PNG bytes from ``display()``, in order (``display_0``,
-    ``display_1`` ...). ``sandbox_flags``: static audit flags. ``refused``: the cell was not run (it named a blocked
-    name, or it does not parse: ``exception`` is the ``SyntaxError``). ``restarted``: the kernel child was replaced
-    after this cell (its namespace is gone). ``notice``: text for the model when ``restarted``. All text is safe to
-    write (no lone surrogates)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CodeOutcome:
+    """What running model code did, a cell's or a program's. ``stdout`` / ``stderr``: captured text, trimmed to
+    first 4000 + last 4000 chars. ``exception``: traceback text (first + last 2000 chars), ``"SystemExit: ..."``,
+    the sandbox refusal, or a timeout / kernel-death message; None if the code ran through. ``elapsed_s``: wall
+    clock, 0.01 s. ``images``: PNG bytes from ``display()``, in order (``display_0``, ``display_1`` ...).
+    ``sandbox_flags``: static audit flags. ``refused``: the code was not run (it named a blocked name, or it does
+    not parse: ``exception`` is the ``SyntaxError``). ``restarted``: the kernel child was replaced after it (its
+    namespace is gone). ``notice``: text for the model when ``restarted``. All text is safe to write (no lone
+    surrogates). Fields are given by name."""
 
-    cell: int
+    exception: str | None = None
     stdout: str = ""
     stderr: str = ""
-    value: str | None = None
-    exception: str | None = None
-    episode_finished: str | None = None
     elapsed_s: float = 0.0
     images: list[bytes] = dataclasses.field(default_factory=list)
     sandbox_flags: list[str] = dataclasses.field(default_factory=list)
@@ -81,28 +76,31 @@ class CellOutcome:
     notice: str | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class ProgramOutcome:
-    """What one ``run_program`` did (contract 3.4, program arm). ``program``: 1-based index. ``file``: workspace
-    file that was run (``program_NN.py`` for code). ``code``: the source that was run (read once, from the same
-    fd that was checked). ``status``: ``completed`` (run returned), ``finished`` (``EpisodeFinished``; ``reason``
-    set), ``error`` (``exception`` set), ``timeout`` (ran past ``timeout_s``). ``loaded``: False when the program
-    did not load (its module code raised, or it defines no callable ``run``; ``exception`` is the reference's
-    one-line ``PolicyLoadError`` text). Other fields as in ``CellOutcome``."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CellOutcome(CodeOutcome):
+    """What one cell did (the :class:`CodeOutcome` fields, and:). ``cell``: 1-based index (source saved as
+    ``workspace/cell_NNN.py``). ``value``: repr of a non-None trailing expression (first + last 2000 chars) or
+    None. ``episode_finished``: the ``EpisodeFinished`` reason (only when the host raised it during this cell), or
+    None."""
+
+    cell: int
+    value: str | None = None
+    episode_finished: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProgramOutcome(CodeOutcome):
+    """What one ``run_program`` did (contract 3.4, program arm; the :class:`CodeOutcome` fields, and:).
+    ``program``: 1-based index. ``file``: workspace file that was run (``program_NN.py`` for code). ``code``: the
+    source that was run (read once, from the same fd that was checked). ``status``: ``completed`` (run returned),
+    ``finished`` (``EpisodeFinished``; ``reason`` set), ``error`` (``exception`` set), ``timeout`` (ran past
+    ``timeout_s``). ``loaded``: False when the program did not load (its module code raised, or it defines no
+    callable ``run``; ``exception`` is the reference's one-line ``PolicyLoadError`` text)."""
 
     program: int
     file: str
     status: str
     reason: str | None = None
-    exception: str | None = None
-    stdout: str = ""
-    stderr: str = ""
-    elapsed_s: float = 0.0
-    images: list[bytes] = dataclasses.field(default_factory=list)
-    sandbox_flags: list[str] = dataclasses.field(default_factory=list)
-    refused: bool = False
-    restarted: bool = False
-    notice: str | None = None
     code: str = ""
     loaded: bool = True
 

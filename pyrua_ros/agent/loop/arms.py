@@ -21,8 +21,10 @@ import threading
 import time
 
 from pyrua_ros import cputime
+from pyrua_ros.agent.records.outcome import StrategyOutcome
 from pyrua_ros.agent.records.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso
-from pyrua_ros.agent.settings.modes import CLI_RUNTIMES, CODE_ARMS, MCP_RUNTIME
+from pyrua_ros.agent.settings.modes import CODE_ARMS, MCP_RUNTIME
+from pyrua_ros.agent.settings.runtimes import RUNTIMES
 
 TICK_S = 1.0   # how often the live status is refreshed while the loop runs [s]
 
@@ -38,6 +40,8 @@ class LoopAgent:
 
     def __init__(self, cfg):
         self.cfg = cfg
+        # the runtime's declaration; None for pyrua-ros mcp (an outside MCP client in the runtime's place)
+        self._spec = None if cfg.agent.runtime == MCP_RUNTIME else RUNTIMES[cfg.agent.runtime]
         self.kernel = self.runtime = self.toolkit = self.events = self.mcp = None
         self.outcome = None
         self.turns_written = None   # the tool turns tool_turns.json was written from: result.json counts the same
@@ -56,8 +60,8 @@ class LoopAgent:
 
         self._ep = ep
         agent = self.cfg.agent
-        if agent.runtime == "replay":
-            ep.notes.append("runtime replay: the cells come from a recording or program file, not a model")
+        if self._spec is not None and self._spec.note:
+            ep.notes.append(self._spec.note)
         ep.phase("prompt", f"arm {agent.arm}, images {agent.images}, feedback {agent.feedback}")
         if agent.uses_guides:
             self.guides = guides_mod.copy_guides(ep.workspace, agent.guides_dir, rpent_root=ep.compat.rpent_root)
@@ -88,7 +92,7 @@ class LoopAgent:
         from pyrua_ros.agent.runtimes.base import JsonlEventSink
 
         agent = self.cfg.agent
-        if agent.runtime in CLI_RUNTIMES:
+        if self._spec.kind == "cli":
             self.runtime = make_cli_runtime(self.cfg, out_dir=ep.out, workspace=ep.workspace,
                                             tool_names=self.toolkit.tool_names(), kernel=self.kernel)
             return
@@ -119,14 +123,14 @@ class LoopAgent:
     def model_calls(self) -> bool:
         """True when a model chooses the calls (a model runtime or an outside MCP client), so it could call a VLA
         skill the primitive set lacks; a replay plays back recorded code."""
-        return self.cfg.agent.runtime != "replay"
+        return self._spec is None or self._spec.uses_model
 
     @property
     def uses_model(self) -> bool:
         """True when a model made the calls (not a replay, not an outside MCP client)."""
-        return self.cfg.agent.runtime not in ("replay", MCP_RUNTIME)
+        return self._spec is not None and self._spec.uses_model
 
-    def run(self, ep) -> None:
+    def run(self, ep) -> StrategyOutcome:
         agent = self.cfg.agent
         model = f", model {self.cfg.model.model}" if self.uses_model else ""
         ep.phase("agent", f"runtime {agent.runtime}{model}; budget {agent.budget_s:g} s"
@@ -147,25 +151,19 @@ class LoopAgent:
             watchdog.cancel()
             stop.set()
             ticker.join(2 * TICK_S)
-            ep.policy_wall_s = round(time.monotonic() - started, 3)
-        ep.notes.extend(self.outcome.notes)
         if self.outcome.status == "timeout":
             ep.robot.stop("timeout")
-        ep.status, ep.reason = self.outcome.status, self.outcome.reason
-        ep.read_environment_outcome()
-        if ep.status == "interrupted":   # an MCP server stopped by its user: never a success (outcomes.py)
-            ep.environment_success = False
-        if ep.status == "call_budget" and ep.environment_success:
-            ep.status = "completed"
-        if ep.status == "planner_error" and self.toolkit.finish is not None:
-            ep.status = "completed"
+        status = self.outcome.status
+        if status == "planner_error" and self.toolkit.finish is not None:   # the agent had finished
+            status = "completed"
+        return StrategyOutcome(status, self.outcome.reason, notes=tuple(self.outcome.notes))
 
     def drive(self, ep):
         """Run the agent until it finishes, the budget ends or the runtime fails; a
         :class:`~pyrua_ros.agent.runtimes.base.LoopOutcome`."""
         from pyrua_ros.agent.loop.loop import run_loop
 
-        if self.cfg.agent.runtime in CLI_RUNTIMES:
+        if self._spec is not None and self._spec.kind == "cli":
             return self._run_cli(ep)
         images = [ep.robot.artifact(f"{c}_high.png", step=0) for c in ep.host.backend.cameras]
         return run_loop(self.runtime, self.toolkit, deadline=self.deadline, first_prompt=ep.prompt.text,

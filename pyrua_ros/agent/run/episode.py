@@ -41,6 +41,7 @@ import traceback
 from typing import Any, Protocol
 
 from pyrua_ros import cputime
+from pyrua_ros.agent.records.outcome import StrategyOutcome
 from pyrua_ros.agent.records.records import CardRecord, ErrorInfo, RunRecords
 from pyrua_ros.agent.run.interrupts import FirstSignalInterrupts
 from pyrua_ros.agent.run.watchdog import MARGIN_S as WATCHDOG_MARGIN_S
@@ -237,13 +238,16 @@ class EpisodeHost:
 
 
 class AgentStrategy(Protocol):
-    """What one arm does inside an :class:`Episode`; each method reads and sets the episode's fields."""
+    """What one arm does inside an :class:`Episode`: ``start`` and ``close`` read the episode and write their
+    records; ``run`` returns a frozen :class:`~pyrua_ros.agent.records.outcome.StrategyOutcome` that the episode
+    applies, so how an episode ended is set in one place."""
 
     def start(self, ep: Episode) -> None:
         """Write the arm's inputs (prompt.txt, policy.py ...) and start its kernel and runtime."""
 
-    def run(self, ep: Episode) -> None:
-        """Run the agent; set ``ep.status``, ``ep.reason`` (and ``ep.error``, ``ep.notes``)."""
+    def run(self, ep: Episode) -> StrategyOutcome:
+        """Run the agent and say how it ended; the episode applies the outcome (:meth:`Episode.apply_outcome`)
+        and times the call (``policy_wall_s``)."""
 
     def close(self, ep: Episode) -> None:
         """Stop the kernel/runtime and write the arm's own records (tool turns, transcript ...)."""
@@ -485,8 +489,12 @@ class Episode:
                 budget = getattr(self.strategy, "wall_budget_s", None)
                 if budget is not None and math.isfinite(budget):   # outside this process: see watchdog.py
                     watchdog = Watchdog.start(self.out, budget + WATCHDOG_MARGIN_S)
-                self.strategy.run(self)
-                self.read_environment_outcome()
+                started = time.monotonic()
+                try:
+                    outcome = self.strategy.run(self)
+                finally:
+                    self.policy_wall_s = round(time.monotonic() - started, 3)
+                self.apply_outcome(outcome)
             except BootError as exc:
                 self.status, self.reason = "boot_error", str(exc)
                 self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
@@ -513,6 +521,18 @@ class Episode:
                     if watchdog is not None:
                         watchdog.stop()
         return result
+
+    def apply_outcome(self, outcome: StrategyOutcome) -> None:
+        """The one place a strategy's outcome becomes the episode's: its notes, status, reason and error, then the
+        benchmark's verdict (read once, here). An ``interrupted`` episode is never a success (outcomes.py); a
+        call budget that ran out after the task was solved is ``completed``."""
+        self.notes.extend(outcome.notes)
+        self.status, self.reason, self.error = outcome.status, outcome.reason, outcome.error
+        self.read_environment_outcome()
+        if self.status == "interrupted":
+            self.environment_success = False
+        if self.status == "call_budget" and self.environment_success:
+            self.status = "completed"
 
     def _mark_interrupted(self, exc: KeyboardInterrupt) -> None:
         """Status ``interrupted`` (never a success, in no rate, resumable), whatever the episode had reached; the

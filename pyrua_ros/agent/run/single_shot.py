@@ -29,6 +29,7 @@ import threading
 import time
 from typing import Any
 
+from pyrua_ros.agent.records.outcome import StrategyOutcome
 from pyrua_ros.agent.records.records import (
     SCHEMA,
     SYSTEM,
@@ -299,42 +300,40 @@ class SingleShotAgent:
         ep.prompt = PromptRecord(len(text), hashlib.sha256(text.encode("utf-8")).hexdigest(), tuple(bundle.images))
         self.kernel = ep.open_kernel(self.cfg.sandbox)
 
-    def run(self, ep) -> None:
-        """Run ``run(robo)`` once under the watchdog; map the program outcome to status and reason."""
+    def run(self, ep) -> StrategyOutcome:
+        """Run ``run(robo)`` once under the watchdog; the program's outcome as a status and reason."""
         timeout_s = self.cfg.timeout_s
         ep.phase("agent", f"run(robo) of {self.cfg.single.policy} once; watchdog {timeout_s:g} s")
         watchdog = threading.Timer(timeout_s, ep.robot.stop, args=("timeout",))
         watchdog.daemon = True
-        started = time.monotonic()
         watchdog.start()
         try:
             self.program = self.kernel.run_program(path="policy.py", timeout_s=timeout_s)
         finally:
             watchdog.cancel()
-            ep.policy_wall_s = round(time.monotonic() - started, 3)
-        outcome = self.program
-        self.policy_record = dataclasses.replace(self.policy_record, sandbox_flags=tuple(outcome.sandbox_flags))
-        output = outcome.stdout + (("\n--- stderr ---\n" + outcome.stderr) if outcome.stderr else "")
+        program = self.program
+        self.policy_record = dataclasses.replace(self.policy_record, sandbox_flags=tuple(program.sandbox_flags))
+        output = program.stdout + (("\n--- stderr ---\n" + program.stderr) if program.stderr else "")
         ep.records.write_text("policy_output.txt", output)
-        timed_out = outcome.status == "timeout" or ep.robot.stop_reason == "timeout"
-        if timed_out:
-            ep.status, ep.reason = "timeout", "timeout"
-            ep.notes.append(f"the program ran past its {timeout_s:g} s wall-clock budget and was stopped")
-            ep.error = ErrorInfo(type="TimeoutError", message=f"run(robo) ran past its {timeout_s:g} s watchdog",
-                                 traceback=outcome.exception)
-        elif outcome.status == "error":
-            text = outcome.exception or "Error: the program failed"
-            ep.status = "error"
-            ep.reason = "load" if outcome.refused or not outcome.loaded else "exception"
+        notes = []
+        if program.status == "timeout" or ep.robot.stop_reason == "timeout":
+            notes.append(f"the program ran past its {timeout_s:g} s wall-clock budget and was stopped")
+            outcome = StrategyOutcome("timeout", "timeout", ErrorInfo(
+                type="TimeoutError", message=f"run(robo) ran past its {timeout_s:g} s watchdog",
+                traceback=program.exception))
+        elif program.status == "error":
+            text = program.exception or "Error: the program failed"
             # a program that did not load raised the reference's PolicyLoadError (its text is one line)
-            ep.error = (ErrorInfo(type="PolicyLoadError", message=text, traceback=text) if not outcome.loaded
-                        else error_from_text(text))
-        elif outcome.status == "finished":
-            ep.status, ep.reason = "finished", outcome.reason
+            outcome = StrategyOutcome("error", "load" if program.refused or not program.loaded else "exception",
+                                      ErrorInfo(type="PolicyLoadError", message=text, traceback=text)
+                                      if not program.loaded else error_from_text(text))
+        elif program.status == "finished":
+            outcome = StrategyOutcome("finished", program.reason)
         else:
-            ep.status, ep.reason = "completed", "returned"
-        if outcome.restarted:
-            ep.notes.append("the kernel process was killed and restarted after the program")
+            outcome = StrategyOutcome("completed", "returned")
+        if program.restarted:
+            notes.append("the kernel process was killed and restarted after the program")
+        return dataclasses.replace(outcome, notes=tuple(notes))
 
     def close(self, ep) -> None:
         if self.kernel is not None:

@@ -29,11 +29,13 @@ import time
 import urllib.error
 import urllib.request
 
+from pyrua_ros.agent import runtimes
 from pyrua_ros.agent.prompting import guides as guides_mod
 from pyrua_ros.agent.records import bounded
-from pyrua_ros.agent.runtimes.replay_runtime import replay_source
 from pyrua_ros.agent.settings import outcomes
-from pyrua_ros.agent.settings.modes import CLI_RUNTIMES, CODE_ARMS
+from pyrua_ros.agent.settings.modes import CODE_ARMS
+from pyrua_ros.agent.settings.paths import check_input_path
+from pyrua_ros.agent.settings.runtimes import RUNTIMES
 from pyrua_ros.agent.settings.schema import SettingError
 from pyrua_ros.sim_interfaces import episodes
 
@@ -46,28 +48,6 @@ def check_episode(suite: str, task: int, seed: int, driver: str) -> None:
         episodes.check_episode(suite, task, seed, driver)
     except ValueError as exc:
         raise SettingError(str(exc)) from None
-
-
-def check_input_path(flag: str, path: pathlib.Path | None, *, kind: str = "file", suffixes: tuple[str, ...] = (),
-                     ) -> None:
-    """``path`` exists and is a ``kind`` (``file``, ``dir`` or ``any``) that can be read."""
-    if path is None:
-        return
-    p = pathlib.Path(path)
-    if not p.exists():
-        raise SettingError(f"{flag} {path}: no such {'folder' if kind == 'dir' else 'file'}")
-    if kind == "file" and not p.is_file():
-        raise SettingError(f"{flag} {path}: not a file")
-    if kind == "dir" and not p.is_dir():
-        raise SettingError(f"{flag} {path}: not a folder")
-    if p.is_file():
-        if suffixes and p.suffix not in suffixes:
-            raise SettingError(f"{flag} {path}: expected a {' or '.join(suffixes)} file")
-        try:
-            with open(p, "rb") as handle:
-                handle.read(1)
-        except OSError as exc:
-            raise SettingError(f"{flag} {path}: cannot be read ({exc.strerror})") from None
 
 
 def check_vla_server_cmd(command: str | None) -> None:
@@ -117,44 +97,39 @@ def check_play(cfg) -> None:
     """Every local check of a :class:`~pyrua_ros.agent.settings.config.PlayConfig` (no network, no run directory)."""
     e, agent = cfg.episode, cfg.agent
     check_episode(e.suite, e.task, e.seed, e.driver)
-    if agent.arm in CODE_ARMS or agent.runtime in CLI_RUNTIMES:   # a kernel, or a CLI in the same boundary
+    spec = RUNTIMES[agent.runtime] if agent.runtime in RUNTIMES else None   # None: pyrua-ros mcp's client
+    if agent.arm in CODE_ARMS or (spec is not None and spec.kind == "cli"):   # a kernel, or a CLI beside it
         check_sandbox(cfg.sandbox)
     check_vla_server_cmd(e.vla_server_cmd)
     check_reference_root(agent.reference_root)
-    if agent.runtime == "replay":
-        source = replay_source(agent, e)
-        check_input_path("--replay", source, kind="any")
-        from pyrua_ros.agent.runtimes.replay_runtime import ReplayRuntime
-
-        try:
-            ReplayRuntime(source, agent.arm)   # the runtime's own loader reads and checks the source
-        except (ValueError, OSError, SyntaxError) as exc:
-            raise SettingError(f"--replay {source}: {exc}") from None
+    if spec is not None:
+        runtimes.check_config(cfg)   # the runtime's own checks (the replay source)
     check_input_path("--guides-dir", agent.guides_dir, kind="dir")
     if agent.guides_dir is not None and guides_mod.missing_guides(agent.guides_dir):
         raise SettingError(f"--guides-dir {agent.guides_dir}: lacks "
                            f"{', '.join(guides_mod.missing_guides(agent.guides_dir))} (the guides note names "
                            f"{', '.join(guides_mod.GUIDE_NAMES)})")
-    if agent.runtime in CLI_RUNTIMES:
+    if spec is not None and spec.kind == "cli":
         check_cli_runtime(agent.runtime, cfg.cli, cfg.model)
 
 
 def check_cli_runtime(runtime: str, cli, model) -> str:
-    """``--runtime codex|claude``: the executable to run exists (``--codex-bin`` / ``--claude-cli``, else the pinned
-    one setup installed, else PATH), ``--codex-home`` is a folder if it exists, and ``--api-key-env`` is set.
-    Returns the executable's path."""
+    """A CLI runtime (``--runtime codex|claude``): the executable to run exists (its flag, e.g. ``--codex-bin``,
+    else the pinned one setup installed, else PATH), its home folder (``--codex-home``) is a folder if it exists,
+    and ``--api-key-env`` is set. Returns the executable's path."""
     from pyrua_ros.agent.runtimes.cli_agent import find_cli
     from pyrua_ros.agent.settings.model import key_from_env
 
-    flag, explicit = ("--codex-bin", cli.codex_bin) if runtime == "codex" else ("--claude-cli", cli.claude_cli)
+    spec = RUNTIMES[runtime]
     try:
-        executable = find_cli(runtime, explicit)
+        executable = find_cli(spec.binary, getattr(cli, spec.executable_setting))
     except FileNotFoundError as exc:
-        raise SettingError(f"{flag}: {exc}") from None
-    if runtime == "codex" and cli.codex_home is not None:
-        home = pathlib.Path(cli.codex_home)
+        raise SettingError(f"{spec.executable_flag}: {exc}") from None
+    home = getattr(cli, spec.home_setting) if spec.home_setting else None
+    if home is not None:
+        home = pathlib.Path(home)
         if home.exists() and not home.is_dir():
-            raise SettingError(f"--codex-home {home}: not a folder")
+            raise SettingError(f"--{spec.home_setting.replace('_', '-')} {home}: not a folder")
     try:
         key_from_env(model.api_key_env)
     except ValueError as exc:
@@ -343,7 +318,7 @@ def check_ray_address(address: str, *, timeout_s: float = 0.5) -> None:
 
 def check_play_model(cfg, *, warn=None, progress=None) -> None:
     """:func:`check_model_server` for a PlayConfig whose runtime talks to one (unless ``--no-preflight``)."""
-    if cfg.agent.runtime != "replay" and cfg.model.preflight and cfg.model.base_url:
+    if RUNTIMES[cfg.agent.runtime].uses_model and cfg.model.preflight and cfg.model.base_url:
         if progress is not None:
             progress.phase("check", f"model server at {cfg.model.base_url}")
         for line in check_model_server(cfg.model):

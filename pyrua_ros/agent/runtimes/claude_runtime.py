@@ -49,6 +49,7 @@ class ClaudeRuntime(CliRuntime):
     """``claude -p`` over the episode's MCP server (see the module docstring)."""
 
     name = "claude"
+    wants_tool_names = True
 
     def __init__(self, settings, *, tool_names: list[str], **kwargs):
         super().__init__(settings, **kwargs)

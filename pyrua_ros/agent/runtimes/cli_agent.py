@@ -253,6 +253,7 @@ class CliRuntime:
     """
 
     name = "cli"
+    wants_tool_names = False   # True: the constructor takes tool_names (the MCP tools the CLI may call)
 
     def __init__(self, settings: CliSettings, *, out_dir: pathlib.Path, workspace: pathlib.Path,
                  events_path: pathlib.Path | None = None, isolation: str = "bwrap",

@@ -126,6 +126,17 @@ class OpenAIRuntime:
         self._request_index = 0
         self._totals = UsageTotals()
 
+    @classmethod
+    def from_config(cls, cfg, events: EventSink | None = None, tools: list[dict] | None = None) -> OpenAIRuntime:
+        """The runtime of a PlayConfig: ``cfg.model`` as is (the schema's ModelSettings) and ``tools`` (default:
+        the code arm's own specs)."""
+        from .tools import tool_specs
+
+        agent = cfg.agent
+        if tools is None:
+            tools = tool_specs(agent.arm, agent.feedback, agent.images, agent.max_programs)
+        return cls(settings=cfg.model, tools=tools, event_sink=events)
+
     # --- events -------------------------------------------------------------------------------------------
     def _emit(self, event: str, **fields) -> dict:
         record = {"event": event, "t": round(self._clock() - self._t0, 3), "wall": round(time.time(), 3), **fields}

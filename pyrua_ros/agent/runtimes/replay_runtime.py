@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from pyrua_ros.agent.kernel import workspace as wsfiles
 from pyrua_ros.agent.records import bounded
+from pyrua_ros.agent.settings.paths import check_input_path
 from pyrua_ros.agent.settings.schema import SettingError
 
 from .base import EventSink, ModelResponse, RuntimeFailure, ToolCall, Usage, UsageTotals
@@ -77,6 +78,22 @@ class ReplayRuntime:
         self._index = 0
         self._terminated = False
         self._calls, self._recorded_finish = self._load()
+
+    @classmethod
+    def from_config(cls, cfg, events: EventSink | None = None, tools: list[dict] | None = None) -> ReplayRuntime:
+        """The runtime of a PlayConfig: the source :func:`replay_source` resolves (``tools`` is not used: the
+        recording names its calls)."""
+        return cls(source=replay_source(cfg.agent, cfg.episode), arm=cfg.agent.arm, event_sink=events)
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """The replay source exists, can be read and holds what this runtime's loader accepts."""
+        source = replay_source(cfg.agent, cfg.episode)
+        check_input_path("--replay", source, kind="any")
+        try:
+            cls(source, cfg.agent.arm)   # the loader reads and checks the source
+        except (ValueError, OSError, SyntaxError) as exc:
+            raise SettingError(f"--replay {source}: {exc}") from None
 
     def _load(self) -> tuple[list[tuple[str, dict]], dict | None]:
         src = self.source

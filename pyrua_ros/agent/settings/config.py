@@ -37,7 +37,6 @@ from pyrua_ros.agent.settings.model import ModelSettings, is_loopback_url
 from pyrua_ros.agent.settings.modes import (
     ARMS,
     BLAS_KERNELS,
-    CLI_RUNTIMES,
     CLOCK_MODES,
     DRIVERS,
     FEEDBACK_MODES,
@@ -46,13 +45,18 @@ from pyrua_ros.agent.settings.modes import (
     PRIMITIVE_SETS,
     PROGRESS_MODES,
     ROBOTS,
-    RUNTIMES,
 )
+from pyrua_ros.agent.settings.runtimes import RUNTIMES, runtime_help, spoken
 from pyrua_ros.agent.settings.schema import SettingError, setting
 
 REFERENCE_ROOT_ENV = "PYRUALEAN_REFERENCE_ROOT"   # where --reference-root is read from when unset
 
 ConfigError = SettingError   # the name the rest of the code (and eval) catches
+
+
+def _variable(section: type, field: str) -> str:
+    """The environment variable a setting of ``section`` is read from (its first)."""
+    return next(f.metadata["setting"].env[0] for f in dataclasses.fields(section) if f.name == field)
 
 
 def _choice(flag: str, value: Any, choices: tuple) -> None:
@@ -165,9 +169,7 @@ class AgentSettings:
 
     arm: str = setting("cells", help="tool surface: python cells (python tool), programs (run_program tool) or "
                                      "tools (one tool per robo primitive)", choices=ARMS, cli_required=True)
-    runtime: str = setting("replay", help="who makes the calls: replay (a recorded run or a run(robo) file; no "
-                                          "model server), openai (chat completions), codex (Codex CLI over MCP) or "
-                                          "claude (Claude Code over MCP)", choices=RUNTIMES, env="PYRUALEAN_RUNTIME")
+    runtime: str = setting("replay", help=runtime_help(), choices=RUNTIMES.names(), env="PYRUALEAN_RUNTIME")
     replay: pathlib.Path | None = setting(None, help="replay source: an earlier run directory, a tool_turns.json or "
                                                      "a .py file defining run(robo)",
                                           unset="the packaged example program of the suite and task", metavar="PATH")
@@ -190,7 +192,7 @@ class AgentSettings:
                                                   env=REFERENCE_ROOT_ENV, unset="our own text",
                                                   metavar="DIR")
 
-    RUNTIME_CHOICES = RUNTIMES   # class attribute, not a field: what --runtime may be
+    RUNTIME_CHOICES = RUNTIMES.names()   # class attribute, not a field: what --runtime may be
 
     def __post_init__(self) -> None:
         _choice("--arm", self.arm, ARMS)
@@ -320,25 +322,30 @@ class PlayConfig:
         """Flag combinations that would silently do nothing are refused, naming what they need (the checks
         that need the file system, e.g. that a CLI executable exists, are
         :func:`pyrua_ros.agent.run.validate.check_play`'s)."""
-        agent, model = self.agent, self.model
-        if agent.runtime == "openai" and not model.base_url:
-            raise SettingError("--runtime openai needs --base-url (an OpenAI-compatible chat-completions endpoint, "
-                               "e.g. http://127.0.0.1:30000/v1)")
+        agent, model, spec = self.agent, self.model, RUNTIMES[self.agent.runtime]
+        model_runtimes = f"--runtime {spoken(RUNTIMES.names(uses_model=True))}"
+        if spec.kind == "loop" and spec.uses_model and not model.base_url:
+            raise SettingError(f"--runtime {spec.name} needs --base-url (an OpenAI-compatible chat-completions "
+                               "endpoint, e.g. http://127.0.0.1:30000/v1)")
         if agent.replay is not None and agent.runtime != "replay":
             raise SettingError(f"--replay applies to --runtime replay only (got --runtime {agent.runtime})")
-        if agent.runtime == "replay" and model.base_url:
-            raise SettingError("--base-url applies to a model runtime (--runtime openai, codex or claude); the "
-                               "replay runtime needs no model server")
-        for flag, value, variable, own in (("--codex-bin", self.cli.codex_bin, "PYRUALEAN_CODEX_BIN", "codex"),
-                                           ("--claude-cli", self.cli.claude_cli, "PYRUALEAN_CLAUDE_CLI", "claude")):
+        if not spec.uses_model and model.base_url:
+            raise SettingError(f"--base-url applies to a model runtime ({model_runtimes}); the "
+                               f"{spec.name} runtime needs no model server")
+        for own in RUNTIMES:
+            if own.executable_setting is None:
+                continue
+            value = getattr(self.cli, own.executable_setting)
+            variable = _variable(CliRuntimeSettings, own.executable_setting)
             # given for another runtime it would run nothing; the same value from its variable is a default only
-            if value is not None and agent.runtime != own and value != os.environ.get(variable):
-                raise SettingError(f"{flag} applies to --runtime {own} only (got --runtime {agent.runtime}); "
-                                   f"drop it or pass --runtime {own}")
-        if agent.arm == "tools" and agent.runtime == "replay":
-            raise SettingError("--arm tools needs a model runtime (--runtime openai, codex or claude); replay replays "
-                               "recorded cells or programs")
-        if agent.runtime in CLI_RUNTIMES and self.cli.cli_network == "loopback":
+            if value is not None and agent.runtime != own.name and value != os.environ.get(variable):
+                raise SettingError(f"{own.executable_flag} applies to --runtime {own.name} only (got --runtime "
+                                   f"{agent.runtime}); drop it or pass --runtime {own.name}")
+        if agent.arm not in spec.arms:
+            needs = (f"needs a model runtime ({model_runtimes})" if not spec.uses_model
+                     else f"is not open to --runtime {spec.name}")
+            raise SettingError(f"--arm {agent.arm} {needs}; {spec.arms_refusal}")
+        if spec.kind == "cli" and self.cli.cli_network == "loopback":
             if not model.base_url:
                 raise SettingError(f"--runtime {agent.runtime} needs --base-url on loopback (the CLI reaches only "
                                    "127.0.0.1 by default); pass --cli-network inherit to use the vendor's API")

@@ -1,7 +1,8 @@
 """The agent's mode vocabularies, defined once. Everything that validates a mode string imports it from here.
 
 The primitive sets belong to the robot (``pyrua_ros.robo.libero``), the BLAS kernels to the driver's physics
-(``pyrua_ros.sim_interfaces.blas``); both are re-exported.
+(``pyrua_ros.sim_interfaces.blas``); both are re-exported. The runtimes are declared in
+:mod:`pyrua_ros.agent.settings.runtimes`.
 """
 
 from pyrua_ros.robo.libero import PRIMITIVE_SETS
@@ -15,8 +16,6 @@ PROMPT_ARMS = (*ARMS, "single-shot")
 IMAGE_POLICIES = ("on-motion", "on-demand", "none")
 FEEDBACK_MODES = ("pure", "rich")
 RICH_CALL_LIMIT = 40                              # rich feedback lists at most this many robot calls
-RUNTIMES = ("openai", "replay", "codex", "claude")   # play's --runtime
-CLI_RUNTIMES = ("codex", "claude")               # runtimes that drive a coding-agent CLI over MCP
 MCP_RUNTIME = "mcp"                              # recorded by pyrua-ros mcp: an outside MCP client decides
 ROBOTS = ("libero",)
 DRIVERS = ("sim", "fake", "external")
@@ -27,7 +26,7 @@ PLAY_STATUSES = ("completed", "timeout", "call_budget", "planner_error", "error"
 BUDGET_MODES = ("calls", "wall")
 PROGRESS_MODES = ("auto", "rich", "plain", "off")
 
-__all__ = ["ARMS", "BLAS_KERNELS", "BUDGET_MODES", "CLI_RUNTIMES", "CLOCK_MODES", "CODE_ARMS", "DRIVERS",
+__all__ = ["ARMS", "BLAS_KERNELS", "BUDGET_MODES", "CLOCK_MODES", "CODE_ARMS", "DRIVERS",
            "FEEDBACK_MODES",
            "FINISH_STATUSES", "IMAGE_POLICIES", "MCP_RUNTIME", "PLAY_STATUSES", "PRIMITIVE_SETS", "PROGRESS_MODES",
-           "PROMPT_ARMS", "ROBOTS", "RUNTIMES", "TOOL_CHOICES"]
+           "PROMPT_ARMS", "ROBOTS", "TOOL_CHOICES"]
