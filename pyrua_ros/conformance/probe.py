@@ -86,6 +86,11 @@ class Probe:
         self.gripper_target_pub = self.node.create_publisher(Float64MultiArray, d.gripper_target, qos.LOCKSTEP)
         self.trajectory = ActionClient(self.node, FollowJointTrajectory, d.follow_joint_trajectory)
         self.gripper = ActionClient(self.node, GripperCommand, d.gripper_command)
+        try:   # pyrua_ros's own action type; where it was not built the kit cannot probe the action
+            from pyrua_ros_msgs.action import MoveToTarget
+        except ImportError:   # pragma: no cover - only where the interface package was not built
+            MoveToTarget = None
+        self.cartesian = None if MoveToTarget is None else ActionClient(self.node, MoveToTarget, d.cartesian_move)
         self._types = {"TwistStamped": TwistStamped, "Bool": Bool, "FollowJointTrajectory": FollowJointTrajectory,
                        "GripperCommand": GripperCommand, "Float64MultiArray": Float64MultiArray}
         self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
@@ -236,6 +241,8 @@ class Probe:
         with contextlib.suppress(Exception):
             self.trajectory.destroy()
             self.gripper.destroy()
+            if self.cartesian is not None:
+                self.cartesian.destroy()
         self.node.destroy_node()
         with contextlib.suppress(Exception):
             rclpy.shutdown(context=self.context)
