@@ -15,7 +15,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Python import name -> rosdep key, for ROS packages that are not named like their import.
 ROS_IMPORTS = {"rclpy", "std_msgs", "std_srvs", "sensor_msgs", "geometry_msgs", "trajectory_msgs", "control_msgs",
                "tf2_msgs", "rosgraph_msgs", "visualization_msgs", "diagnostic_msgs", "action_msgs",
-               "builtin_interfaces", "rcl_interfaces", "ament_index_python", "launch", "launch_ros"}
+               "builtin_interfaces", "rcl_interfaces", "ament_index_python", "launch", "launch_ros",
+               "unique_identifier_msgs"}
 
 
 # rosdep key -> the module it provides (python3-* keys of rosdistro's python.yaml)

@@ -423,7 +423,7 @@ def check_cartesian_move(probe: Probe, skip_sim: bool) -> list[Row]:
         return [*rows, report.failed(name, "goal reaches the target", "goal rejected")]
     res = probe.wait_future(handle.get_result_async(), GOAL_TIMEOUT_S)
     r = res.result
-    probe.wait_graph(lambda: len(feedback) >= r.iterations - 1, 2.0)   # feedback may arrive after the result
+    probe.wait_graph(lambda: len(feedback) >= r.iterations - 1, 10.0)   # feedback may arrive after the result
     final = np.asarray(r.final_position, dtype=float)
     dist = float(np.linalg.norm(final - target))
     ok = res.status == GoalStatus.STATUS_SUCCEEDED and dist < MOVE_LAW["tolerance"] and \

@@ -38,6 +38,7 @@ import time
 import numpy as np
 
 from pyrua_ros import cputime
+from pyrua_ros.driver.goal_client import action_client
 from pyrua_ros.driver.interfaces import Interfaces, load
 from pyrua_ros.robo.backend import (
     BackendDeadline,
@@ -105,7 +106,6 @@ class RosBackend:
         from control_msgs.action import GripperCommand
         from geometry_msgs.msg import PoseStamped, TwistStamped
         from rcl_interfaces.srv import GetParameters, SetParametersAtomically
-        from rclpy.action import ActionClient
         from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import CameraInfo, Image, JointState
         from std_msgs.msg import Float64MultiArray, String
@@ -176,7 +176,7 @@ class RosBackend:
         self._twist_pub = self.node.create_publisher(TwistStamped, d.servo_twist, qos.LOCKSTEP)
         self._safety_pub = self.node.create_publisher(String, d.safety_events, qos.EVENTS)
         self._twist_type = TwistStamped
-        self._gripper = ActionClient(self.node, GripperCommand, d.gripper_command)
+        self._gripper = action_client(self.node, GripperCommand, d.gripper_command)
         self._target_pub = self.node.create_publisher(Float64MultiArray, d.gripper_target, qos.LOCKSTEP)
         self._target_type = Float64MultiArray
         self._streams_target: bool | None = None
@@ -187,7 +187,7 @@ class RosBackend:
         except ImportError:   # pragma: no cover - only where the interface package was not built
             MoveToTarget = None
         self._move_type = MoveToTarget
-        self._move = None if MoveToTarget is None else ActionClient(self.node, MoveToTarget, d.cartesian_move)
+        self._move = None if MoveToTarget is None else action_client(self.node, MoveToTarget, d.cartesian_move)
         if self._move is not None:
             self._introspect(self._move)
         self._serves_move: bool | None = None
