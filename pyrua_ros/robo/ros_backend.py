@@ -57,6 +57,8 @@ RESEND_AFTER_S = 5.0   # [s] an idempotent service request unanswered this long 
 # A driver that declares no osc_action_scale is taken to track twists exactly: PyRUA-Lean's rotation command
 # (error / 0.1 rad per unit action) then becomes the error itself per step.
 DEFAULT_OSC_ACTION_SCALE = (0.05, 0.1)
+# what a refusal says, by its reason (BackendRefused.reason), whatever the command: the model reads it
+REFUSALS = {"estop": "the e-stop is engaged", "terminated": "the episode is over", "truncated": "the episode is over"}
 SETTLE_S = 1.0   # [s] longest wait for the other topics of a control step once its pose / result arrived
 # [s] how long the first move waits for the driver's MoveToTarget server (the driver is known by then: its status
 # arrived): a driver without one costs this once per backend, then robo streams twists
@@ -335,6 +337,13 @@ class RosBackend:
         st = self.status()
         return "estop" if st.estop else "terminated" if st.terminated else "truncated" if st.truncated else "refused"
 
+    def _refused(self, what: str, detail: str = "") -> BackendRefused:
+        """BackendRefused for ``what`` with the reason of :meth:`_refusal_reason`, its message saying why in words
+        (the e-stop is engaged, the episode is over) before ``detail``."""
+        reason = self._refusal_reason()
+        why = REFUSALS.get(reason, "")
+        return BackendRefused(f"{what}: " + "; ".join(part for part in (why, detail) if part), reason=reason)
+
     def _call(self, client, request, what: str, timeout: float, *, server_wait: float | None = None,
               resend_after_s: float | None = None):
         """Call a service and return its answer. ``resend_after_s`` (idempotent requests only): send the request
@@ -476,10 +485,10 @@ class RosBackend:
         before = self.ee_pose()
         status = self.status()
         if status.over:
-            raise BackendRefused("servo: the episode is over",
-                                 reason="terminated" if status.terminated else "truncated")
+            reason = "terminated" if status.terminated else "truncated"
+            raise BackendRefused(f"servo: {REFUSALS[reason]}", reason=reason)
         if status.estop:
-            raise BackendRefused("servo: the e-stop is engaged", reason="estop")
+            raise BackendRefused(f"servo: {REFUSALS['estop']}", reason="estop")
         with self._events_lock:
             n_events = len(self._events)
         msg = self._twist_type()
@@ -646,7 +655,7 @@ class RosBackend:
             return None
         status = self.status()
         if status.over or status.estop:
-            raise BackendRefused(f"{what}: motion is refused", reason=self._refusal_reason())
+            raise self._refused(what)
         goal = self._move_type.Goal(target=[float(v) for v in target], gripper_position=float(gripper_m),
                                     tolerance=float(tol), step_clip=float(step_clip),
                                     action_scale=float(action_scale), linear_scale=float(self.osc_action_scale[0]),
@@ -657,7 +666,7 @@ class RosBackend:
             raise BackendTimeout(f"{what}: goal not acknowledged within {self._timeouts.server_wait_s} s")
         handle = send.result()
         if not handle.accepted:
-            raise BackendRefused(f"{what}: goal rejected", reason=self._refusal_reason())
+            raise self._refused(what, "goal rejected")
         self._goal_handles.append(handle)
         try:
             wrapped = self._await_goal(handle, status.step, what)
@@ -671,7 +680,7 @@ class RosBackend:
             self._status.wait(lambda st: st.estop or st.over, SETTLE_S)
             reason = self._refusal_reason()
             if reason not in ("terminated", "truncated"):
-                raise BackendRefused(f"{what}: aborted by the driver: {result.message}", reason=reason)
+                raise self._refused(what, f"aborted by the driver: {result.message}")
         # the result follows the goal's last step: wait for that step's status, pose and joint states
         last = self._require(self._status, self.names.sim.episode_status, lambda st: st.step >= result.step)
         self._settle(last.sim_time)
