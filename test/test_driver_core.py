@@ -270,3 +270,82 @@ def test_object_names_are_listed_sorted_as_the_reference_lists_them():
     core, _ = make_core()
     assert core.episode.object_names == ("red_cube_1", "blue_can_1", "plate_1")       # the scene's order
     assert core.status().object_names == ("blue_can_1", "plate_1", "red_cube_1")
+
+
+LAW = {"tol": 0.005, "step_clip": 0.01, "action_scale": 0.05, "linear_scale": 0.05}
+
+
+def test_a_cartesian_goal_steps_exactly_the_twists_robos_loop_would_send():
+    """Each step of a MoveToTarget goal is the move_to law's twist for the pose before it, run like a world-frame
+    twist; the finger target holds from the start; it converges with one more iteration than steps."""
+    from pyrua_ros.driver.cartesian import move_action, osc_twist
+
+    core, out = make_core()
+    start = np.asarray(core.model.ee_pose()[0], dtype=float)
+    target = start + np.array([0.03, -0.015, 0.02])
+    twin, _ = make_core()        # the same episode driven by robo's loop: its gripper target, then its twists
+    twin.on_gripper_target([0.0])
+    sent = []
+    while (a := move_action(target, np.asarray(twin.model.ee_pose()[0], dtype=float), LAW["tol"],
+                            LAW["step_clip"], LAW["action_scale"])) is not None:
+        v, w = osc_twist(a, (LAW["linear_scale"], 0.1), twin.dt)
+        sent.append(v)
+        twin.on_twist(v, w, "", 0.0)
+    core.check_cartesian_goal(list(target), 0.0, max_steps=80, **LAW)
+    goal = core.start_cartesian(list(target), 0.0, max_steps=80, **LAW)
+    assert core.gripper_target == 0.0
+    outcome = run_goal(core, goal)
+    assert outcome.status == goals.SUCCEEDED and outcome.fields["iterations"] == len(sent) + 1
+    assert core.model.last_step().step == outcome.fields["step"] == len(sent)
+    assert core.state_digest == twin.state_digest     # the same physics, step for step
+    cartesian = [f for kind, f in out.feedback if kind == "cartesian"]
+    assert [f["linear"] for f in cartesian] == [[float(x) for x in v] for v in sent]
+    assert outcome.fields["final_position"] == [float(x) for x in core.model.ee_pose()[0]]
+
+
+def test_a_cartesian_goal_counts_max_steps_and_converges_without_a_step_when_there():
+    core, _ = make_core()
+    here = [float(x) for x in core.model.ee_pose()[0]]
+    at_once = run_goal(core, core.start_cartesian(here, 0.08, max_steps=80, **LAW))
+    assert at_once.fields["iterations"] == 1 and core.model.last_step().step == 0
+    far = [here[0] + 0.2, here[1], here[2]]
+    capped = run_goal(core, core.start_cartesian(far, 0.08, max_steps=3, **LAW))
+    assert capped.status == goals.SUCCEEDED and capped.fields["iterations"] == 3 and core.model.last_step().step == 3
+
+
+def test_one_arm_controller_at_a_time_and_estop_or_cancel_end_a_cartesian_goal():
+    core, out = make_core()
+    here = [float(x) for x in core.model.ee_pose()[0]]
+    hold = {**LAW, "tol": 0.0, "max_steps": 1000}      # never converges: zero twists until stopped
+    goal = core.start_cartesian(here, 0.08, **hold)
+    core.tick()
+    step = core.model.last_step().step
+    core.on_twist((0, 0, 0.1), (0, 0, 0), "", 0.0)                  # refused: the goal holds the arm
+    assert core.model.last_step().step == step and "Cartesian goal is executing" in out.events[-1].reason
+    with pytest.raises(GoalRejected, match="Cartesian goal is executing"):
+        core.check_trajectory_goal([ARM[0]], [(1.0, [0.1], [])])
+    core.request_cancel(goal)
+    core.tick()
+    assert goal.outcome.status == goals.CANCELED and goal.outcome.fields["iterations"] == step
+    goal = core.start_cartesian(here, 0.08, **hold)
+    core.tick()
+    core.on_estop(True)
+    assert goal.outcome.status == goals.ABORTED and "e-stop" in goal.outcome.message
+    with pytest.raises(GoalRejected, match="e-stop"):
+        core.check_cartesian_goal(here, 0.08, **hold)
+    core.on_estop(False)
+    with pytest.raises(GoalRejected, match="step_clip must be finite and > 0"):
+        core.check_cartesian_goal(here, 0.08, **{**hold, "step_clip": 0.0})
+
+
+def test_in_realtime_the_control_timer_steps_a_cartesian_goal_once_per_tick():
+    core, _ = make_core("realtime")
+    start = [float(x) for x in core.model.ee_pose()[0]]
+    goal = core.start_cartesian([start[0], start[1], start[2] + 0.03], 0.08, max_steps=80, **LAW)
+    for k in range(1, 4):
+        core.realtime_tick(float(k))
+        assert core.model.last_step().step == k and goal.outcome is None
+    for k in range(4, 40):
+        core.realtime_tick(float(k))
+    assert goal.outcome.status == goals.SUCCEEDED and goal.outcome.fields["iterations"] == goal.outcome.fields[
+        "step"] + 1

@@ -15,7 +15,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Python import name -> rosdep key, for ROS packages that are not named like their import.
 ROS_IMPORTS = {"rclpy", "std_msgs", "std_srvs", "sensor_msgs", "geometry_msgs", "trajectory_msgs", "control_msgs",
                "tf2_msgs", "rosgraph_msgs", "visualization_msgs", "diagnostic_msgs", "action_msgs",
-               "builtin_interfaces", "rcl_interfaces", "ament_index_python", "launch", "launch_ros"}
+               "builtin_interfaces", "rcl_interfaces", "ament_index_python", "launch", "launch_ros",
+               "unique_identifier_msgs"}
+# interface packages of this repository (interfaces/, built by scripts/build_interfaces.py): no rosdep key and no
+# workspace package, so no depend in package.xml; each is optional, imported only where an ImportError falls back
+OWN_INTERFACES = {"pyrua_ros_msgs"}
 
 
 # rosdep key -> the module it provides (python3-* keys of rosdistro's python.yaml)
@@ -62,9 +66,28 @@ def test_rosdep_keys_and_pip_extras_cover_exactly_what_is_imported():
     unused = {k for k in declared if ROSDEP_IMPORTS.get(k, k) not in imported} - RUN_NOT_IMPORTED
     assert not unused, f"package.xml declares what nothing imports: {sorted(unused)}"
     extras = {req for reqs in setup.EXTRAS.values() for req in reqs}
-    uncovered = imported - ROS_IMPORTS - set(ROSDEP_IMPORTS.values()) - {m for m, d in EXTRA_IMPORTS.items()
-                                                                          if d in extras}
+    uncovered = imported - ROS_IMPORTS - set(ROSDEP_IMPORTS.values()) - OWN_INTERFACES - {
+        m for m, d in EXTRA_IMPORTS.items() if d in extras}
     assert not uncovered, f"neither a rosdep key nor a pip extra brings {sorted(uncovered)}"
+
+
+def test_our_interface_packages_are_optional_imports():
+    """No depend brings pyrua_ros_msgs on a ROS 2 machine, so every import of it sits in a ``try`` whose handler
+    catches ImportError (the driver then serves no Cartesian goal and robo streams twists): a bare import would
+    stop a node where the package was not built."""
+    bare = []
+    for path in (ROOT / "pyrua_ros").rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        guarded = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try)
+                   and any(isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
+                           for h in t.handlers)
+                   for stmt in t.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            if any(n.split(".")[0] in OWN_INTERFACES for n in names) and id(node) not in guarded:
+                bare.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bare, f"imports of {sorted(OWN_INTERFACES)} without an ImportError fallback: {bare}"
 
 
 def test_package_xml_is_valid_format_3():

@@ -15,7 +15,7 @@ from robo_motion_cases import CASES, Rig
 from pyrua_ros.examples import EXAMPLES, load_program
 from pyrua_ros.robo.errors import ToolError
 from pyrua_ros.robo.libero import LiberoRobot
-from pyrua_ros.testing import NodeProcess
+from pyrua_ros.testing import NodeProcess, spin_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CUBE = "the red cube"
@@ -80,3 +80,87 @@ def test_clipping_by_the_drivers_safety_filter_is_counted_per_call(rig):
     fast = rig.host.ledger.records[-1]
     assert fast.summary["clipped_steps"] > 0 and fast.summary["clipped_steps"] <= fast.env_steps
     assert rig.backend.clipped_steps() == fast.summary["clipped_steps"]   # counted per episode (reset clears)
+
+
+def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(rig):
+    """The packaged fake_table program on two fake arms: the rig's, which runs each ``move_to`` as one MoveToTarget
+    goal, and one started with ``cartesian_goals:=false`` (a driver that lacks the action, in its own namespace),
+    where robo streams one twist per step. The same calls take the same steps: every step's state digest, each
+    call's ledgered steps and results agree."""
+    from pyrua_ros.examples import run_program
+    from pyrua_ros.robo.libero import libero_host
+    from pyrua_ros.robo.ros_backend import RosBackend
+    from pyrua_ros.sim_interfaces.state_digest import describe_difference
+
+    def play(backend) -> tuple[dict, list]:
+        backend.reset("fake_table", 0, 0, 300)
+        host = libero_host(backend, primitives="no-vla")
+        assert run_program(rig.solve, host.robo) in ("returned", "terminated")
+        assert backend.status().success
+        return backend.state_trace.summary(), [(r.tool, r.env_steps, r.summary) for r in host.ledger.records]
+
+    goals = play(rig.backend)
+    from rclpy.action import get_action_names_and_types
+
+    from pyrua_ros.driver.interfaces import resolve
+
+    assert resolve(rig.backend.names.driver.cartesian_move) in dict(get_action_names_and_types(rig.backend.node))
+    ns = ["--ros-args", "-r", "__ns:=/no_cartesian"]
+    node = NodeProcess.module("pyrua_ros.nodes.fake_arm_node", *ns, "--params-file",
+                              str(ROOT / "config" / "fake_arm.yaml"), "-p", "cartesian_goals:=false")
+    backend = None
+    try:
+        assert node.wait_for_output("fake arm ready", 60.0), node.output()[-3000:]
+        backend = RosBackend(context_args=ns)
+        twists = play(backend)
+        assert backend.move_to_target([0.0, 0.0, 1.0], 0.08, tol=0.01, step_clip=0.01, action_scale=0.05,
+                                      max_steps=5) is None, "no MoveToTarget server: robo streams twists"
+    finally:
+        if backend is not None:
+            backend.close()
+        node.stop()
+    assert describe_difference(goals[0], twists[0]) is None, describe_difference(goals[0], twists[0])
+    assert goals[1] == twists[1]
+
+
+def test_a_move_run_as_one_goal_stops_on_cancel_and_at_the_call_deadline(rig):
+    """A move_to that never converges (tolerance 0 at the current position) runs as one Cartesian goal: the host's
+    stop (an interrupt) ends it with EpisodeFinished("cancelled"), the cell's deadline with the ToolError that says
+    the time limit was reached; either way the driver takes no step after it."""
+    import threading
+    import time
+
+    from pyrua_ros.robo.errors import EpisodeFinished
+
+    def frozen() -> bool:
+        time.sleep(0.3)
+        step = rig.env_step()
+        time.sleep(0.5)
+        return rig.env_step() == step
+
+    robo = rig.reset(max_episode_steps=10**8)
+    here = list(robo.state().eef_pos)
+    ended: list = []
+
+    def endless() -> None:
+        try:
+            robo.move_to(here, tol=0.0, max_steps=10**8)
+        except BaseException as exc:   # the test inspects what ended it
+            ended.append(exc)
+
+    mover = threading.Thread(target=endless)
+    mover.start()
+    t0 = rig.env_step()
+    assert spin_until(lambda: rig.env_step() > t0 + 5, 30.0), "the goal steps the arm"
+    rig.host.stop("cancelled")
+    mover.join(30.0)
+    assert not mover.is_alive() and len(ended) == 1 and isinstance(ended[0], EpisodeFinished), ended
+    assert ended[0].reason == "cancelled" and frozen()
+
+    robo = rig.reset(max_episode_steps=10**8)
+    rig.host.set_deadline(time.monotonic() + 1.0)
+    started = time.monotonic()
+    with pytest.raises(ToolError, match="time limit of this call was reached"):
+        robo.move_to(list(robo.state().eef_pos), tol=0.0, max_steps=10**8)
+    rig.host.set_deadline(None)
+    assert time.monotonic() - started < 5.0 and rig.env_step() > 5 and frozen()

@@ -5,7 +5,9 @@ Each ``pyrua_ros/examples`` program for libero_goal (and the held-out layouts it
 node's driver core in this process (:class:`~pyrua_ros.testing.inprocess.InProcessDriver`), from the official init
 state 0, judged by ``env.check_success()``. The subject there is the program, not the transport: the core takes the
 same control steps in-process as over ROS, bit for bit (``test_reproducibility.py`` holds that), so what a program
-does here it does through ``pyrualean play``.
+does here it does through ``pyrualean play``. Each runs twice: ``move_to`` streaming twists (a driver without the
+Cartesian action) and as one ``MoveToTarget`` goal per move (the sim node's way): the state digests of every step
+and each call's ledgered steps must be the same.
 
 One program (the middle-drawer one, judged only there) runs as ``pyrualean play --runtime replay --driver sim``
 would run it (``test_a_program_episode_over_ros_is_recorded_frame_by_frame``): ``agent.run.episode.play`` boots
@@ -163,13 +165,26 @@ def test_example_program_solves_its_task(suite, task, in_process_driver, record_
     from pyrua_ros.agent.settings.config import EpisodeSettings
     from pyrua_ros.examples import run_program
     from pyrua_ros.robo.libero import libero_host
+    from pyrua_ros.sim_interfaces.state_digest import describe_difference
 
     program = EXAMPLES[("libero_goal", HELD_OUT.get((suite, task), task))]
-    t0 = time.monotonic()
-    in_process_driver.reset(suite, task, 0, EpisodeSettings.max_episode_steps)   # play's budget
-    host = libero_host(in_process_driver, primitives="no-vla")
-    end = run_program(program, host.robo)
-    status = in_process_driver.status()
+    runs = {}
+    for goals in (False, True):     # move_to as a twist stream, then as one Cartesian goal per move
+        t0 = time.monotonic()
+        in_process_driver.cartesian_goals = goals
+        try:
+            in_process_driver.reset(suite, task, 0, EpisodeSettings.max_episode_steps)   # play's budget
+            host = libero_host(in_process_driver, primitives="no-vla")
+            end = run_program(program, host.robo)
+        finally:
+            in_process_driver.cartesian_goals = False
+        calls = [(r.tool, r.env_steps, r.summary) for r in host.ledger.records]
+        runs[goals] = (end, in_process_driver.status(), in_process_driver.state_trace.summary(), calls)
+    twist, goal = runs[False], runs[True]
+    assert describe_difference(twist[2], goal[2]) is None, describe_difference(twist[2], goal[2])
+    assert twist[2]["missing"] == 0 and goal[2]["missing"] == 0
+    assert goal[0] == twist[0] and goal[3] == twist[3], "the same calls with the same steps and results"
+    end, status, _digest, _calls = goal
     record_property("env_steps", status.step)
     record_property("wall_s", round(time.monotonic() - t0, 1))
     # the program ran to its end, or the task was solved while it still moved (which step that is may differ

@@ -38,6 +38,11 @@ CANCEL_MIN_STEPS = 2000
 DISCOVERY_S = 10.0       # how long an interface may take to show up in the graph [s]
 MIN_FINGER_TRAVEL_M = 0.01   # what counts as the fingers having moved with the arm [m]
 TARGET_FALLBACK = "robo waits server_wait_s once, then changes the gripper by GripperCommand goals before motions"
+MOVE_FALLBACK = "robo waits for it once per episode, then streams one servo twist per move_to step"
+MOVE_UP_M = 0.03          # [m] the Cartesian goal's target above the end effector
+# the Cartesian law of the checks (robo's move_to arguments): 1 cm per step at most, 0.05 m per unit action
+MOVE_LAW = {"tolerance": 0.005, "step_clip": 0.01, "action_scale": 0.05, "max_steps": 40}
+HOLD_GOAL_STEPS = 1000    # a Cartesian goal that never converges (tolerance 0): it holds until canceled
 
 
 def _qos_text(info) -> tuple[str, str]:
@@ -387,6 +392,94 @@ def _episode_steps_left(probe: Probe) -> int | None:
     return int(status["max_episode_steps"]) - int(status["step"])
 
 
+def check_cartesian_move(probe: Probe, skip_sim: bool) -> list[Row]:
+    """The MoveToTarget action (optional; robo streams twists without it): a goal 3 cm up runs robo's move_to law
+    (each step's twist is the law's for the pose before it), converges within its tolerance with one feedback per
+    step and, on a driver with an episode status, one control step per feedback; a goal that never converges ends
+    canceled when canceled and takes no step after."""
+    from action_msgs.msg import GoalStatus
+
+    from pyrua_ros.driver.cartesian import move_action, osc_twist
+
+    name = probe.names.driver.cartesian_move
+    resolved = probe.resolve(name)
+    if probe.cartesian is None:
+        return [report.info(name, "present", f"the MoveToTarget type is not built here ({MOVE_FALLBACK})")]
+    if not probe.wait_graph(lambda: resolved in probe.actions(), 1.0):
+        return [report.info(name, "present", f"no action server {resolved} ({MOVE_FALLBACK})")]
+    types = probe.actions()[resolved]
+    rows = [report.passed(name, "present", f"action server {resolved}"),
+            report.verdict(types == ["pyrua_ros_msgs/action/MoveToTarget"], name, "type",
+                           f"{', '.join(types)} (want pyrua_ros_msgs/action/MoveToTarget)")]
+    _step_once(probe)
+    start, step0 = probe.ee_position(), (probe.episode_status() or {}).get("step")
+    gap = _finger_gap(probe)
+    target = start + np.array([0.0, 0.0, MOVE_UP_M])
+    goal = probe.cartesian._action_type.Goal(target=[float(v) for v in target], linear_scale=0.05,
+                                              gripper_position=float(gap if gap is not None else 0.08), **MOVE_LAW)
+    feedback: list = []
+    handle, accepted = probe.send_goal(probe.cartesian, goal, feedback=feedback)
+    if not accepted:
+        return [*rows, report.failed(name, "goal reaches the target", "goal rejected")]
+    res = probe.wait_future(handle.get_result_async(), GOAL_TIMEOUT_S)
+    r = res.result
+    probe.wait_graph(lambda: len(feedback) >= r.iterations - 1, 10.0)   # feedback may arrive after the result
+    final = np.asarray(r.final_position, dtype=float)
+    dist = float(np.linalg.norm(final - target))
+    ok = res.status == GoalStatus.STATUS_SUCCEEDED and dist < MOVE_LAW["tolerance"] and \
+        r.iterations == len(feedback) + 1 < MOVE_LAW["max_steps"]
+    rows.append(report.verdict(ok, name, "goal reaches the target",
+                               f"status {_status(res.status)}, {dist * 1000:.1f} mm from the target after "
+                               f"{r.iterations} iterations (converged check included), {len(feedback)} feedback"))
+    if feedback:
+        dt = probe.names.robot.control_period_s
+        want, _w = osc_twist(move_action(target, start, MOVE_LAW["tolerance"], MOVE_LAW["step_clip"],
+                                         MOVE_LAW["action_scale"]), (0.05, 1.0), dt)
+        got = np.asarray(feedback[0].linear, dtype=float)
+        rows.append(report.verdict(bool(np.array_equal(got, want)), name, "first step follows move_to's law",
+                                   f"twist {_fmt(got)} m/s (law from the start pose: {_fmt(want)})"))
+    if step0 is not None:
+        steps = int(r.step) - int(step0)
+        rows.append(report.verdict(steps == len(feedback), name, "one control step per feedback",
+                                   f"{steps} control steps, {len(feedback)} feedback"))
+    rows.append(_cancel_holds_the_move(probe, name))
+    return rows
+
+
+def _cancel_holds_the_move(probe: Probe, name: str) -> Row:
+    """A Cartesian goal that never converges (tolerance 0 at the current position: zero twists) for up to
+    ``HOLD_GOAL_STEPS`` steps, canceled once it runs: it ends canceled and no control step follows."""
+    from action_msgs.msg import GoalStatus
+
+    left = _episode_steps_left(probe)
+    if left is not None and left < CANCEL_MIN_STEPS:
+        return report.skipped(name, "cancel ends the move",
+                              f"not run: {left} control steps left in the episode; a lockstep driver may end it "
+                              f"before the cancel arrives (run the driver with max_episode_steps >= "
+                              f"{CANCEL_MIN_STEPS + 1000})")
+    _step_once(probe)
+    here = probe.ee_position()
+    goal = probe.cartesian._action_type.Goal(target=[float(v) for v in here], linear_scale=0.05,
+                                              gripper_position=float(_finger_gap(probe) or 0.0),
+                                              **{**MOVE_LAW, "tolerance": 0.0, "max_steps": HOLD_GOAL_STEPS})
+    feedback: list = []
+    handle, accepted = probe.send_goal(probe.cartesian, goal, feedback=feedback)
+    if not accepted:
+        return report.failed(name, "cancel ends the move", "goal rejected")
+    probe.wait_graph(lambda: len(feedback) >= 5, 10.0)
+    probe.wait_future(handle.cancel_goal_async(), 10.0)
+    res = probe.wait_future(handle.get_result_async(), GOAL_TIMEOUT_S)
+    time.sleep(0.3)
+    step_stop = (probe.episode_status() or {}).get("step")
+    time.sleep(0.5)
+    step_later = (probe.episode_status() or {}).get("step")
+    ok = res.status == GoalStatus.STATUS_CANCELED and res.result.iterations < HOLD_GOAL_STEPS and \
+        step_stop == step_later
+    return report.verdict(ok, name, "cancel ends the move",
+                          f"status {_status(res.status)} after {res.result.iterations} of {HOLD_GOAL_STEPS} "
+                          f"iterations; control step {step_stop}, 0.5 s later {step_later}")
+
+
 def check_estop(probe: Probe, skip_sim: bool) -> list[Row]:
     """``true`` on the e-stop latches: twists do not move the arm and goals are refused; ``false`` releases it."""
     d = probe.names.driver
@@ -537,7 +630,7 @@ def check_sim_interfaces(probe: Probe, skip_sim: bool) -> list[Row]:
 
 CHECKS: tuple[Callable[[Probe, bool], list[Row]], ...] = (
     check_presence, check_frames, check_state, check_twist, check_gripper, check_gripper_target, check_trajectory,
-    check_estop, check_rates, check_sim_interfaces)
+    check_cartesian_move, check_estop, check_rates, check_sim_interfaces)
 
 
 def run_one(check: Callable[[Probe, bool], list[Row]], probe: Probe, *, skip_sim: bool = False) -> list[Row]:
@@ -557,8 +650,8 @@ def _no_driver(rows: list[Row], probe: Probe) -> bool:
 
 # the checks that need the arm to move (the rates too: a lockstep driver publishes state and stream frames as it
 # steps): a driver whose episode is over refuses every motion until a reset
-MOVES_THE_ARM = (check_state, check_twist, check_gripper, check_gripper_target, check_trajectory, check_estop,
-                 check_rates)
+MOVES_THE_ARM = (check_state, check_twist, check_gripper, check_gripper_target, check_trajectory,
+                 check_cartesian_move, check_estop, check_rates)
 
 
 def episode_over(probe: Probe) -> str | None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pyrua_ros.driver.goal_client import call_answered
+from pyrua_ros.driver.goal_client import action_client, call_answered, new_goal_id, send_goal_answered
 from pyrua_ros.driver.interfaces import Interfaces, load
 
 LOCKSTEP_POSE_TIMEOUT_S = 10.0   # longest wait for a lockstep driver's pose after a twist [s]
@@ -58,7 +58,6 @@ class Probe:
         import rclpy
         from control_msgs.action import FollowJointTrajectory, GripperCommand
         from geometry_msgs.msg import PoseStamped, TwistStamped
-        from rclpy.action import ActionClient
         from rclpy.executors import MultiThreadedExecutor
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Bool, Float64MultiArray, String
@@ -84,14 +83,38 @@ class Probe:
         self.twist_pub = self.node.create_publisher(TwistStamped, d.servo_twist, qos.LOCKSTEP)
         self.estop_pub = self.node.create_publisher(Bool, d.estop, qos.EVENTS)
         self.gripper_target_pub = self.node.create_publisher(Float64MultiArray, d.gripper_target, qos.LOCKSTEP)
-        self.trajectory = ActionClient(self.node, FollowJointTrajectory, d.follow_joint_trajectory)
-        self.gripper = ActionClient(self.node, GripperCommand, d.gripper_command)
+        self._feedback_lock = threading.Lock()
+        self._feedback: dict[bytes, list] = {}   # goal id -> the list its feedback goes to (send_goal)
+        self.trajectory = self._action(FollowJointTrajectory, d.follow_joint_trajectory)
+        self.gripper = self._action(GripperCommand, d.gripper_command)
+        try:   # pyrua_ros's own action type; where it was not built the kit cannot probe the action
+            from pyrua_ros_msgs.action import MoveToTarget
+        except ImportError:   # pragma: no cover - only where the interface package was not built
+            MoveToTarget = None
+        self.cartesian = None if MoveToTarget is None else self._action(MoveToTarget, d.cartesian_move)
         self._types = {"TwistStamped": TwistStamped, "Bool": Bool, "FollowJointTrajectory": FollowJointTrajectory,
                        "GripperCommand": GripperCommand, "Float64MultiArray": Float64MultiArray}
         self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, name="conformance-probe", daemon=True)
         self._thread.start()
+
+    def _action(self, action_type, name: str):
+        """An action client of ``name``, and a subscription to the action's feedback as it goes out on the wire:
+        rclpy's ActionClient drops a goal's feedback callback once its result is in, and a busy machine can
+        dispatch the last steps' feedback after the result, so the kit would count fewer feedback than were
+        sent."""
+        from rclpy.qos import QoSProfile
+
+        self.node.create_subscription(action_type.Impl.FeedbackMessage, f"{name}/_action/feedback",
+                                      self._on_feedback, QoSProfile(depth=1000))
+        return action_client(self.node, action_type, name)
+
+    def _on_feedback(self, msg) -> None:
+        with self._feedback_lock:
+            into = self._feedback.get(bytes(msg.goal_id.uuid))
+            if into is not None:
+                into.append(msg.feedback)
 
     def _spin(self) -> None:
         from pyrua_ros.driver.spin_thread import spin_until_shutdown
@@ -217,13 +240,15 @@ class Probe:
         return dict(zip(msg.name, msg.position)) if msg is not None else {}
 
     def send_goal(self, client, goal, timeout: float = 10.0, feedback: list | None = None):
-        """(goal handle, accepted) of a goal; feedback messages are appended to ``feedback``."""
+        """(goal handle, accepted) of a goal; its feedback messages, as published (all of them, also those that
+        arrive after the result), are appended to ``feedback``."""
         if not client.wait_for_server(timeout_sec=timeout):
             raise TimeoutError("no action server")
-        from pyrua_ros.driver.goal_client import send_goal_answered
-
-        cb = (lambda msg: feedback.append(msg.feedback)) if feedback is not None else None
-        handle = send_goal_answered(client, goal, timeout, feedback_callback=cb)
+        goal_id = new_goal_id()
+        if feedback is not None:
+            with self._feedback_lock:
+                self._feedback[bytes(goal_id.uuid)] = feedback
+        handle = send_goal_answered(client, goal, timeout, goal_id=goal_id)
         if handle is None:
             raise TimeoutError(f"no answer to the goal within {timeout} s")
         return handle, bool(handle.accepted)
@@ -236,6 +261,8 @@ class Probe:
         with contextlib.suppress(Exception):
             self.trajectory.destroy()
             self.gripper.destroy()
+            if self.cartesian is not None:
+                self.cartesian.destroy()
         self.node.destroy_node()
         with contextlib.suppress(Exception):
             rclpy.shutdown(context=self.context)

@@ -37,6 +37,13 @@ Goals
   or out of the box runs only as far as it may (a ``clipped`` event), so the arm lags the trajectory instead.
   Cancel ends a goal **canceled** at the next control
   step: the arm holds where it is, the gripper's target becomes its current gap.
+Cartesian goals (``pyrua_ros_msgs/action/MoveToTarget``, :mod:`pyrua_ros.driver.cartesian`)
+  robo's ``move_to`` run by the driver: each tick reads the pose and either converges (the goal succeeds, no step)
+  or runs one step of the law's twist exactly as a world-frame servo twist runs (safety filter, clip events), with
+  the goal's finger-gap target carried from its start (set like the gripper target topic, ending a gripper goal).
+  One arm controller at a time: a Cartesian goal is rejected while a trajectory runs and twists are refused while
+  it runs; a new one preempts the old. It ends by ``max_steps`` iterations, cancel, e-stop or the episode's end
+  like any goal; its result always carries the iterations and the final position.
 E-stop (``/estop`` true latches until false)
   Within one control step: active goals **abort**, the held twist is forgotten, the gripper target becomes its
   current gap, twists are refused and reported, new goals are rejected. Releasing it enables motion again; nothing
@@ -62,7 +69,7 @@ from typing import Protocol
 
 import numpy as np
 
-from pyrua_ros.driver import goals
+from pyrua_ros.driver import cartesian, goals
 from pyrua_ros.driver.clock import make_clock
 from pyrua_ros.driver.convert import quat_to_matrix
 from pyrua_ros.driver.model import ArmModel, CameraImage, ModelEpisode
@@ -121,7 +128,7 @@ class ActiveGoal:
     """A goal the core runs. ``runner`` is a :class:`~pyrua_ros.driver.goals.GripperGoal` or ``TrajectoryGoal``;
     ``handle`` belongs to the node (its action goal handle); ``outcome`` is set when the goal ends."""
 
-    runner: goals.GripperGoal | goals.TrajectoryGoal
+    runner: goals.GripperGoal | goals.TrajectoryGoal | cartesian.CartesianGoal
     handle: object = None
     cancel_requested: bool = False
     outcome: goals.Outcome | None = None
@@ -258,14 +265,25 @@ class DriverCore:
                                       f"{self.accepted_frames()}", step)
         if not (np.all(np.isfinite(v)) and np.all(np.isfinite(w))):
             return self._refuse(v, w, "twist has non-finite values", step)
-        reason = self.motion_refusal()
-        if reason is None and "trajectory" in self.goals:
-            reason = "a joint trajectory goal is executing (cancel it first)"
+        reason = self.motion_refusal() or self._arm_busy(None)
         if reason:
             return self._refuse(v, w, reason, step)
-        motion = self.clock.on_command(np.concatenate([R @ v, R @ w]), wall_s)
+        motion = self.clock.on_command(self._world_motion(R, v, w), wall_s)
         if motion is not None:
             self._servo_step(motion)
+        return None
+
+    @staticmethod
+    def _world_motion(R: np.ndarray, v: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """The world-frame motion 6-vector of a twist given in a frame rotated by ``R``."""
+        return np.concatenate([R @ v, R @ w])
+
+    def _arm_busy(self, starting: str | None) -> str | None:
+        """Why the arm cannot take a twist (``starting`` None) or start a goal of kind ``starting`` now: another
+        arm controller's goal runs (a goal of the same kind is preempted instead)."""
+        for kind, what in (("trajectory", "a joint trajectory goal"), ("cartesian", "a Cartesian goal")):
+            if kind in self.goals and kind != starting:
+                return f"{what} is executing (cancel it first)"
         return None
 
     def _refuse(self, v, w, reason: str, step: int) -> None:
@@ -286,10 +304,11 @@ class DriverCore:
         self.out.publish_state()
         q_arm = self.arm_positions()
         gap = float(self.model.gripper_opening())
+        seen = {"gripper": gap, "trajectory": q_arm, "cartesian": (self.model.ee_pose()[0], step)}
         for goal in list(self.goals.values()):
             runner = goal.runner
-            outcome = runner.after_step(gap if runner.kind == "gripper" else q_arm)
-            self.out.goal_feedback(goal, runner.fields(gap if runner.kind == "gripper" else q_arm))
+            outcome = runner.after_step(seen[runner.kind])
+            self.out.goal_feedback(goal, runner.fields(seen[runner.kind]))
             if outcome is not None:
                 self._finish(goal, outcome)
         if self.model.last_step().over:
@@ -313,8 +332,17 @@ class DriverCore:
         return bool(self.goals)
 
     def _goal_step(self) -> None:
-        trajectory = self.goals.get("trajectory")
-        if trajectory is not None:
+        trajectory, move = self.goals.get("trajectory"), self.goals.get("cartesian")
+        if move is not None:
+            twist = move.runner.next_twist(np.asarray(self.model.ee_pose()[0], dtype=float))
+            if twist is None:
+                self._finish(move, move.runner.converged(self.model.last_step().step))
+                if self.goals:      # a gripper goal still runs: it gets this tick's step
+                    self._goal_step()
+                return
+            # exactly the path of a world-frame servo twist in lockstep (on_twist, then _servo_step)
+            self._servo_step(self._world_motion(self.frame_rotation(self.config.world_frame), *twist))
+        elif trajectory is not None:
             q, event = self.safety.filter_joint_step(self.arm_positions(), trajectory.runner.setpoint(),
                                                      self.model.ee_pose_at, self.dt, self.model.last_step().step)
             if event:
@@ -330,7 +358,7 @@ class DriverCore:
         if reason:
             self._end_all(goals.ABORTED, f"aborted: {reason}")
             return
-        if "trajectory" in self.goals:
+        if "trajectory" in self.goals or "cartesian" in self.goals:
             self._goal_step()
         else:
             self._servo_step(self.clock.on_tick(wall_s))
@@ -363,13 +391,21 @@ class DriverCore:
 
     def check_trajectory_goal(self, names: Sequence[str], points) -> None:
         """Raise GoalRejected (and publish why) unless the trajectory can start (see goals.validate_trajectory)."""
-        reason = self.motion_refusal()
+        reason = self.motion_refusal() or self._arm_busy("trajectory")
         if reason is None:
             code, text = goals.validate_trajectory(names, points, self.config.arm_joints)
             if code != goals.SUCCESSFUL:
                 reason = text
         if reason:
             self._reject(f"trajectory goal rejected: {reason}")
+
+    def check_cartesian_goal(self, target: Sequence[float], gripper_m: float, **law) -> None:
+        """Raise GoalRejected (and publish why) unless the Cartesian goal can start; ``law``: the keyword arguments
+        of :meth:`start_cartesian` (see cartesian.validate)."""
+        reason = (self.motion_refusal() or self._arm_busy("cartesian")
+                  or cartesian.validate(target, gripper_m, **law))
+        if reason:
+            self._reject(f"Cartesian goal rejected: {reason}")
 
     def _reject(self, reason: str) -> None:
         self.out.publish_event(rejection(reason, self.model.last_step().step))
@@ -386,6 +422,21 @@ class DriverCore:
         runner = goals.TrajectoryGoal(names, points, self.config.arm_joints, self.arm_positions(), dt=self.dt,
                                       settings=self.config.trajectory, goal_tolerances=goal_tolerances,
                                       path_tolerances=path_tolerances, goal_time_tolerance_s=goal_time_tolerance_s)
+        return self._start(runner)
+
+    def start_cartesian(self, target: Sequence[float], gripper_m: float, *, tol: float, step_clip: float,
+                        action_scale: float, linear_scale: float, max_steps: int) -> ActiveGoal:
+        """Start an accepted Cartesian goal (preempting an active one): its finger-gap target holds from now, as
+        the gripper target topic sets it; the caller ticks it."""
+        gripper = self.goals.get("gripper")
+        if gripper is not None:
+            self._finish(gripper, self._stopped(gripper, goals.ABORTED, "preempted by a Cartesian goal's gripper"))
+        gap = float(np.clip(gripper_m, 0.0, self.config.gripper_open_m))
+        if gap != self.gripper_target:
+            self.gripper_target = gap
+            self.out.publish_status()   # as the gripper target topic acknowledges it (a converged goal has no step)
+        runner = cartesian.CartesianGoal(target, tol=tol, step_clip=step_clip, action_scale=action_scale,
+                                         linear_scale=linear_scale, max_steps=max_steps, dt=self.dt)
         return self._start(runner)
 
     def _start(self, runner) -> ActiveGoal:
@@ -411,6 +462,8 @@ class DriverCore:
             if status != goals.SUCCEEDED:
                 self.gripper_target = gap          # hold the fingers where they are
             return goal.runner.stopped(status, why, gap)
+        if goal.kind == "cartesian":
+            return goal.runner.stopped(status, why, self.model.last_step().step)
         return goal.runner.stopped(status, why)
 
     def _finish(self, goal: ActiveGoal, outcome: goals.Outcome) -> None:

@@ -48,6 +48,7 @@ class Driver:
     follow_joint_trajectory: str
     gripper_command: str
     gripper_target: str
+    cartesian_move: str
     clock: str
     estop: str
     camera_color: str

@@ -57,6 +57,11 @@ from pyrua_ros.driver.interfaces import Interfaces, load
 from pyrua_ros.driver.model import ArmModel, CameraImage
 from pyrua_ros.safety import SafetyEvent
 
+try:   # pyrua_ros's own action type (interfaces/pyrua_ros_msgs); a driver built without it serves twists only
+    from pyrua_ros_msgs.action import MoveToTarget
+except ImportError:   # pragma: no cover - only where the interface package was not built
+    MoveToTarget = None
+
 EPISODE_PARAMS = ("suite", "task", "seed", "max_episode_steps")
 GOAL_TICK_S = 0.0005   # lockstep goal ticker period [s]: as fast as the executor allows
 
@@ -97,6 +102,8 @@ PARAMETERS: dict[str, Param] = {
     "gripper_max_steps": Param(40, "a gripper goal still moving after this many control steps aborts"),
     "trajectory_goal_tolerance": Param(0.05, "[rad] default goal tolerance of a joint trajectory"),
     "trajectory_goal_time": Param(0.5, "[s] default time after the last point to meet the goal tolerance"),
+    "cartesian_goals": Param(True, "serve the MoveToTarget action (robo's move_to as one goal); false: a driver "
+                                   "without it, robo streams servo twists"),
 }
 
 
@@ -218,6 +225,11 @@ class DriverNode(Node):
         self.gripper_server = ActionServer(
             self, GripperCommand, d.gripper_command, execute_callback=self.execute_gripper,
             goal_callback=self.on_gripper_goal, cancel_callback=self.on_cancel)
+        self.cartesian_server = None
+        if MoveToTarget is not None and bool(self.get_parameter("cartesian_goals").value):
+            self.cartesian_server = ActionServer(
+                self, MoveToTarget, d.cartesian_move, execute_callback=self.execute_cartesian,
+                goal_callback=self.on_cartesian_goal, cancel_callback=self.on_cancel)
         if self.config.clock_mode == "realtime":
             self.goal_timer = None
             self.control_timer = self.create_timer(self.core.dt, self.on_control_tick)
@@ -362,6 +374,8 @@ class DriverNode(Node):
     def goal_feedback(self, goal: ActiveGoal, fields: dict) -> None:
         if goal.kind == "gripper":
             fb = GripperCommand.Feedback(**fields)
+        elif goal.kind == "cartesian":
+            fb = MoveToTarget.Feedback(**fields)
         else:
             fb = FollowJointTrajectory.Feedback(joint_names=fields["joint_names"])
             fb.header.stamp = self.stamp()
@@ -379,7 +393,8 @@ class DriverNode(Node):
             handle.abort()
         if outcome.status != goals.SUCCEEDED:
             self.get_logger().info(f"{goal.kind} goal {outcome.status}: {outcome.message}")
-        result = (GripperCommand.Result if goal.kind == "gripper" else FollowJointTrajectory.Result)(**outcome.fields)
+        result = {"gripper": GripperCommand.Result, "trajectory": FollowJointTrajectory.Result,
+                  "cartesian": MoveToTarget and MoveToTarget.Result}[goal.kind](**outcome.fields)
         goal.future.set_result(result)
 
     # ---------------------------------------------------------------- commands
@@ -460,6 +475,26 @@ class DriverNode(Node):
             self.get_logger().warn(str(exc))
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
+
+    @staticmethod
+    def _cartesian_law(request) -> dict:
+        return {"tol": float(request.tolerance), "step_clip": float(request.step_clip),
+                "action_scale": float(request.action_scale), "linear_scale": float(request.linear_scale),
+                "max_steps": int(request.max_steps)}
+
+    def on_cartesian_goal(self, request) -> GoalResponse:
+        try:
+            self.core.check_cartesian_goal(list(request.target), float(request.gripper_position),
+                                           **self._cartesian_law(request))
+        except GoalRejected as exc:
+            self.get_logger().warn(str(exc))
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    async def execute_cartesian(self, handle):
+        req = handle.request
+        goal = self.core.start_cartesian(list(req.target), float(req.gripper_position), **self._cartesian_law(req))
+        return await self._run(goal, handle)
 
     async def execute_gripper(self, handle):
         goal = self.core.start_gripper(float(handle.request.command.position))

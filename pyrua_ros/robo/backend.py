@@ -70,6 +70,16 @@ class GripperOutcome:
 
 
 @dataclasses.dataclass(frozen=True)
+class MoveOutcome:
+    """Result of one ``MoveToTarget`` goal (robo's ``move_to`` run by the driver): ``iterations`` as the reference
+    counts them, ``final_pos`` (3,) m after the last step, ``step`` = the driver's control step at the end."""
+
+    iterations: int
+    final_pos: np.ndarray
+    step: int
+
+
+@dataclasses.dataclass(frozen=True)
 class CaptureFrame:
     """One rendered camera frame: ``color`` (H, W, 3) uint8 RGB upright, ``depth`` (H, W) float32 m along the
     optical axis (0 where invalid), ``K`` (3, 3) intrinsics, ``T_world_optical`` (4, 4) pose of the optical frame
@@ -160,6 +170,10 @@ class RobotBackend(Protocol):
 
     # Optional: ``state_trace`` (a :class:`~pyrua_ros.sim_interfaces.state_digest.StateTrace` fed with every episode
     # status), whose summary result.json records as ``state_digest``.
+    # Optional: ``move_to_target(target, gripper_m, *, tol, step_clip, action_scale, max_steps) -> MoveOutcome |
+    # None``: PyRUA-Lean's move_to loop (no rotation) run by the driver as one goal; None when the driver has none
+    # (robo then streams ``servo`` twists). Ends normally when the episode ends mid-move; raises BackendRefused for
+    # an e-stop, a cancel or a rejected goal, as ``servo`` does.
     # Optional: ``set_deadline(deadline: float | None)`` (``time.monotonic()`` seconds). While set, every wait
     # ends by then, and motion past it raises BackendDeadline after stopping the arm. ``RobotHost.set_deadline``
     # calls it when the backend has it.

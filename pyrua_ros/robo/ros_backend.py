@@ -10,16 +10,21 @@ spinning in a named daemon thread. The *state* node (``<node>_state``, in the sa
 remappings) carries only what every control step publishes (``/ee_pose``, ``/joint_states``, episode status,
 safety events, ``/tf``): its executor has five subscriptions to wait on, so a step's messages are dispatched in a
 fraction of a millisecond. ``node`` (public: the episode host adds its recorder, video and agent publishers to it)
-carries everything else: capture topics, clients, the gripper action. ``node`` is the backend's own, in a context
-of its own, or the process's node when one is given (the launched ``agent`` node). Callbacks never block (they
-store a value and notify), so one thread per executor is enough. Public methods are called from the agent's
-thread; they publish or send requests and then wait on a condition or a future, always with a deadline from
-``timeouts`` in interfaces.yaml. Nothing here ever spins a node itself.
+carries everything else: capture topics, clients, the gripper and Cartesian actions. ``node`` is the backend's
+own, in a context of its own, or the process's node when one is given (the launched ``agent`` node). Callbacks
+never block (they store a value and notify), so one thread per executor is enough. Public methods are called
+from the agent's thread; they publish or send requests and then wait on a condition or a future, always with a
+deadline from ``timeouts`` in interfaces.yaml. Nothing here ever spins a node itself.
 
 Lockstep protocol of :meth:`servo`: publish one TwistStamped, then wait on one condition, woken by every state
 message, until the step's ``/ee_pose`` (newer than the last), its episode status (the driver publishes it last,
 so the caller sees whether the step ended the episode) and its joint states are in, or a refusal of the command
 arrives on the safety-events topic, or :meth:`cancel` is called. No polling, no sleep slices.
+
+:meth:`move_to_target` sends robo's whole ``move_to`` as one ``MoveToTarget`` goal (the driver runs the same
+iterations; one round trip per move instead of one per step) and waits for its result or :meth:`cancel` only,
+checking once per ``step_reply_s`` that the driver still steps (no step for that long is a timeout, as for a
+twist).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import time
 import numpy as np
 
 from pyrua_ros import cputime
+from pyrua_ros.driver.goal_client import action_client
 from pyrua_ros.driver.interfaces import Interfaces, load
 from pyrua_ros.robo.backend import (
     BackendDeadline,
@@ -42,6 +48,7 @@ from pyrua_ros.robo.backend import (
     EePose,
     GripperOutcome,
     JointSnapshot,
+    MoveOutcome,
     SegmentationFrame,
 )
 
@@ -50,7 +57,12 @@ RESEND_AFTER_S = 5.0   # [s] an idempotent service request unanswered this long 
 # A driver that declares no osc_action_scale is taken to track twists exactly: PyRUA-Lean's rotation command
 # (error / 0.1 rad per unit action) then becomes the error itself per step.
 DEFAULT_OSC_ACTION_SCALE = (0.05, 0.1)
+# what a refusal says, by its reason (BackendRefused.reason), whatever the command: the model reads it
+REFUSALS = {"estop": "the e-stop is engaged", "terminated": "the episode is over", "truncated": "the episode is over"}
 SETTLE_S = 1.0   # [s] longest wait for the other topics of a control step once its pose / result arrived
+# [s] how long the first move waits for the driver's MoveToTarget server (the driver is known by then: its status
+# arrived): a driver without one costs this once per backend, then robo streams twists
+CARTESIAN_DISCOVERY_S = 5.0
 
 
 class _Latest:
@@ -96,7 +108,6 @@ class RosBackend:
         from control_msgs.action import GripperCommand
         from geometry_msgs.msg import PoseStamped, TwistStamped
         from rcl_interfaces.srv import GetParameters, SetParametersAtomically
-        from rclpy.action import ActionClient
         from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import CameraInfo, Image, JointState
         from std_msgs.msg import Float64MultiArray, String
@@ -167,12 +178,22 @@ class RosBackend:
         self._twist_pub = self.node.create_publisher(TwistStamped, d.servo_twist, qos.LOCKSTEP)
         self._safety_pub = self.node.create_publisher(String, d.safety_events, qos.EVENTS)
         self._twist_type = TwistStamped
-        self._gripper = ActionClient(self.node, GripperCommand, d.gripper_command)
+        self._gripper = action_client(self.node, GripperCommand, d.gripper_command)
         self._target_pub = self.node.create_publisher(Float64MultiArray, d.gripper_target, qos.LOCKSTEP)
         self._target_type = Float64MultiArray
         self._streams_target: bool | None = None
         self._introspect(self._gripper)
         self._gripper_type = GripperCommand
+        try:   # pyrua_ros's own action type: where it was not built, robo streams twists
+            from pyrua_ros_msgs.action import MoveToTarget
+        except ImportError:   # pragma: no cover - only where the interface package was not built
+            MoveToTarget = None
+        self._move_type = MoveToTarget
+        self._move = None if MoveToTarget is None else action_client(self.node, MoveToTarget, d.cartesian_move)
+        if self._move is not None:
+            self._introspect(self._move)
+        self._serves_move: bool | None = None
+        self._goal_events: set[threading.Event] = set()   # set by cancel(): wakes a waiting Cartesian goal
         self._reset = self.node.create_client(Trigger, s.reset)
         self._get_params = self.node.create_client(GetParameters, f"{s.node}/get_parameters")
         self._get_params_type = GetParameters
@@ -316,6 +337,13 @@ class RosBackend:
         st = self.status()
         return "estop" if st.estop else "terminated" if st.terminated else "truncated" if st.truncated else "refused"
 
+    def _refused(self, what: str, detail: str = "") -> BackendRefused:
+        """BackendRefused for ``what`` with the reason of :meth:`_refusal_reason`, its message saying why in words
+        (the e-stop is engaged, the episode is over) before ``detail``."""
+        reason = self._refusal_reason()
+        why = REFUSALS.get(reason, "")
+        return BackendRefused(f"{what}: " + "; ".join(part for part in (why, detail) if part), reason=reason)
+
     def _call(self, client, request, what: str, timeout: float, *, server_wait: float | None = None,
               resend_after_s: float | None = None):
         """Call a service and return its answer. ``resend_after_s`` (idempotent requests only): send the request
@@ -457,10 +485,10 @@ class RosBackend:
         before = self.ee_pose()
         status = self.status()
         if status.over:
-            raise BackendRefused("servo: the episode is over",
-                                 reason="terminated" if status.terminated else "truncated")
+            reason = "terminated" if status.terminated else "truncated"
+            raise BackendRefused(f"servo: {REFUSALS[reason]}", reason=reason)
         if status.estop:
-            raise BackendRefused("servo: the e-stop is engaged", reason="estop")
+            raise BackendRefused(f"servo: {REFUSALS['estop']}", reason="estop")
         with self._events_lock:
             n_events = len(self._events)
         msg = self._twist_type()
@@ -603,6 +631,93 @@ class RosBackend:
                               stalled=bool(result.stalled), reached_goal=bool(result.reached_goal),
                               steps=max(0, status.step - start_step))
 
+    def move_to_target(self, target, gripper_m: float, *, tol: float, step_clip: float, action_scale: float,
+                       max_steps: int) -> MoveOutcome | None:
+        """Run robo's ``move_to`` loop (no rotation) as one ``MoveToTarget`` goal, the finger-gap target
+        ``gripper_m`` [m] carried from its start; the twist scale is the driver's ``osc_action_scale``. None,
+        sending nothing, when the driver serves no such action (asked once, ``CARTESIAN_DISCOVERY_S``) or
+        ``max_steps`` does not fit the goal's uint32. Returns once
+        the goal's last step is in (status, pose, joint states); a goal aborted because the episode ended is a
+        normal end. BackendRefused for an e-stop, a cancel or a rejected goal; BackendTimeout when no step comes
+        for ``step_reply_s``; BackendDeadline (goal cancelled) at the host's deadline."""
+        from action_msgs.msg import GoalStatus
+
+        if self._move is None or not 0 < int(max_steps) < 2 ** 32:   # MoveToTarget's max_steps is a uint32
+            return None
+        what = self.names.driver.cartesian_move
+        if self._cancelled.is_set():
+            raise BackendRefused(f"{what}: cancelled", reason="cancelled")
+        self._check_deadline(what)
+        if self._serves_move is None:
+            self._serves_move = bool(self._move.wait_for_server(
+                timeout_sec=self._within_deadline(CARTESIAN_DISCOVERY_S)))
+        if not self._serves_move:
+            return None
+        status = self.status()
+        if status.over or status.estop:
+            raise self._refused(what)
+        goal = self._move_type.Goal(target=[float(v) for v in target], gripper_position=float(gripper_m),
+                                    tolerance=float(tol), step_clip=float(step_clip),
+                                    action_scale=float(action_scale), linear_scale=float(self.osc_action_scale[0]),
+                                    max_steps=int(max_steps))
+        send = self._move.send_goal_async(goal)
+        if not self._done_within(send, self._within_deadline(self._timeouts.server_wait_s)):
+            self._check_deadline(what)
+            raise BackendTimeout(f"{what}: goal not acknowledged within {self._timeouts.server_wait_s} s")
+        handle = send.result()
+        if not handle.accepted:
+            raise self._refused(what, "goal rejected")
+        self._goal_handles.append(handle)
+        try:
+            wrapped = self._await_goal(handle, status.step, what)
+        finally:
+            self._goal_handles.remove(handle)
+        result = wrapped.result
+        if wrapped.status == GoalStatus.STATUS_CANCELED:
+            raise BackendRefused(f"{what}: cancelled", reason="cancelled")
+        if wrapped.status != GoalStatus.STATUS_SUCCEEDED:
+            # the driver ends the goal before it publishes the status that says why (e-stop, episode end)
+            self._status.wait(lambda st: st.estop or st.over, SETTLE_S)
+            reason = self._refusal_reason()
+            if reason not in ("terminated", "truncated"):
+                raise self._refused(what, f"aborted by the driver: {result.message}")
+        # the result follows the goal's last step: wait for that step's status, pose and joint states
+        last = self._require(self._status, self.names.sim.episode_status, lambda st: st.step >= result.step)
+        self._settle(last.sim_time)
+        return MoveOutcome(iterations=int(result.iterations), final_pos=np.array(result.final_position, dtype=float),
+                           step=int(result.step))
+
+    def _await_goal(self, handle, step0: int, what: str):
+        """The wrapped result of an accepted goal that steps the driver; BackendRefused on :meth:`cancel`,
+        BackendTimeout (goal cancelled) when no step came for ``step_reply_s``, BackendDeadline at the deadline.
+        Woken only by the result and :meth:`cancel` (not by every step's messages): the driver's steps are checked
+        once per ``step_reply_s``."""
+        future = handle.get_result_async()
+        ended = threading.Event()
+        future.add_done_callback(lambda _f: ended.set())
+        self._goal_events.add(ended)
+        try:
+            timeout = self._timeouts.step_reply_s
+            last_step = step0
+            while not ended.wait(self._within_deadline(timeout)) and not self._cancelled.is_set():
+                st = self._status.value
+                if self._deadline is not None and time.monotonic() >= self._deadline:
+                    break
+                if st is None or st.step == last_step:
+                    break
+                last_step = st.step
+        finally:
+            self._goal_events.discard(ended)
+        if future.done():
+            return future.result()
+        if self._cancelled.is_set():
+            # cancel() may have run before this goal's acceptance arrived, while the driver already stepped it
+            handle.cancel_goal_async()
+            raise BackendRefused(f"{what}: cancelled", reason="cancelled")
+        self._check_deadline(what)
+        handle.cancel_goal_async()
+        raise BackendTimeout(f"{what}: no control step for {timeout} s (last step {last_step}); goal cancelled")
+
     # ------------------------------------------------------------------ perception
     def _check_view(self, camera: str, resolution: str) -> None:
         if camera not in self.cameras:
@@ -669,6 +784,8 @@ class RosBackend:
         self._cancelled.set()
         with self._step_cond:              # wake a servo waiting for its step
             self._step_cond.notify_all()
+        for event in list(self._goal_events):
+            event.set()
         for handle in list(self._goal_handles):
             with contextlib.suppress(Exception):
                 handle.cancel_goal_async()

@@ -16,6 +16,11 @@ numbers are rounded as the reference rounds them (positions, distances and angle
 ``steps_used`` counts loop iterations as the reference does (a move that converged counts its final check: one
 more than the control steps it used).
 
+``move_to`` without ``target_yaw`` (the law of :mod:`pyrua_ros.driver.cartesian`: per-axis clip, zero rotation)
+runs as one ``MoveToTarget`` goal when the driver serves it (``backend.move_to_target``): the driver runs the same
+iterations with the same twists through the same safety filter, one round trip per move instead of one per step;
+a driver without it gets the twist stream. Both give the same control steps, bit for bit.
+
 It knows nothing about ledgers or argument casting: a verb of ``LiberoRobot`` casts its arguments, then runs one
 of these methods inside ``CallRunner.stateful``; values the servo cannot execute raise ``ToolError`` here.
 """
@@ -26,6 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pyrua_ros.driver.cartesian import move_action, osc_twist
 from pyrua_ros.robo import arguments as check
 from pyrua_ros.robo.backend import BackendRefused, EePose, RobotBackend
 from pyrua_ros.robo.calls import CallRunner
@@ -71,11 +77,9 @@ class CartesianServo:
         """One control step of a 6-D OSC action (position, rotation; each in [-1, 1]) as a twist; None when the
         driver refused because the episode ended (the loop then stops)."""
         self.calls.check_stop()
-        a = np.clip(np.asarray(action, dtype=float), -1.0, 1.0)
-        dt = self.backend.control_period_s
-        linear_m, angular_rad = self.backend.osc_action_scale
+        linear, angular = osc_twist(action, self.backend.osc_action_scale, self.backend.control_period_s)
         try:
-            return self.backend.servo(a[:3] * linear_m / dt, a[3:6] * angular_rad / dt)
+            return self.backend.servo(linear, angular)
         except BackendRefused as exc:
             return self.calls.refused(tool, exc)
 
@@ -160,24 +164,45 @@ class CartesianServo:
         if target_yaw is not None:
             check.finite(tool, "target_yaw", target_yaw, "rad")
             check.positive(tool, "yaw_step_clip", yaw_step_clip, "rad per step")
-        self.hold_gripper(tool, g)
+        ran = None if target_yaw is not None else self.goal_move(tool, target, g, tol=tol, step_clip=step_clip,
+                                                                 action_scale=action_scale, max_steps=max_steps)
+        if ran is None:
+            self.hold_gripper(tool, g)
 
-        def action(pose: EePose) -> np.ndarray | None:
-            diff = target - pose.pos
-            if float(np.linalg.norm(diff)) < tol:
-                return None
-            a = np.zeros(6)
-            a[:3] = np.clip(np.clip(diff, -step_clip, step_clip) / action_scale, -1.0, 1.0)
-            if target_yaw is not None:
-                a[3 + YAW] = rot_action(wrap_angle(target_yaw - yaw_of(matrix(pose.quat_xyzw))), yaw_step_clip)
-            return a
+            def action(pose: EePose) -> np.ndarray | None:
+                a = move_action(target, pose.pos, tol, step_clip, action_scale)
+                if a is not None and target_yaw is not None:
+                    a[3 + YAW] = rot_action(wrap_angle(target_yaw - yaw_of(matrix(pose.quat_xyzw))), yaw_step_clip)
+                return a
 
-        pose, used = self.loop(tool, action, max_steps)
-        dist = _round(np.linalg.norm(target - pose.pos))
+            pose, used = self.loop(tool, action, max_steps)
+            ran = (pose.pos, used)
+        pos, used = ran
+        dist = _round(np.linalg.norm(target - pos))
         term, trunc = self.calls.flags()
-        return Move(target_xyz=(float(target[0]), float(target[1]), float(target[2])), final_eef_pos=_round3(pose.pos),
+        return Move(target_xyz=(float(target[0]), float(target[1]), float(target[2])), final_eef_pos=_round3(pos),
                     final_dist_m=dist, reached=dist <= tol, steps_used=used, max_steps=max_steps, terminated=term,
                     truncated=trunc)
+
+    def goal_move(self, tool: str, target: np.ndarray, g: float, *, tol: float, step_clip: float,
+                  action_scale: float, max_steps: int) -> tuple[np.ndarray, int] | None:
+        """``move_to``'s loop run by the driver as one goal: (final position, iterations counted), or None when the
+        backend or driver has no ``MoveToTarget`` action (the caller streams twists). The goal carries gripper
+        command ``g`` from its start, as the twist loop's gripper target does."""
+        move = getattr(self.backend, "move_to_target", None)
+        if move is None:
+            return None
+        self.calls.check_stop()
+        try:
+            outcome = move(target, gripper_gap(g), tol=tol, step_clip=step_clip, action_scale=action_scale,
+                           max_steps=max_steps)
+        except BackendRefused as exc:
+            self.calls.refused(tool, exc)     # raises unless the episode had ended: the loop's first step refused
+            return self.backend.ee_pose().pos, 1
+        if outcome is None:
+            return None
+        self.gripper_cmd = g
+        return outcome.final_pos, outcome.iterations
 
     def move_pose(self, target: np.ndarray, g: float, *, target_pitch: float | None, target_yaw: float | None,
                   step_clip: float, pitch_step: float, yaw_step: float, tol: float, ori_tol: float, max_steps: int,

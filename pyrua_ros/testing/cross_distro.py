@@ -101,13 +101,12 @@ def follow_joint_trajectory(report: Report, backend) -> None:
     differs between the distros, so how much of it decodes is reported, not required)."""
     from builtin_interfaces.msg import Duration
     from control_msgs.action import FollowJointTrajectory
-    from rclpy.action import ActionClient
     from trajectory_msgs.msg import JointTrajectoryPoint
 
-    from pyrua_ros.driver.goal_client import send_goal_answered
+    from pyrua_ros.driver.goal_client import action_client, send_goal_answered
 
     names = backend.names
-    client = ActionClient(backend.node, FollowJointTrajectory, names.driver.follow_joint_trajectory)
+    client = action_client(backend.node, FollowJointTrajectory, names.driver.follow_joint_trajectory)
 
     def run():
         if not client.wait_for_server(timeout_sec=WAIT_S):

@@ -6,7 +6,9 @@ defaults), and answers ``LiberoRobot``'s backend calls by calling the core direc
 control step, a gripper goal ticks until the core ends it, captures render in the model. Every rule (safety filter,
 goal rules, refusals, the state digest) is the core's, so a ``run(robo)`` program takes the same control steps here
 as over ROS, bit for bit; what differs is only DDS. With ``lean_step=False`` LIBERO steps with its stock
-``env.step`` (what a program calling LIBERO in-process pays).
+``env.step`` (what a program calling LIBERO in-process pays). ``move_to`` streams twists, as on a driver without
+the Cartesian action, unless ``cartesian_goals`` is set: then it runs as the sim node's ``MoveToTarget`` goal
+(the core ticks it to its end), so the two paths can be compared step for step.
 
 Tests (reproducibility: the same digest in-process and over ROS) and benchmarks (episode overhead) use it; the
 product never imports it.
@@ -29,6 +31,7 @@ from pyrua_ros.robo.backend import (
     EePose,
     GripperOutcome,
     JointSnapshot,
+    MoveOutcome,
     SegmentationFrame,
 )
 from pyrua_ros.sim_interfaces.state_digest import StateTrace
@@ -77,7 +80,7 @@ class InProcessDriver:
     """RobotBackend over the driver core and a LIBERO episode in this process (built once, reset per episode)."""
 
     def __init__(self, *, lean_step: bool = True, params_file: pathlib.Path | None = None,
-                 blas_kernel: str = "native"):
+                 blas_kernel: str = "native", cartesian_goals: bool = False):
         """``blas_kernel``: the kernel this process must run on (``haswell``: started with
         ``blas.environment("haswell")``; a clear BlasKernelError otherwise, as the pin cannot be set once NumPy is
         loaded)."""
@@ -98,6 +101,7 @@ class InProcessDriver:
         self.resolutions = dict(self.names.sim.resolutions)
         self.state_trace = StateTrace()
         self.clipped = 0
+        self.cartesian_goals = cartesian_goals
         from pyrua_ros.sim.arm import OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD
 
         # what RosBackend reads from the sim node's osc_action_scale parameter: LIBERO's OSC_POSE scale
@@ -170,6 +174,31 @@ class InProcessDriver:
                               effort=float(f.get("effort", 0.0)), stalled=bool(f.get("stalled", False)),
                               reached_goal=bool(f.get("reached_goal", False)),
                               steps=self.core.status().step - start)
+
+    def move_to_target(self, target, gripper_m: float, *, tol: float, step_clip: float, action_scale: float,
+                       max_steps: int) -> MoveOutcome | None:
+        """The sim node's MoveToTarget action when ``cartesian_goals`` is set (None otherwise: robo streams
+        twists): the core runs robo's move_to loop to its end; one ended by the episode's end is a normal end."""
+        if not self.cartesian_goals:
+            return None
+        self._refused("move_to_target")
+        target = [float(v) for v in target]
+        law = {"tol": float(tol), "step_clip": float(step_clip), "action_scale": float(action_scale),
+               "linear_scale": float(self.osc_action_scale[0]), "max_steps": int(max_steps)}
+        try:
+            self.core.check_cartesian_goal(target, float(gripper_m), **law)
+        except GoalRejected as exc:
+            raise BackendRefused(f"move_to_target: {exc}", reason="refused") from exc
+        goal = self.core.start_cartesian(target, float(gripper_m), **law)
+        while self.core.tick():
+            pass
+        outcome = goal.outcome
+        if outcome.status != "succeeded" and not self.core.model.last_step().over:
+            self._refused("move_to_target")
+            raise BackendRefused(f"move_to_target: {outcome.message}", reason="refused")
+        f = outcome.fields
+        return MoveOutcome(iterations=int(f["iterations"]), final_pos=np.array(f["final_position"], dtype=float),
+                           step=int(f["step"]))
 
     # ------------------------------------------------------------------ perception
     def _optical_pose(self, camera: str) -> np.ndarray:

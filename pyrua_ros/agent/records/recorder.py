@@ -31,6 +31,7 @@ rclpy is imported only when a recorder is built, so this module loads in process
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import pathlib
 import re
@@ -206,7 +207,8 @@ def action_topics(action: str, action_type: str) -> dict[str, str]:
 def episode_topics(names: interfaces.Interfaces | None = None, *, cameras: bool = True) -> dict[str, str]:
     """``{topic: type}`` of one episode, a dataset: robot state, clock, sim status, agent topics; the captures the
     model saw (color + camera_info of each camera and resolution); the commands (servo twists, gripper targets,
-    e-stop, both actions); and, with ``cameras``, the camera streams with their camera_info.
+    e-stop, the gripper and trajectory actions and, where its type is built, the Cartesian move action); and, with
+    ``cameras``, the camera streams with their camera_info.
 
     Camera streams render only while someone subscribes, at the sim's ``camera_rate_hz``; ``cameras=False``
     leaves them out (and so costs no rendering). Captures render only on request, whoever listens.
@@ -232,6 +234,8 @@ def episode_topics(names: interfaces.Interfaces | None = None, *, cameras: bool 
     }
     topics.update(action_topics(d.gripper_command, "control_msgs/action/GripperCommand"))
     topics.update(action_topics(d.follow_joint_trajectory, "control_msgs/action/FollowJointTrajectory"))
+    if importlib.util.find_spec("pyrua_ros_msgs") is not None:   # robo's move_to goals, where the type was built
+        topics.update(action_topics(d.cartesian_move, "pyrua_ros_msgs/action/MoveToTarget"))
     for cam in names.robot.cameras:
         for resolution in s.resolutions:
             capture = s.capture_topics(cam, resolution)
