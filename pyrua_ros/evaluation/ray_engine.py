@@ -112,12 +112,17 @@ def start_private_head(num_cpus: int, temp_dir: pathlib.Path):
     for: the autoscaler's monitor (no nodes are ever added) and the log monitor (actors' output is not sent to this
     process, ``log_to_driver=False``); ``ray.init`` has no option to leave them out, Ray's node class (as its own
     multi-node test tooling uses it) does. Each is an interpreter importing Ray while the rest starts: on a loaded
-    2-core machine they cost about a second of CPU and of wall time of the start (``benchmarks/ray_start.py``)."""
+    2-core machine they cost about a second of CPU and of wall time of the start (``benchmarks/ray_start.py``).
+
+    Its workers (the episode actors, and so their driver nodes and cell kernels) run at the coordinator's
+    priority, as local workers do: Ray's default niceness for workers, 15, made every episode yield its CPU to
+    whatever else ran on the machine."""
     from ray._private.node import Node
     from ray._private.parameter import RayParams
 
     params = RayParams(node_ip_address="127.0.0.1", num_cpus=num_cpus, include_dashboard=False,
-                       temp_dir=str(temp_dir), include_log_monitor=False, no_monitor=True)
+                       temp_dir=str(temp_dir), include_log_monitor=False, no_monitor=True,
+                       _system_config={"worker_niceness": 0})
     return Node(params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True)
 
 
