@@ -540,7 +540,8 @@ def test_fake_arm_eval_through_a_private_ray_instance_in_a_networked_namespace(t
     run = json.loads((out / "eval.json").read_text())["runs"][0]
     assert run["backend"] == "ray" and len(run["workers_info"]) == 2
     assert len({w["ros_domain_id"] for w in run["workers_info"]}) == 2
-    assert "private Ray instance started in" in text   # the start's progress: what and how long
+    assert "private Ray instance up in" in text   # the start's progress, step by step: what and how long
+    assert text.index("private Ray instance up in") < text.index("private Ray instance started in")
     assert "3/3 done" in text
 
 

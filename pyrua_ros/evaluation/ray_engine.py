@@ -239,6 +239,7 @@ class RayEngine:
         self.temp_dir: pathlib.Path | None = None   # a private instance's own session folder (private_temp_dir)
         self.head = None   # a private instance's head node (:func:`start_private_head`), ended by :meth:`close`
         self.timings: dict[str, float] = {}   # where Ray's own time went (seconds): see :meth:`start`, :meth:`close`
+        self.on_note = None   # called with a line for the progress view at each step of :meth:`start`
 
     def start_note(self) -> str:
         """What :meth:`start` is about to do, for the progress view (a private start takes tens of seconds)."""
@@ -268,6 +269,9 @@ class RayEngine:
         else:
             self._start_private(ray)
         self.timings["ray_init_s"] = round(time.monotonic() - t0, 2)
+        if self.on_note is not None:
+            what = f"joined the Ray cluster at {self.address}" if self.address else "private Ray instance up"
+            self.on_note(f"{what} in {self.timings['ray_init_s']:.0f} s; starting the episode actors")
         if self.slots is None:
             fit = int(ray.cluster_resources().get("CPU", 1) / self.cpus)
             self.slots = max(1, min(fit, self.max_slots or fit))
