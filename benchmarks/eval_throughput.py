@@ -62,13 +62,36 @@ def run_config(name: str, instance_args: list[str], out: pathlib.Path, code: pat
         raise SystemExit(f"{name}: eval exited {proc.returncode}: {proc.stderr[-2000:]}")
     report = json.loads(proc.stdout)
     episodes = report["episodes"]
+    slots = int(CONFIGS[name][CONFIGS[name].index("--workers") + 1])
     return {"config": name, "episodes": episodes, "wall_s": round(wall, 1),
             "episodes_per_hour": round(episodes / wall * 3600, 1),
             "successes": report["overall"]["successes"], "infra_failures": report["overall"]["infra_failures"],
             "mean_episode_wall_s": report["overall"]["mean_wall_time_s"],
             "cpu_s": round(cpu, 1), "cpu_s_per_episode": round(cpu / max(1, episodes), 1),
             "cores_busy": round(cpu / wall, 2),
-            "load_1min_before": round(load_before, 2), "load_1min_after": round(os.getloadavg()[0], 2)}
+            "load_1min_before": round(load_before, 2), "load_1min_after": round(os.getloadavg()[0], 2),
+            "breakdown": breakdown(out, wall, slots)}
+
+
+def breakdown(out: pathlib.Path, wall: float, slots: int) -> dict[str, float]:
+    """Where a configuration's wall time went (seconds): ``engine_start`` (Ray: the private instance and the
+    episode actors; local workers start in the background), ``first_boot`` (the mean ``startup_s`` of each worker's
+    first episode, its driver's boot included: the ``slots`` largest), ``episodes`` (the episodes' own wall time
+    over the workers: what the workers were busy with, first boots included), ``close`` (the engine's end: drivers
+    stopped, Ray's processes ended) and ``rest`` (the command's own start, waits between episodes, the report)."""
+    run = json.loads((out / "eval.json").read_text())["runs"][-1]
+    timings = run.get("engine_timings") or {}
+    startups, walls = [], []
+    for path in out.glob("*/*/*/result.json"):
+        record = json.loads(path.read_text())
+        startups.append(record.get("startup_s") or 0.0)
+        walls.append(record.get("total_wall_s") or 0.0)
+    first = sorted(startups, reverse=True)[:slots]
+    parts = {"engine_start": timings.get("ray_init_s", 0.0) + timings.get("actors_start_s", 0.0),
+             "first_boot": sum(first) / max(1, len(first)), "episodes": sum(walls) / max(1, slots),
+             "close": timings.get("close_s", 0.0)}
+    parts["rest"] = wall - parts["engine_start"] - parts["episodes"] - parts["close"]
+    return {key: round(value, 1) for key, value in parts.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"episodes/h, {row['cpu_s_per_episode']} CPU s/episode on {row['cores_busy']} cores "
                   f"({row['successes']} successes, {row['infra_failures']} infra; load "
                   f"{row['load_1min_before']} -> {row['load_1min_after']})", flush=True)
+            print(f"{'':16s} breakdown: " + ", ".join(f"{k} {v} s" for k, v in row["breakdown"].items()), flush=True)
     by = {r["config"]: r for r in rows}
     summary = {"cpus": os.cpu_count(), "instances": instance_args, "runs": rows}
     if "local1" in by and "local2" in by:

@@ -340,6 +340,9 @@ def _is_loopback(address: str) -> bool:
     return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
+_COMMAND_LINES: dict[int, str] = {}   # pid -> its last command line seen (non_loopback_sockets)
+
+
 def non_loopback_sockets(processes: list[psutil.Process], namespace_of: int | str = "self") -> list[str]:
     """Sockets of ``processes`` bound to a non-loopback address: every TCP socket, and UDP sockets of processes
     that are not ROS nodes (DDS in the episode actors and driver nodes is kept local by its discovery range).
@@ -348,7 +351,9 @@ def non_loopback_sockets(processes: list[psutil.Process], namespace_of: int | st
     bad = []
     for p in processes:
         try:
-            cmdline = " ".join(p.cmdline())
+            # an exiting process has no command line left while its sockets are still open: the one it had
+            cmdline = " ".join(p.cmdline()) or _COMMAND_LINES.get(p.pid, "")
+            _COMMAND_LINES[p.pid] = cmdline
             fds = os.listdir(f"/proc/{p.pid}/fd")
         except (psutil.NoSuchProcess, FileNotFoundError, PermissionError):
             continue
@@ -535,7 +540,8 @@ def test_fake_arm_eval_through_a_private_ray_instance_in_a_networked_namespace(t
     run = json.loads((out / "eval.json").read_text())["runs"][0]
     assert run["backend"] == "ray" and len(run["workers_info"]) == 2
     assert len({w["ros_domain_id"] for w in run["workers_info"]}) == 2
-    assert "private Ray instance started in" in text   # the start's progress: what and how long
+    assert "private Ray instance up in" in text   # the start's progress, step by step: what and how long
+    assert text.index("private Ray instance up in") < text.index("private Ray instance started in")
     assert "3/3 done" in text
 
 

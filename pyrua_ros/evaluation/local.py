@@ -97,6 +97,7 @@ class LocalEngine:
         self.worker_info: list[dict[str, Any]] = []   # one entry per worker process started: slot, pid, ROS domain
         self.strikes: dict[int, int] = {}
         self.closing = False
+        self.timings: dict[str, float] = {}   # ``close_s``: the workers' end (their drivers' included)
 
     def start(self) -> None:
         for index in range(self.slots):
@@ -148,6 +149,7 @@ class LocalEngine:
         """Stop every worker: interrupt their episodes first when ``interrupted``; then end of jobs, wait, and end
         what is left by process group (SIGINT, SIGTERM, SIGKILL)."""
         self.closing = True
+        t0 = time.monotonic()
         workers = list(self.workers.values())
         if interrupted:
             for worker in workers:
@@ -159,3 +161,4 @@ class LocalEngine:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.proc.wait(max(0.0, deadline - time.monotonic()))
         stop_process_groups([w.proc for w in workers], sigint_grace_s=5.0)
+        self.timings["close_s"] = round(time.monotonic() - t0, 2)

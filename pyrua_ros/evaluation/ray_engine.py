@@ -102,6 +102,30 @@ def private_temp_dir() -> pathlib.Path:
     return private / "r"
 
 
+def start_private_head(num_cpus: int, temp_dir: pathlib.Path):
+    """Start the processes of a private single-machine Ray instance (call in the environment of
+    :func:`loopback_ray_environment` and :func:`private_ray_home`, on the thread that lives as long as it: each
+    process is tied to it by ``PR_SET_PDEATHSIG``); returns Ray's node object (``.address`` to join it with
+    ``ray.init``, ``.kill_all_processes`` to end it).
+
+    ``ray.init()`` would start the same head with two more Python processes that a private instance has no use
+    for: the autoscaler's monitor (no nodes are ever added) and the log monitor (actors' output is not sent to this
+    process, ``log_to_driver=False``); ``ray.init`` has no option to leave them out, Ray's node class (as its own
+    multi-node test tooling uses it) does. Each is an interpreter importing Ray while the rest starts: on a loaded
+    2-core machine they cost about a second of CPU and of wall time of the start (``benchmarks/ray_start.py``).
+
+    Its workers (the episode actors, and so their driver nodes and cell kernels) run at the coordinator's
+    priority, as local workers do: Ray's default niceness for workers, 15, made every episode yield its CPU to
+    whatever else ran on the machine."""
+    from ray._private.node import Node
+    from ray._private.parameter import RayParams
+
+    params = RayParams(node_ip_address="127.0.0.1", num_cpus=num_cpus, include_dashboard=False,
+                       temp_dir=str(temp_dir), include_log_monitor=False, no_monitor=True,
+                       _system_config={"worker_niceness": 0})
+    return Node(params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True)
+
+
 def cluster_token_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     """Joining a cluster: turn token authentication on when a token is at hand (``RAY_AUTH_TOKEN``,
     ``RAY_AUTH_TOKEN_PATH`` or ~/.ray/auth_token) and the mode was not chosen, as Ray does for local clusters."""
@@ -213,7 +237,9 @@ class RayEngine:
         self.statuses = None
         self.closing = False
         self.temp_dir: pathlib.Path | None = None   # a private instance's own session folder (private_temp_dir)
+        self.head = None   # a private instance's head node (:func:`start_private_head`), ended by :meth:`close`
         self.timings: dict[str, float] = {}   # where Ray's own time went (seconds): see :meth:`start`, :meth:`close`
+        self.on_note = None   # called with a line for the progress view at each step of :meth:`start`
 
     def start_note(self) -> str:
         """What :meth:`start` is about to do, for the progress view (a private start takes tens of seconds)."""
@@ -243,6 +269,9 @@ class RayEngine:
         else:
             self._start_private(ray)
         self.timings["ray_init_s"] = round(time.monotonic() - t0, 2)
+        if self.on_note is not None:
+            what = f"joined the Ray cluster at {self.address}" if self.address else "private Ray instance up"
+            self.on_note(f"{what} in {self.timings['ray_init_s']:.0f} s; starting the episode actors")
         if self.slots is None:
             fit = int(ray.cluster_resources().get("CPU", 1) / self.cpus)
             self.slots = max(1, min(fit, self.max_slots or fit))
@@ -258,8 +287,9 @@ class RayEngine:
         self.timings["actors_start_s"] = round(time.monotonic() - t1, 2)
 
     def _start_private(self, ray, tries: int = 2) -> None:
-        """A private instance; a second try when the first timed out (Ray waits a fixed 30 s for its raylet,
-        which a machine loaded many times over its cores can miss)."""
+        """A private instance (:func:`start_private_head`, then this process joins it); a second try when the
+        first timed out (Ray waits a fixed 30 s for its raylet, which a machine loaded many times over its cores
+        can miss)."""
         slots = self.slots or os.cpu_count() or 1
         for attempt in range(1, tries + 1):
             if self.temp_dir is not None:
@@ -267,16 +297,23 @@ class RayEngine:
             self.temp_dir = private_temp_dir()
             try:
                 with _private_home_while_starting(self.temp_dir.parent / "home"):
-                    ray.init(num_cpus=max(1, int(slots * self.cpus + 0.999)), include_dashboard=False,
-                             logging_level="WARNING", log_to_driver=False, _node_ip_address="127.0.0.1",
-                             _temp_dir=str(self.temp_dir))
+                    self.head = start_private_head(max(1, int(slots * self.cpus + 0.999)), self.temp_dir)
+                ray.init(address=self.head.address, logging_level="WARNING", log_to_driver=False,
+                         _node_ip_address="127.0.0.1")   # (without it, a UDP probe finds this machine's address)
                 return
             except Exception:
                 with contextlib.suppress(Exception):
-                    ray.shutdown()   # the processes this try started
+                    ray.shutdown()
+                self._end_head()   # the processes this try started
                 if attempt == tries:
                     raise
                 self.timings["failed_starts"] = attempt
+
+    def _end_head(self) -> None:
+        if self.head is not None:
+            with contextlib.suppress(Exception):
+                self.head.kill_all_processes(check_alive=False, allow_graceful=True)
+            self.head = None
 
     def _new_actors(self, slots, wait_s: float = 0.0) -> None:
         """Start actors for ``slots``; each slot takes episodes once its actor answers where it runs (host, pid,
@@ -380,6 +417,7 @@ class RayEngine:
 
         self.closing = True
         if not ray.is_initialized():   # it never started (a Ray call here could start a default instance)
+            self._end_head()
             self._remove_private_files()
             return
         if interrupted and self.running:
@@ -401,6 +439,7 @@ class RayEngine:
         self.timings["actors_close_s"] = round(time.monotonic() - t0, 2)
         if ray.is_initialized():
             ray.shutdown()
+        self._end_head()
         self.timings["close_s"] = round(time.monotonic() - t0, 2)
         self._remove_private_files()
 

@@ -98,6 +98,8 @@ class Coordinator:
             note = getattr(self.engine, "start_note", None)
             if note is not None and note():
                 self.progress.note(note())
+            if hasattr(self.engine, "on_note"):   # an engine whose start has steps (Ray's): each one shown
+                self.engine.on_note = self.progress.note
             try:
                 self.engine.start()
             except Exception as exc:   # Ray unreachable or refusing us, a worker that cannot be spawned, ...
