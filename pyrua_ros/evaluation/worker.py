@@ -217,4 +217,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pyrua_ros.bringup.process import exit_now
+
+    exit_now(main())   # host and driver are closed: skip freeing the ROS client libraries object by object
