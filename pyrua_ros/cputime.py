@@ -11,14 +11,17 @@ the product pays nothing.
   ``llvmpipe-N``, started by the render thread's context) spent meanwhile: a software render's pixels are drawn
   there, not in the thread that asked.
 - :func:`add` charges CPU measured elsewhere (a child process tree: :func:`tree_cpu_s`).
-- :func:`mark` records the process's CPU and the monotonic time at a moment (``ready``, an episode's phases).
+- :func:`mark` records the process's CPU and the monotonic time at a moment (``ready``, an episode's phases, the
+  steps of a boot and a shutdown: ``benchmarks/eval_timeline.py`` lines them up from the command's start to its
+  exit).
 - :func:`event` records a timed entry (a render with its CPU), so a report can join it with another process's
   marks (``time.monotonic`` is one system-wide clock on Linux).
 
-At exit the record holds the process's CPU (``getrusage``), its live threads' CPU (``/proc/self/task/*/schedstat``,
-named by their Python thread name or, for native threads, their ``comm`` without digits), the sections per thread,
-and so what was charged to no section, per thread group. The CPU of exited threads that no section charged is the
-record's ``unaccounted_exited_s``.
+At exit the record holds when the process started (``started_t``, from ``/proc/self/stat``) and ended
+(``exited_t``) on the monotonic clock, the process's CPU (``getrusage``), its live threads' CPU
+(``/proc/self/task/*/schedstat``, named by their Python thread name or, for native threads, their ``comm`` without
+digits), the sections per thread, and so what was charged to no section, per thread group. The CPU of exited
+threads that no section charged is the record's ``unaccounted_exited_s``.
 """
 
 from __future__ import annotations
@@ -176,6 +179,17 @@ def event(name: str, **fields) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- reading /proc
+def _started_t() -> float | None:
+    """When this process started, on the ``time.monotonic`` clock (``/proc/self/stat`` counts from boot)."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        since_boot = time.clock_gettime(time.CLOCK_BOOTTIME) - time.monotonic()   # time suspended, if ever
+        return round(ticks / os.sysconf("SC_CLK_TCK") - since_boot, 4)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _process_cpu_s() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
@@ -306,6 +320,7 @@ def snapshot() -> dict:
         g["cpu_s"], g["charged_s"] = round(g["cpu_s"], 4), round(g["charged_s"], 4)
     return {
         "role": _role(), "pid": os.getpid(), "argv": sys.argv[:3],
+        "started_t": _started_t(), "exited_t": round(time.monotonic(), 4),
         "process_cpu_s": round(process, 4),
         "children_cpu_s": round(sum(getattr(resource.getrusage(resource.RUSAGE_CHILDREN), k)
                                     for k in ("ru_utime", "ru_stime")), 4),

@@ -47,6 +47,8 @@ def test_a_record_charges_sections_exclusively_and_holds_a_child_tree(tmp_path):
     assert 0.2 <= inner < 0.3
     assert 0.1 <= outer < 0.2   # the inner section's 0.2 s are not the outer one's
     between = next(m for m in record["marks"] if m["name"] == "between")
+    # the process's start and exit on the marks' clock: eval_timeline.py lines processes up by them
+    assert record["started_t"] <= record["marks"][0]["t"] <= between["t"] <= record["exited_t"]
     assert between["sections"]["inner"] == pytest.approx(inner, abs=1e-4)
     assert between["process_cpu_s"] >= inner + outer
     # the child's CPU as seen just before it exited: most of its 0.3 s burn (the last poll may miss a little)

@@ -163,6 +163,7 @@ class DriverNode(Node):
         # held while a stream frame is published and cached (render thread) and while the cache is re-published
         # (executor): a re-published frame can never follow a newer one on the wire
         self._stream_lock = threading.Lock()
+        cputime.mark("node: interfaces created")
         self.reset_episode()
         cputime.mark("ready")
         self.get_logger().info(f"{label} ready ({self.config.clock_mode}); "

@@ -108,12 +108,14 @@ class LocalEngine:
         return worker is not None and worker.send(job)
 
     def poll(self, timeout: float) -> list[dict[str, Any]]:
-        """Events that arrived within ``timeout`` s; a dead worker is replaced (its job reported as crashed)."""
+        """The events waiting now, else the first to arrive within ``timeout`` s (returned as soon as it did, so a
+        worker that finished gets its next job at once); a dead worker is replaced (its job reported as crashed)."""
         out = []
         deadline = time.monotonic() + timeout
         while True:
             try:
-                event = self.events.get(timeout=max(0.0, deadline - time.monotonic()))
+                wait = max(0.0, deadline - time.monotonic()) if not out else 0.0
+                event = self.events.get(timeout=wait) if wait > 0 else self.events.get_nowait()
             except queue.Empty:
                 break
             if event.get("event") == "exit":

@@ -21,6 +21,7 @@ import pathlib
 import shutil
 from typing import Any
 
+from pyrua_ros import cputime
 from pyrua_ros.agent.records.records import SCHEMA, SYSTEM, now_iso, read_result, write_json
 from pyrua_ros.agent.settings import outcomes
 from pyrua_ros.agent.settings.config import PlayConfig
@@ -100,6 +101,7 @@ class Coordinator:
                 self.progress.note(note())
             if hasattr(self.engine, "on_note"):   # an engine whose start has steps (Ray's): each one shown
                 self.engine.on_note = self.progress.note
+            cputime.mark("eval: engine start")
             try:
                 self.engine.start()
             except Exception as exc:   # Ray unreachable or refusing us, a worker that cannot be spawned, ...
@@ -119,9 +121,11 @@ class Coordinator:
             self.outcome.error = str(exc)
         finally:
             stopping = self.outcome.interrupted or self.outcome.provider_stop
+            cputime.mark("eval: engine close")
             try:
                 self.engine.close(interrupted=stopping)
             finally:
+                cputime.mark("eval: engine closed")
                 why = ("interrupted" if stopping else "killed: the evaluation stopped while this episode ran")
                 for instance, _attempt in self.running.values():   # started, but its host wrote no record yet
                     self._ensure_record(instance, why)

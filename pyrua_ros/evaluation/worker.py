@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pyrua_ros import cputime
 from pyrua_ros.agent.run.interrupts import SIGNALS, FirstSignalInterrupts
 from pyrua_ros.driver.rosenv import claim_domain_id, default_to_localhost, die_with_parent
 from pyrua_ros.evaluation.jobs import NODE_PLACEHOLDER, config_from_json, episode_summary
@@ -195,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for line in jobs:
             job = json.loads(line)
+            cputime.mark("worker: job")
             emit("start", instance=job["instance"], attempt=job.get("attempt", 1))
             try:
                 summary = worker.run(job, on_status=lambda st, inst=job["instance"]: emit("status", instance=inst,
@@ -206,11 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        cputime.mark("worker: closing")
         worker.close()
+        cputime.mark("worker: closed")
         with contextlib.suppress(OSError):
             events.close()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pyrua_ros.bringup.process import exit_now
+
+    exit_now(main())   # host and driver are closed: skip freeing the ROS client libraries object by object

@@ -5,8 +5,7 @@ Run: ``python -m pyrua_ros.nodes.sim_node --ros-args --params-file config/sim.ya
 
 from __future__ import annotations
 
-import sys
-
+from pyrua_ros.bringup.process import exit_now
 from pyrua_ros.nodes.spin import spin_node
 
 
@@ -20,4 +19,4 @@ def main(args: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())   # the node is closed: skip freeing the scene object by object

@@ -13,6 +13,7 @@ import signal
 import sys
 from collections.abc import Callable
 
+from pyrua_ros import cputime
 from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
 
 
@@ -23,6 +24,7 @@ def spin_node(make_node: Callable[[], object], args: list[str] | None = None) ->
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
+    cputime.mark("node: rclpy imported")
     with rclpy_session(sys.argv if args is None else args):
         node = executor = None
         try:
@@ -39,6 +41,7 @@ def spin_node(make_node: Callable[[], object], args: list[str] | None = None) ->
             # inside its control step): the callback's error is that shutdown, a normal exit.
         finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            cputime.mark("node: stopping")
             if executor is not None:
                 executor.shutdown()
             if node is not None:

@@ -202,6 +202,7 @@ class LiberoEpisode:
             from libero.libero import get_libero_path
             from libero.libero.envs.env_wrapper import ControlEnv
 
+            cputime.mark("sim: libero imported")
             t = benchmark.get_task(task)
             bddl = os.path.join(get_libero_path("bddl_files"), t.problem_folder, t.bddl_file)
             self._init_states = benchmark.get_task_init_states(task)
@@ -210,6 +211,7 @@ class LiberoEpisode:
             self._env = ControlEnv(
                 bddl_file_name=bddl, hard_reset=False, has_offscreen_renderer=False, use_camera_obs=False,
                 camera_heights=self.stream_resolution, camera_widths=self.stream_resolution, ignore_done=True)
+        cputime.mark("sim: env created")
         inner = self._env.env
         self._renderer = render.Renderer(
             self._model, render.RenderSettings(visual_geoms=bool(inner.render_visual_mesh),

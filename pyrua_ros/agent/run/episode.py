@@ -162,7 +162,9 @@ class EpisodeHost:
                                    f"{log_path.name})")
         else:
             self._on_phase("boot", "driver external: using the drivers already running")
+        cputime.mark("host: driver started")
         self.backend = RosBackend(node=self.node)
+        cputime.mark("host: backend ready")
         if self.vla_server is not None:
             self._on_phase("boot", f"waiting for the VLA policy server on {self.vla_server.endpoint}")
             try:
@@ -334,6 +336,7 @@ class Episode:
         if self.recorder is not None:
             self.recorder.begin()   # what a shared driver still published of an earlier episode stays out
         status = self.host.reset(e)
+        cputime.mark("boot: reset answered")
         self.episode_id = status.episode_id
         if self.recorder is not None:
             self.recorder.start_at(status.sim_time)   # stream frames stamped before the reset are an earlier one's
@@ -573,6 +576,7 @@ class Episode:
             try:
                 with cputime.section(f"episode: shutdown {name}"):
                     step()
+                cputime.mark(f"shutdown: {name}")
             except KeyboardInterrupt as exc:
                 interrupt = interrupt or exc
                 self.notes.append(f"shutdown of {name} was interrupted")
