@@ -94,7 +94,6 @@ def _worker_digests(tmp_path) -> list[dict]:
     return results
 
 
-@pytest.mark.slow
 def test_the_same_program_takes_the_same_trajectory_in_process_over_ros_fresh_reused_and_under_load(tmp_path):
     reference = _in_process_digest()
     assert reference["missing"] == 0 and reference["steps"] > 100

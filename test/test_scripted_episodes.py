@@ -143,7 +143,6 @@ def in_process_driver():
     driver.close()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("suite,task", [("libero_goal", t) for t in TASKS] + sorted(HELD_OUT))
 def test_example_program_solves_its_task(suite, task, in_process_driver, record_property):
     from pyrua_ros.agent.settings.config import EpisodeSettings
@@ -169,7 +168,6 @@ def test_example_program_solves_its_task(suite, task, in_process_driver, record_
 
 
 
-@pytest.mark.slow
 def test_a_program_episode_over_ros_is_recorded_frame_by_frame(tmp_path, sim_node, renders, record_property,
                                                               capsys):
     from pyrua_ros.agent.run.episode import play
@@ -235,7 +233,6 @@ def test_a_program_episode_over_ros_is_recorded_frame_by_frame(tmp_path, sim_nod
     assert video_frames >= len(streams["agentview"]), (video_frames, len(streams["agentview"]))
 
 
-@pytest.mark.slow
 def test_readme_main_command_solves_its_episode(tmp_path):
     """``scripts/demo.sh`` (set up + one replayed libero_goal task 8 episode) is judged successful by the benchmark.
 
@@ -345,7 +342,6 @@ def _play(out: pathlib.Path, arm: str, script: list) -> tuple[dict, list[dict]]:
     return json.loads((out / "result.json").read_text()), bodies
 
 
-@pytest.mark.slow
 def test_cells_and_tools_arms_solve_the_same_instance_and_compare_pairs_them(tmp_path, sim_node):
     tools, bodies = _play(tmp_path / "tools", "tools", TOOLS_SCRIPT)
     assert tools["status"] == "completed" and tools["environment_success"] is True, tools

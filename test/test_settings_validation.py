@@ -323,6 +323,7 @@ def test_a_driver_given_an_episode_it_does_not_serve_refuses_the_reset_with_the_
     assert "exited" not in result.reason                     # the driver kept serving
 
 
+@pytest.mark.libero
 def test_a_dying_driver_ends_the_wait_at_once_with_its_last_error_line(tmp_path, monkeypatch):
     """Past the front door (a library caller, a driver that fails on its own): the sim node exits at startup (here:
     it cannot render, MUJOCO_GL names no backend), the episode does not wait out the 120 s reset deadline, and the

@@ -693,7 +693,6 @@ BUILT_SUITES = ("libero_spatial", "libero_10", "libero_object_lan", "libero_goal
                 "libero_10_task")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("suite", BUILT_SUITES)
 def test_suites_of_every_kind_reset_and_step(ep, suite):
     start = time.monotonic()
