@@ -1,6 +1,7 @@
 """Fail fast and clear: bad input is refused before anything boots (one line naming the valid values, exit 2),
 run directories are never overwritten, and the exit codes say how an episode ended. Every refusal runs the real
-CLI in a child process, bounded to a few seconds."""
+CLI in a child process, bounded to a few seconds (the table's rows all in one child: one interpreter start-up for
+the table instead of one per row)."""
 
 import json
 import pathlib
@@ -38,7 +39,7 @@ def refused(*args, out=None):
 
 # --- the table's rows -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args, expected", [
+TABLE = [
     (["--suite", "nosuch", "--task", "0", "--replay", str(FAKE_PROGRAM)],
      "unknown suite 'nosuch' for --driver sim; valid suites: libero_spatial, libero_object, libero_goal"),
     (["--task", "999"], "--task 999 is out of range for suite 'libero_goal': valid tasks are 0..9"),
@@ -67,11 +68,27 @@ def refused(*args, out=None):
     (["--task", "8", "--budget-s", "1e12"], "--budget-s must be at most 2.592e+06; got 1000000000000.0"),
     (["--task", "8", "--openai-request-timeout-s=-inf"], "--openai-request-timeout-s expects a finite number"),
     (["--task", "8", "--seed", "99999999999"], "--seed must be at most 2147483647; got 99999999999"),
-])
-def test_bad_episode_input_is_refused_before_boot(tmp_path, args, expected):
-    out = tmp_path / "run"
-    line = refused("play", "--arm", "cells", "--out", str(out), *args, out=out)
-    assert expected in line
+]
+
+@pytest.fixture(scope="module")
+def table_refusals(tmp_path_factory):
+    """Every row of :data:`TABLE` run as ``play --arm cells --out DIR <row>``, all in one child: ``(call, DIR)``."""
+    from pyrua_ros.testing.cli_calls import run_in_one_child
+
+    base = tmp_path_factory.mktemp("table")
+    argvs = [["play", "--arm", "cells", "--out", str(base / f"run{k}"), *args] for k, (args, _) in enumerate(TABLE)]
+    calls = run_in_one_child(argvs, cwd=ROOT, timeout_s=30 + 5 * len(TABLE))
+    return [(call, base / f"run{k}") for k, call in enumerate(calls)]
+
+
+@pytest.mark.parametrize("k", range(len(TABLE)), ids=[f"args{k}-{expected}" for k, (_, expected) in enumerate(TABLE)])
+def test_bad_episode_input_is_refused_before_boot(table_refusals, k):
+    call, out = table_refusals[k]
+    assert call.code == 2, call.stderr[-2000:]
+    assert call.elapsed_s < REFUSE_WITHIN_S, f"refused after {call.elapsed_s:.1f} s"
+    lines = [ln for ln in call.stderr.splitlines() if ln.strip() and not ln.startswith("[")]
+    assert len(lines) == 1, call.stderr
+    assert TABLE[k][1] in lines[0]
     assert not out.exists()
 
 
