@@ -993,10 +993,14 @@ def _play_cells_on_the_fake_arm(server, out: Path, *flags: str, timeout_s: float
         capture_output=True, text=True, timeout=timeout_s, cwd=sandbox.PACKAGE_ROOT)
 
 
+CELL_S, BUDGET_S = 2, 5   # [s]
+
+
 def test_a_robo_call_cannot_outlive_its_cell_or_the_episode_budget(tmp_path):
     """``set_gripper(1, steps=10**9)`` once ran 33 s in a 5 s cell and past the budget: now motion stops at the
     cell's deadline (the call raises, the cell is interrupted, the namespace kept), and at the wall budget the
-    episode ends with ``timeout`` even though the model keeps asking for more."""
+    episode ends with ``timeout`` even though the model keeps asking for more. (A 2 s cell and a 5 s budget: the
+    arm steps flat out meanwhile, so every second here is about 1.5 s of CPU.)"""
     from pyrua_ros.testing.chat_server import ChatServer, Reply
 
     endless = "kept = 1\nrobo.set_gripper(1, steps=10**9)"
@@ -1004,23 +1008,25 @@ def test_a_robo_call_cannot_outlive_its_cell_or_the_episode_budget(tmp_path):
         Reply(tool_calls=(("python", {"code": "print(kept)\nrobo.set_gripper(-1, steps=10**9)"}),))] * 6
     out = tmp_path / "run"
     with ChatServer(script) as server:
-        proc = _play_cells_on_the_fake_arm(server, out, "--cell-timeout-s", "3", "--budget-s", "8", timeout_s=240)
+        proc = _play_cells_on_the_fake_arm(server, out, "--cell-timeout-s", str(CELL_S), "--budget-s", str(BUDGET_S),
+                                           timeout_s=240)
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "timeout", (result["status"], result["reason"], proc.stderr[-2000:])
-    assert result["policy_wall_s"] < 8 + 5
+    assert result["policy_wall_s"] < BUDGET_S + 5
     turns = json.loads((out / "tool_turns.json").read_text())
-    assert turns and all(t["elapsed_s"] < 3 + 3 for t in turns)
+    assert turns and all(t["elapsed_s"] < CELL_S + 3 for t in turns)
     transcript = json.loads((out / "transcript.json").read_text())
     results = [json.loads(m["content"]) for m in transcript if m["role"] == "tool"]
     first = results[0]
     # at the deadline the call raises ToolError; the cell ends with it, or with the interrupt right after it
-    assert first["exception"].startswith("TimeoutError: the cell ran past its 3 s limit and was interrupted") or (
+    timed_out = f"TimeoutError: the cell ran past its {CELL_S} s limit and was interrupted"
+    assert first["exception"].startswith(timed_out) or (
         "ToolError: set_gripper: servo: the time limit of this call was reached" in first["exception"])
     assert len(results) < 2 or results[1]["stdout"].startswith("1")   # the namespace was kept
     calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
     grips = [c for c in calls if c["tool"] == "set_gripper"]
     assert grips and "time limit of this call was reached" in grips[0]["error"]
-    assert all(not c["ok"] and c["elapsed_s"] < 3.5 for c in grips)   # at the budget: EpisodeFinished(timeout)
+    assert all(not c["ok"] and c["elapsed_s"] < CELL_S + 0.5 for c in grips)   # at the budget: EpisodeFinished(timeout)
 
 
 def test_the_ledger_keeps_a_bounded_summary_of_huge_arguments():
