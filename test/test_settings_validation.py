@@ -37,6 +37,15 @@ def refused(*args, out=None):
     return lines[0]
 
 
+def refusal_line(call) -> str:
+    """The one stderr line of a refused call (exit 2, within the bound), as :func:`refused` checks a process."""
+    assert call.code == 2, call.stderr[-2000:]
+    assert call.elapsed_s < REFUSE_WITHIN_S, f"refused after {call.elapsed_s:.1f} s"
+    lines = [ln for ln in call.stderr.splitlines() if ln.strip() and not ln.startswith("[")]
+    assert len(lines) == 1, call.stderr
+    return lines[0]
+
+
 # --- the table's rows -------------------------------------------------------------------------------------------
 
 TABLE = [
@@ -84,20 +93,31 @@ def table_refusals(tmp_path_factory):
 @pytest.mark.parametrize("k", range(len(TABLE)), ids=[f"args{k}-{expected}" for k, (_, expected) in enumerate(TABLE)])
 def test_bad_episode_input_is_refused_before_boot(table_refusals, k):
     call, out = table_refusals[k]
-    assert call.code == 2, call.stderr[-2000:]
-    assert call.elapsed_s < REFUSE_WITHIN_S, f"refused after {call.elapsed_s:.1f} s"
-    lines = [ln for ln in call.stderr.splitlines() if ln.strip() and not ln.startswith("[")]
-    assert len(lines) == 1, call.stderr
-    assert TABLE[k][1] in lines[0]
+    assert TABLE[k][1] in refusal_line(call)
     assert not out.exists()
 
 
+# refusals of fixed command lines, all in one child (as the table's rows): name -> command line
+FIXED = {
+    "out-play": ["play", "--arm", "cells", "--task", "8", "--out", "/sys/kernel/pyrua-run"],
+    "out-run": ["run", "--task", "8", "--policy", str(FAKE_PROGRAM), "--out", "/sys/kernel/pyrua-run"],
+    "out-eval": ["eval", "--arm", "cells", "--suite", "libero_goal", "--task", "8", "--out", "/sys/kernel/pyrua-run"],
+    "info-prompt": ["prompt", "--reference-root", "/nonexistent"],
+    "info-api": ["api", "--reference-root", "/nonexistent"],
+}
+
+
+@pytest.fixture(scope="module")
+def fixed_refusals():
+    from pyrua_ros.testing.cli_calls import run_in_one_child
+
+    return dict(zip(FIXED, run_in_one_child(list(FIXED.values()), cwd=ROOT, timeout_s=60), strict=True))
+
+
 @pytest.mark.parametrize("command", ["play", "run", "eval"])
-def test_an_out_no_run_directory_can_live_in_is_one_line_and_exit_2(command):
+def test_an_out_no_run_directory_can_live_in_is_one_line_and_exit_2(fixed_refusals, command):
     """/sys accepts no files even for root (whom os.access always answers yes): one line, exit 2, no traceback."""
-    args = {"play": ["--arm", "cells", "--task", "8"], "run": ["--task", "8", "--policy", str(FAKE_PROGRAM)],
-            "eval": ["--arm", "cells", "--suite", "libero_goal", "--task", "8"]}[command]
-    line = refused(command, *args, "--out", "/sys/kernel/pyrua-run")
+    line = refusal_line(fixed_refusals[f"out-{command}"])
     assert "--out /sys/kernel/pyrua-run" in line and "Traceback" not in line
 
 
@@ -115,9 +135,9 @@ def test_a_model_server_that_refuses_the_key_is_refused_before_boot(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["prompt", "api"])
-def test_info_commands_refuse_a_reference_root_without_sources(command):
-    assert "--reference-root /nonexistent: no PyRUA-Lean sources" in refused(command, "--reference-root",
-                                                                            "/nonexistent")
+def test_info_commands_refuse_a_reference_root_without_sources(fixed_refusals, command):
+    line = refusal_line(fixed_refusals[f"info-{command}"])
+    assert "--reference-root /nonexistent: no PyRUA-Lean sources" in line
 
 
 # A machine without bubblewrap: the real CLI in a child process whose sandbox module finds no ``bwrap``.
