@@ -1,8 +1,8 @@
 """Driver node processes as users start them, and robo over ROS on them: one per test module.
 
-A node is started with its parameter file (``config/sim.yaml``, ``config/fake_arm.yaml``) and stopped when the
-module's last test that uses it is done; at the end it must still be alive and exit cleanly (status 0), so a node
-that died or hung under a module's tests fails that module. Module scope, not session scope: test files share a ROS
+A node is started with its parameter file (``config/sim.yaml``, ``config/fake_arm.yaml``) when a module's first
+test asks for it and stopped when the module ends; it must then still be alive and exit cleanly (status 0), so a
+node that died or hung under a module's tests fails that module. Module scope, not session scope: test files share a ROS
 domain per test process (see ``conftest.py``), so a node left running would serve the next file's own nodes'
 topics too.
 
