@@ -25,7 +25,8 @@ if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
 
 import pytest  # noqa: E402
 
-pytest_plugins = ["pytester"]
+# the shared rigs and the lanes (test/rigs/): each rig is defined once there and requested by name
+pytest_plugins = ["pytester", "rigs.kinematic", "rigs.nodes", "rigs.lanes"]
 
 
 def pytest_report_header(config):

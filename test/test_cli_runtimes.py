@@ -356,7 +356,7 @@ def test_claude_usage_without_a_result_message_comes_from_the_stream(tmp_path):
     assert rt.attempt_failed()   # no result message: the CLI did not end normally
 
 
-@pytest.mark.parametrize("args, message", [
+RUNTIME_REFUSALS = [
     (["--runtime", "codex"], "--runtime codex needs --base-url on loopback"),
     (["--runtime", "claude", "--base-url", "https://api.example.com/v1"], "is not on loopback"),
     (["--runtime", "codex", "--base-url", "http://127.0.0.1:9/v1", "--cli-network", "elsewhere"],
@@ -372,14 +372,28 @@ def test_claude_usage_without_a_result_message_comes_from_the_stream(tmp_path):
      "--codex-bin applies to --runtime codex only (got --runtime openai)"),
     (["--runtime", "claude", "--base-url", "http://127.0.0.1:9", "--api-key-env", "PYRUA_TEST_UNSET_KEY"],
      "--api-key-env names 'PYRUA_TEST_UNSET_KEY', but that environment variable is not set"),
-])
-def test_cli_runtime_settings_are_checked_before_anything_starts(tmp_path, args, message):
-    cmd = [*CLI, "play", "--out", str(tmp_path / "run"), "--suite", "fake_table", "--task", "0", "--driver", "fake"]
-    if "--arm" not in args:
-        cmd += ["--arm", "cells"]
-    proc = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
-    assert not (tmp_path / "run" / "result.json").exists()
+]
+
+
+@pytest.fixture(scope="module")
+def runtime_refusals(tmp_path_factory):
+    """Every row of :data:`RUNTIME_REFUSALS` run by the real CLI, all in one child: ``(call, out)`` each."""
+    from pyrua_ros.testing.cli_calls import run_in_one_child
+
+    base, argvs = tmp_path_factory.mktemp("refusals"), []
+    for k, (args, _) in enumerate(RUNTIME_REFUSALS):
+        argvs.append(["play", "--out", str(base / f"run{k}"), "--suite", "fake_table", "--task", "0", "--driver",
+                      "fake", *([] if "--arm" in args else ["--arm", "cells"]), *args])
+    calls = run_in_one_child(argvs, cwd=ROOT, timeout_s=60 + 5 * len(argvs))
+    return [(call, base / f"run{k}") for k, call in enumerate(calls)]
+
+
+@pytest.mark.parametrize("k", range(len(RUNTIME_REFUSALS)),
+                         ids=[f"args{k}-{message}" for k, (_, message) in enumerate(RUNTIME_REFUSALS)])
+def test_cli_runtime_settings_are_checked_before_anything_starts(runtime_refusals, k):
+    call, out = runtime_refusals[k]
+    assert call.code == 2 and RUNTIME_REFUSALS[k][1] in call.stderr, call.stderr
+    assert not (out / "result.json").exists()
 
 
 PROBE = r"""

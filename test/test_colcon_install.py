@@ -117,7 +117,6 @@ def test_ros2_run_starts_the_fake_arm_and_an_agent(workspace, tmp_path):
     assert not alive(tree), {p: cmdline(p) for p in alive(tree)}
 
 
-@pytest.mark.slow
 def test_ros2_launch_from_install_runs_the_sim_and_the_fake_arm(workspace, tmp_path):
     """From ``install/``: the sim with every default (root namespace) next to the fake arm under ``/robot2``; while
     the sim's episode runs, ``ros2 topic hz /ee_pose`` measures a rate and ``ros2 action list -t`` shows its

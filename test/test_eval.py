@@ -248,7 +248,6 @@ def run(robo):
 '''
 
 
-@pytest.mark.slow
 def test_fake_arm_eval_on_two_workers_interrupted_and_resumed(tmp_path):
     out, log_path = tmp_path / "fake", tmp_path / "first.log"
     program = tmp_path / "slow.py"
@@ -298,7 +297,7 @@ def test_fake_arm_eval_on_two_workers_interrupted_and_resumed(tmp_path):
     assert manifest["runs"][0]["workers"] == 2
 
 
-@pytest.mark.slow
+@pytest.mark.libero
 def test_libero_eval_on_two_workers(tmp_path):
     """Two LIBERO episodes at once, each on its own sim node and ROS domain, judged by the benchmark's check."""
     out = tmp_path / "libero"
@@ -416,7 +415,6 @@ def _outcomes(found: dict[str, dict]) -> dict[str, tuple]:
     return {key: (r["status"], r["environment_success"], r["env_steps"], r["calls"]) for key, r in found.items()}
 
 
-@pytest.mark.slow
 def test_fake_arm_eval_across_two_ray_nodes_survives_losing_one_and_its_coordinator(tmp_path, ray_two_nodes):
     """Node 2 (its raylet and the actor on it) is killed mid-episode: that episode runs again on the head as an
     infrastructure retry, its first attempt kept. Then the coordinator itself is killed; the same command resumes.
@@ -504,7 +502,6 @@ def in_network_namespace(command: list[str]) -> list[str]:
     return ["unshare", "--net", "sh", "-c", NETNS_SETUP, "sh", *command]
 
 
-@pytest.mark.slow
 def test_fake_arm_eval_through_a_private_ray_instance_in_a_networked_namespace(tmp_path):
     """A private Ray instance on a machine with a real interface and a default route binds nothing but loopback
     and sends not one packet out (Ray's dashboard once asked the cloud metadata services which cloud it ran on,

@@ -201,7 +201,8 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def kernel(tmp_path_factory):
+def guarded_kernel(tmp_path_factory):
+    """The kernel as episodes run it (every layer on), with tighter memory and file limits; one per module."""
     workspace = tmp_path_factory.mktemp("hostile_ws")
     TARGET_DIR.mkdir(exist_ok=True)
     limits = KernelLimits(memory_bytes=1536 * 2**20, file_size_bytes=2**20, interrupt_grace_s=1.0)
@@ -218,12 +219,12 @@ def _children(pid: int) -> list[str]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_hostile_cell_is_contained(kernel, case):
-    landlock = kernel.isolation.get("landlock", "")
+def test_hostile_cell_is_contained(guarded_kernel, case):
+    landlock = guarded_kernel.isolation.get("landlock", "")
     if case.needs_landlock and not landlock.startswith("abi "):
         pytest.skip(f"Landlock is not available here ({landlock}); only the Python-level guards apply")
-    ws = str(kernel.workspace)
-    out = kernel.run_cell(case.code, case.timeout_s)
+    ws = str(guarded_kernel.workspace)
+    out = guarded_kernel.run_cell(case.code, case.timeout_s)
     if case.exc is not None:
         assert out.exception == case.exc.format(ws=ws)
     if case.last is not None:
@@ -240,12 +241,12 @@ def test_hostile_cell_is_contained(kernel, case):
         assert result is None or all(result if isinstance(result, tuple) else (result,))
     # nothing escaped: no file outside the workspace, no process started by the kernel
     outside = [OUTSIDE, *(Path(f"{OUTSIDE}{ext}") for ext in (".npy", ".bin", ".png"))]
-    for path in [*outside, kernel.workspace.parent / "escaped.txt"]:
+    for path in [*outside, guarded_kernel.workspace.parent / "escaped.txt"]:
         assert not path.exists(), f"{path} was created"
     assert not any(TARGET_DIR.iterdir())
-    assert _children(kernel.pid) == []
+    assert _children(guarded_kernel.pid) == []
     # the episode goes on
-    follow = kernel.run_cell(case.after[0], 10.0)
+    follow = guarded_kernel.run_cell(case.after[0], 10.0)
     assert (follow.exception, follow.value) == (None, case.after[1])
 
 
@@ -253,15 +254,15 @@ def test_corpus_is_large_enough():
     assert len(CASES) >= 30 and len({c.id for c in CASES}) == len(CASES)
 
 
-def test_fork_is_refused_by_the_os_too(kernel):
+def test_fork_is_refused_by_the_os_too(guarded_kernel):
     """Even with os reached, RLIMIT_NPROC=0 (capabilities dropped) means no new process; checked from the
     outside: the kernel's own limits as the Linux kernel reports them."""
-    limits = Path(f"/proc/{kernel.pid}/limits").read_text()
+    limits = Path(f"/proc/{guarded_kernel.pid}/limits").read_text()
     line = next(x for x in limits.splitlines() if x.startswith("Max processes"))
     assert line.split()[2:4] == ["0", "0"]
-    status = Path(f"/proc/{kernel.pid}/status").read_text()
+    status = Path(f"/proc/{guarded_kernel.pid}/status").read_text()
     assert "CapEff:\t0000000000000000" in status
-    assert os.getpid() != kernel.pid
+    assert os.getpid() != guarded_kernel.pid
 
 
 # ================================================================================================================
@@ -586,33 +587,35 @@ def test_the_first_steps_of_kernel_exploits_are_refused(bare_kernel):
         bare_kernel.restart()   # (where a step was not refused, this kernel is no longer what the tests expect)
 
 
-def test_the_kernel_is_filtered_undumpable_and_its_own_user(kernel):
+def test_the_kernel_is_filtered_undumpable_and_its_own_user(guarded_kernel):
     """Seen from outside: two seccomp filters (bubblewrap's, then the worker's without execve), no_new_privs, and
     as root a uid of this episode's own; another process of that very uid can neither read nor trace it."""
-    status = Path(f"/proc/{kernel.pid}/status").read_text()
+    status = Path(f"/proc/{guarded_kernel.pid}/status").read_text()
     assert "Seccomp:\t2" in status and "Seccomp_filters:\t2" in status and "NoNewPrivs:\t1" in status
-    assert kernel.isolation["dumpable"] == 0 and kernel.isolation["seccomp"] == "allow-list without execve"
+    isolation = guarded_kernel.isolation
+    assert isolation["dumpable"] == 0 and isolation["seccomp"] == "allow-list without execve"
     if os.geteuid() != 0:
         pytest.skip("the kernel runs as this user in a user namespace; the uid checks are root's")
-    uid = kernel.uid
+    uid = guarded_kernel.uid
     assert uid in sandbox.EPISODE_UIDS and f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}" in status
     import subprocess
     import sys
 
     as_uid = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-    read = subprocess.run([*as_uid, "cat", f"/proc/{kernel.pid}/environ"], capture_output=True, text=True)
+    read = subprocess.run([*as_uid, "cat", f"/proc/{guarded_kernel.pid}/environ"], capture_output=True, text=True)
     assert read.returncode != 0 and "Permission denied" in read.stderr
     python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
     attach = ("import ctypes, os, sys\nlibc = ctypes.CDLL(None, use_errno=True)\n"
               "r = libc.ptrace(16, int(sys.argv[1]), 0, 0)\n"   # PTRACE_ATTACH
               "print('attached' if r == 0 else os.strerror(ctypes.get_errno()))\n"
               "r == 0 and libc.ptrace(17, int(sys.argv[1]), 0, 0)")
-    traced = subprocess.run([*as_uid, python, "-I", "-c", attach, str(kernel.pid)], capture_output=True, text=True)
+    traced = subprocess.run([*as_uid, python, "-I", "-c", attach, str(guarded_kernel.pid)], capture_output=True,
+                            text=True)
     assert traced.stdout.strip() == "Operation not permitted", traced.stderr[-500:]
-    assert kernel.run_cell("1 + 1", 10).value == "2"
+    assert guarded_kernel.run_cell("1 + 1", 10).value == "2"
 
 
-def test_a_key_added_in_one_episode_is_not_read_in_the_next(kernel, tmp_path):
+def test_a_key_added_in_one_episode_is_not_read_in_the_next(guarded_kernel, tmp_path):
     """Every kernel once ran as uid 65534 of this machine: a key one episode added to the user keyring was read
     by a later, separate episode. Now each episode has its own uid and no kernel reaches a keyring at all."""
     name, numbers = f"pyrua-probe-{TAG}", seccomp.numbers()
@@ -620,13 +623,13 @@ def test_a_key_added_in_one_episode_is_not_read_in_the_next(kernel, tmp_path):
     add = ESCAPE + ("ctypes = _imp('ctypes')\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                     f"r = libc.syscall({numbers['add_key']}, b'user', {name.encode()!r}, b'left behind', 11, -4)\n"
                     "print(r if r >= 0 else -ctypes.get_errno())")
-    out = kernel.run_cell(add, 10)
+    out = guarded_kernel.run_cell(add, 10)
     assert out.stdout == f"{-errno.EPERM}\n", (out.stdout, out.exception)
     find = ESCAPE + ("ctypes = _imp('ctypes')\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                      f"r = libc.syscall({numbers['request_key']}, b'user', {name.encode()!r}, None, 0)\n"
                      "print(r if r >= 0 else -ctypes.get_errno())")
     with Kernel(Robo(), tmp_path / "ws", limits=KernelLimits(interrupt_grace_s=1.0)) as other:
-        assert other.uid != kernel.uid or os.geteuid() != 0
+        assert other.uid != guarded_kernel.uid or os.geteuid() != 0
         later = other.run_cell(find, 10)
     assert later.stdout == f"{-errno.EPERM}\n", (later.stdout, later.exception)
 
@@ -990,10 +993,14 @@ def _play_cells_on_the_fake_arm(server, out: Path, *flags: str, timeout_s: float
         capture_output=True, text=True, timeout=timeout_s, cwd=sandbox.PACKAGE_ROOT)
 
 
+CELL_S, BUDGET_S = 2, 5   # [s]
+
+
 def test_a_robo_call_cannot_outlive_its_cell_or_the_episode_budget(tmp_path):
     """``set_gripper(1, steps=10**9)`` once ran 33 s in a 5 s cell and past the budget: now motion stops at the
     cell's deadline (the call raises, the cell is interrupted, the namespace kept), and at the wall budget the
-    episode ends with ``timeout`` even though the model keeps asking for more."""
+    episode ends with ``timeout`` even though the model keeps asking for more. (A 2 s cell and a 5 s budget: the
+    arm steps flat out meanwhile, so every second here is about 1.5 s of CPU.)"""
     from pyrua_ros.testing.chat_server import ChatServer, Reply
 
     endless = "kept = 1\nrobo.set_gripper(1, steps=10**9)"
@@ -1001,23 +1008,25 @@ def test_a_robo_call_cannot_outlive_its_cell_or_the_episode_budget(tmp_path):
         Reply(tool_calls=(("python", {"code": "print(kept)\nrobo.set_gripper(-1, steps=10**9)"}),))] * 6
     out = tmp_path / "run"
     with ChatServer(script) as server:
-        proc = _play_cells_on_the_fake_arm(server, out, "--cell-timeout-s", "3", "--budget-s", "8", timeout_s=240)
+        proc = _play_cells_on_the_fake_arm(server, out, "--cell-timeout-s", str(CELL_S), "--budget-s", str(BUDGET_S),
+                                           timeout_s=240)
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "timeout", (result["status"], result["reason"], proc.stderr[-2000:])
-    assert result["policy_wall_s"] < 8 + 5
+    assert result["policy_wall_s"] < BUDGET_S + 5
     turns = json.loads((out / "tool_turns.json").read_text())
-    assert turns and all(t["elapsed_s"] < 3 + 3 for t in turns)
+    assert turns and all(t["elapsed_s"] < CELL_S + 3 for t in turns)
     transcript = json.loads((out / "transcript.json").read_text())
     results = [json.loads(m["content"]) for m in transcript if m["role"] == "tool"]
     first = results[0]
     # at the deadline the call raises ToolError; the cell ends with it, or with the interrupt right after it
-    assert first["exception"].startswith("TimeoutError: the cell ran past its 3 s limit and was interrupted") or (
+    timed_out = f"TimeoutError: the cell ran past its {CELL_S} s limit and was interrupted"
+    assert first["exception"].startswith(timed_out) or (
         "ToolError: set_gripper: servo: the time limit of this call was reached" in first["exception"])
     assert len(results) < 2 or results[1]["stdout"].startswith("1")   # the namespace was kept
     calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
     grips = [c for c in calls if c["tool"] == "set_gripper"]
     assert grips and "time limit of this call was reached" in grips[0]["error"]
-    assert all(not c["ok"] and c["elapsed_s"] < 3.5 for c in grips)   # at the budget: EpisodeFinished(timeout)
+    assert all(not c["ok"] and c["elapsed_s"] < CELL_S + 0.5 for c in grips)   # at the budget: EpisodeFinished(timeout)
 
 
 def test_the_ledger_keeps_a_bounded_summary_of_huge_arguments():

@@ -43,12 +43,14 @@ class InterruptAt:
         pass
 
 
-@pytest.fixture
-def host(tmp_path):
+@pytest.fixture(scope="module")
+def episode_host(tmp_path_factory):
+    """One fake arm driver host for the module's episodes, reused as an eval worker reuses it."""
     from pyrua_ros.agent.run.episode import EpisodeHost
 
-    opened = EpisodeHost(_config(tmp_path / "unused").episode)
-    opened.open(tmp_path / "driver.log")
+    tmp = tmp_path_factory.mktemp("host")
+    opened = EpisodeHost(_config(tmp / "unused").episode)
+    opened.open(tmp / "driver.log")
     try:
         yield opened
     finally:
@@ -63,14 +65,14 @@ def _config(out: Path, seed: int = 0):
                       output=OutputSettings(out=out, video=False, record=False, progress="off"))
 
 
-def test_an_interrupt_at_every_phase_is_interrupted_and_carries_nothing_of_the_episode_before(tmp_path, host):
+def test_an_interrupt_at_every_phase_is_interrupted_and_carries_nothing_of_the_episode_before(tmp_path, episode_host):
     from pyrua_ros.agent.run.episode import play
 
     runs = tmp_path / "runs"
     phases = ["reset", "card", "prompt", "agent", "turn", "shutdown"]
     order = [None, *phases, None]   # a success first: the host's status then holds a latched success
     for k, where in enumerate(order):
-        play(_config(runs / f"{k}-{where or 'whole'}", seed=k), progress=InterruptAt(where), host=host)
+        play(_config(runs / f"{k}-{where or 'whole'}", seed=k), progress=InterruptAt(where), host=episode_host)
     records = {p.parent.name: json.loads(p.read_text()) for p in runs.glob("*/result.json")}
     assert len(records) == len(order)
     whole = [records["0-whole"], records[f"{len(order) - 1}-whole"]]
@@ -115,7 +117,7 @@ class SignalAt(InterruptAt):
             os.kill(os.getpid(), signal.SIGINT)
 
 
-def test_a_second_ctrl_c_while_the_records_are_written_is_ignored(tmp_path, host, capfd):
+def test_a_second_ctrl_c_while_the_records_are_written_is_ignored(tmp_path, episode_host, capfd):
     """`timeout -s INT` signals the process and then its group, and an impatient user presses Ctrl-C twice: the
     second SIGINT arrives while the episode writes its records. It is reported and ignored, the episode's status
     stays ``interrupted`` and its records are all written (it used to escape the shutdown, once leaving the
@@ -123,7 +125,7 @@ def test_a_second_ctrl_c_while_the_records_are_written_is_ignored(tmp_path, host
     from pyrua_ros.agent.run.episode import play
 
     out = tmp_path / "run"
-    play(_config(out), progress=SignalAt("agent", "shutdown"), host=host)
+    play(_config(out), progress=SignalAt("agent", "shutdown"), host=episode_host)
     record = json.loads((out / "result.json").read_text())
     assert (record["status"], record["reason"]) == ("interrupted", "interrupted"), record
     assert [n for n in record["notes"] if n.startswith("interrupted")] == ["interrupted by SIGINT"], record

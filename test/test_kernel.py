@@ -78,13 +78,13 @@ class FakeRobo:
 
 
 @pytest.fixture(scope="module")
-def robo() -> FakeRobo:
+def fake_robo() -> FakeRobo:
     return FakeRobo()
 
 
 @pytest.fixture(scope="module")
-def kernel(robo, tmp_path_factory):
-    with Kernel(robo, tmp_path_factory.mktemp("workspace"), limits=KernelLimits(interrupt_grace_s=1.0)) as k:
+def kernel(fake_robo, tmp_path_factory):
+    with Kernel(fake_robo, tmp_path_factory.mktemp("workspace"), limits=KernelLimits(interrupt_grace_s=1.0)) as k:
         yield k
 
 
@@ -149,33 +149,33 @@ def test_cwd_is_the_workspace_and_workspace_modules_import(kernel):
 # ------------------------------------------------------------------------------------------ robo proxy
 
 
-def test_proxy_mirrors_public_members_only(kernel, robo):
+def test_proxy_mirrors_public_members_only(kernel, fake_robo):
     out = run(kernel, "sorted(n for n in dir(robo) if not n.startswith('__'))")
     assert out.value == repr(["CAMERAS", "CLOSE", "OPEN", "calls", "done", "finish", "finished", "image", "move_to",
                               "segment", "state", "total"])
     assert run(kernel, "(robo.OPEN, robo.CLOSE, robo.CAMERAS)").value == "(-1.0, 1.0, ('agentview', 'wrist'))"
-    assert run(kernel, "robo.move_to.__doc__").value == repr(inspect.getdoc(robo.move_to))
+    assert run(kernel, "robo.move_to.__doc__").value == repr(inspect.getdoc(fake_robo.move_to))
     assert run(kernel, "type(robo).__name__").value == "'FakeRobo'"
     assert last_line(run(kernel, "robo._private_helper()").exception) == (
         "AttributeError: 'FakeRobo' object has no attribute '_private_helper'")
 
 
-def test_proxy_signature_matches_the_real_method(kernel, robo):
+def test_proxy_signature_matches_the_real_method(kernel, fake_robo):
     out = run(kernel, "help(robo.move_to)")
     assert last_line(out.exception) == "NameError: name 'help' is not defined"
     # inspect is not importable by policy code; the signature object travels with __signature__
     out = run(kernel, "str(robo.move_to.__signature__)")
-    assert out.value == repr("(self, " + str(inspect.signature(robo.move_to))[1:])
+    assert out.value == repr("(self, " + str(inspect.signature(fake_robo.move_to))[1:])
 
 
-def test_results_come_back_as_the_real_dataclasses(kernel, robo):
+def test_results_come_back_as_the_real_dataclasses(kernel, fake_robo):
     out = run(kernel, "m = robo.move_to((0.1, 0.2, 0.3), gripper=1.0)\n"
                       "s = robo.state()\n(type(m).__module__, type(m).__name__, m.target_xyz, m.max_steps, "
                       "round(s.eef_yaw, 6), s.object_names)")
     assert out.exception is None
     assert out.value == repr(("pyrua_ros.robo.results", "Move", (0.1, 0.2, 0.3), 80,
-                              round(robo.state().eef_yaw, 6), ("bowl_1",)))
-    assert robo.calls[-1] == "move_to"
+                              round(fake_robo.state().eef_yaw, 6), ("bowl_1",)))
+    assert fake_robo.calls[-1] == "move_to"
     assert last_line(run(kernel, "m.reached = False").exception).startswith("dataclasses.FrozenInstanceError")
 
 
@@ -197,11 +197,11 @@ def test_robot_errors_keep_type_and_message(kernel):
         "tuples, dicts, bytes, numpy arrays or result dataclasses)")
 
 
-def test_episode_finished_is_not_swallowed_by_except_exception(kernel, robo):
+def test_episode_finished_is_not_swallowed_by_except_exception(kernel, fake_robo):
     out = run(kernel, "try:\n    robo.finish()\nexcept Exception:\n    print('swallowed')")
     assert out.episode_finished == "terminated" and out.stdout == "" and out.exception is None
     assert run(kernel, "robo.done").value == "True"
-    robo.finished = False
+    fake_robo.finished = False
 
 
 def test_display_returns_png_images_in_order(kernel):
@@ -325,9 +325,9 @@ def test_programs_run_once_in_a_fresh_namespace(kernel):
     assert (kernel.workspace / first.file).read_text() == PROGRAM
 
 
-def test_program_outcomes(kernel, robo):
+def test_program_outcomes(kernel, fake_robo):
     finished = kernel.run_program(code="def run(robo):\n    robo.finish()", timeout_s=10)
-    robo.finished = False
+    fake_robo.finished = False
     assert (finished.status, finished.reason) == ("finished", "terminated")
     error = kernel.run_program(code="def run(robo):\n    robo.move_to((1,))", timeout_s=10)
     assert error.status == "error" and last_line(error.exception) == "ValueError: xyz must have 3 values, got 1"

@@ -11,8 +11,6 @@ import signal
 import subprocess
 import sys
 
-import pytest
-
 from pyrua_ros.testing import spin_until
 from pyrua_ros.testing.processes import agent_running_its_kernel, alive, cmdline, descendants, press_ctrl_c
 
@@ -138,7 +136,6 @@ def test_rviz_without_rviz2_fails_before_starting_anything(tmp_path):
     assert not seen and not (tmp_path / "run").exists()     # nothing was started
 
 
-@pytest.mark.slow
 def test_installed_layout_runs_the_fake_arm_graph(tmp_path):
     """A non-editable install (site-packages + share/ + lib/, no source tree) runs ``robot:=fake`` to success."""
     prefix = tmp_path / "prefix"

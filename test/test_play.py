@@ -74,7 +74,7 @@ def _seed_script() -> list:
     ]
 
 
-@pytest.mark.slow
+@pytest.mark.libero
 def test_seed_command_line_runs_a_whole_episode_on_the_libero_sim(tmp_path):
     out = tmp_path / "coder-demo"
     with ChatServer(_seed_script()) as server:

@@ -13,7 +13,6 @@ import textwrap
 
 import pytest
 
-from pyrua_ros.agent.kernel import Kernel, KernelLimits
 from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES, PREDEFINED_NAMES
 from pyrua_ros.agent.prompting import api_reference as api_ref
 from pyrua_ros.agent.prompting import card as card_mod
@@ -102,21 +101,9 @@ def test_guides_note_names_the_guides_that_are_copied(tmp_path):
     assert sorted(guides_mod.copy_guides(tmp_path)["files"]) == sorted(guides_mod.GUIDE_NAMES)
 
 
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory):
-    from test_robo_api import KinematicBackend
-
-    from pyrua_ros.robo.libero import libero_host
-
-    host = libero_host(KinematicBackend(), primitives="no-vla")
-    k = Kernel(host.robo, tmp_path_factory.mktemp("ws"), limits=KernelLimits())
-    yield k
-    k.close()
-
-
-def test_predefined_names_are_the_kernels(kernel):
+def test_predefined_names_are_the_kernels(kinematic_kernel):
     """The names the contract and the tool description promise are exactly those a first cell finds."""
-    found = kernel.run_cell("sorted(k for k in globals() if not k.startswith('__'))", timeout_s=30).value
+    found = kinematic_kernel.run_cell("sorted(k for k in globals() if not k.startswith('__'))", timeout_s=30).value
     assert found == repr(sorted(PREDEFINED_NAMES))
     contract = contract_mod.contract_text(contract_mod.PromptOptions(), class_name="LiberoRobot", max_env_steps=1)
     for name in PREDEFINED_NAMES:
@@ -126,17 +113,17 @@ def test_predefined_names_are_the_kernels(kernel):
     assert all(name in description for name in PREDEFINED_NAMES)
 
 
-def test_modules_the_sandbox_sentence_names_import_or_are_refused_as_it_says(kernel):
+def test_modules_the_sandbox_sentence_names_import_or_are_refused_as_it_says(kinematic_kernel):
     """Each module the contract allows imports in the kernel; each it refuses is refused (reference sandbox)."""
     sentence = contract_mod.sandbox_sentence("cells")
     allowed = re.findall(r"`(\w+)`", sentence.split("but not")[0])
     refused = re.findall(r"`(\w+)`", sentence.split("but not")[1].split(";")[0])
     assert allowed and refused and set(allowed) <= set(ALLOWED_MODULES) and not set(refused) & set(ALLOWED_MODULES)
     for module in allowed:
-        out = kernel.run_cell(f"import {module}", timeout_s=60)
+        out = kinematic_kernel.run_cell(f"import {module}", timeout_s=60)
         assert out.exception is None, (module, out.exception)
     for module in refused:
-        out = kernel.run_cell(f"import {module}", timeout_s=30)
+        out = kinematic_kernel.run_cell(f"import {module}", timeout_s=30)
         assert out.exception and "ImportError" in out.exception, module
 
 

@@ -2,9 +2,10 @@
 expected outcome. Every test's docstring cites the reference file and function (package ``pyrualean``, or RPent's
 LIBERO primitive driver for motion) whose behaviour it pins (facts: ../shared/docs/PYRUALEAN-CONTRACT.md 2, 3.9).
 
-robo runs on the in-process kinematic double of test_robo_api.py (a driver that tracks twists exactly); the tool
-results go through the real kernel and toolkit. The same behaviours on the real LIBERO sim are in
-test_robo_ros.py (motion, parts, past steps, camera_meta) and test_sim_parts.py / test_sim_env.py (past steps).
+robo runs on the in-process kinematic double of :mod:`rigs.kinematic` (a driver that tracks twists exactly; its
+``host`` and ``robo`` fixtures); the tool results go through the real kernel and toolkit. The same behaviours on
+the real LIBERO sim are in test_robo_ros.py (motion, parts, past steps, camera_meta) and test_sim_parts.py /
+test_sim_env.py (past steps).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 
 import numpy as np
 import pytest
-from test_robo_api import HOME, KinematicBackend
+from rigs.kinematic import HOME
 
 from pyrua_ros.agent.kernel import Kernel, KernelLimits
 from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES, blocked_names, refusal_text
@@ -22,19 +23,8 @@ from pyrua_ros.agent.loop.toolkit import ArmToolkit
 from pyrua_ros.agent.records.records import CardRecord, TurnRecord
 from pyrua_ros.agent.settings.config import AgentSettings
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
-from pyrua_ros.robo.libero import libero_host
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
-
-
-@pytest.fixture
-def host():
-    return libero_host(KinematicBackend(), primitives="no-vla")
-
-
-@pytest.fixture
-def robo(host):
-    return host.robo
 
 
 # ------------------------------------------------------------------------------------------ casts

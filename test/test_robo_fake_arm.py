@@ -10,49 +10,21 @@ import pathlib
 
 import numpy as np
 import pytest
-from robo_motion_cases import CASES, Rig
+from robo_motion_cases import CASES
 
-from pyrua_ros.examples import EXAMPLES, load_program
 from pyrua_ros.robo.errors import ToolError
-from pyrua_ros.robo.libero import LiberoRobot
 from pyrua_ros.testing import NodeProcess, spin_until
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-CUBE = "the red cube"
-
-
-def pick_cube(robo: LiberoRobot):
-    """The cube's segment and its grasp point (the visible-surface median, as the fake example uses)."""
-    seg = robo.segment(CUBE)
-    return seg, list(seg.world_xyz)
-
-
-@pytest.fixture(scope="module")
-def rig():
-    from pyrua_ros.robo.ros_backend import RosBackend
-
-    # started as users run it, with its parameter file (the workspace box the clipping test drives into)
-    node = NodeProcess.module("pyrua_ros.nodes.fake_arm_node", "--ros-args", "--params-file",
-                              str(ROOT / "config" / "fake_arm.yaml"))
-    backend = None
-    try:
-        assert node.wait_for_output("fake arm ready", 60.0), node.output()[-3000:]
-        backend = RosBackend()
-        yield Rig(backend=backend, suite="fake_table", task=0, max_episode_steps=300, object_prompt=CUBE,
-                  pick=pick_cube, solve=load_program(EXAMPLES[("fake_table", 0)]))
-    finally:
-        if backend is not None:
-            backend.close()
-        node.stop()
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__.removeprefix("case_"))
-def test_motion(rig, case):
-    case(rig)
+def test_motion(fake_arm_rig, case):
+    case(fake_arm_rig)
 
 
-def test_back_project_refuses_a_pixel_without_depth(rig):
-    robo = rig.reset()
+def test_back_project_refuses_a_pixel_without_depth(fake_arm_rig):
+    robo = fake_arm_rig.reset()
     wmap = robo.world_map("agentview")
     invalid = np.argwhere(~np.any(wmap != 0, axis=2))
     assert len(invalid) > 0, "the fake agentview sees sky above the table"
@@ -60,29 +32,29 @@ def test_back_project_refuses_a_pixel_without_depth(rig):
     with pytest.raises(ToolError, match=r"invalid agentview world xyz at pixel \(\d+,\d+\)") as info:
         robo.back_project(row, col)
     assert info.value.tool == "back_project"
-    rec = rig.host.ledger.records[-1]
+    rec = fake_arm_rig.host.ledger.records[-1]
     assert rec.tool == "back_project" and not rec.ok and rec.error.startswith("ToolError")
     valid = np.argwhere(np.any(wmap != 0, axis=2))[0]
     assert robo.back_project(int(valid[0]), int(valid[1])).world_xyz == pytest.approx(tuple(wmap[tuple(valid)]))
 
 
-def test_clipping_by_the_drivers_safety_filter_is_counted_per_call(rig):
+def test_clipping_by_the_drivers_safety_filter_is_counted_per_call(fake_arm_rig):
     """Any clipping that does happen is reported: a move driving the hand below this arm's workspace floor (z 0.91,
     config/fake_arm.yaml) is cut there and carries ``clipped_steps`` in its ledger summary, which rich feedback
     shows with the call; a move within the limits carries none. (robo's commands never exceed 1 m/s per axis, the
     per-axis speed limit itself, so the box is what clips.)"""
-    robo = rig.reset()
+    robo = fake_arm_rig.reset()
     x, y, z = robo.state().eef_pos
     robo.move_to([x + 0.02, y, z], step_clip=0.01)
-    calm = rig.host.ledger.records[-1]
-    assert "clipped_steps" not in calm.summary and rig.backend.clipped_steps() == 0
+    calm = fake_arm_rig.host.ledger.records[-1]
+    assert "clipped_steps" not in calm.summary and fake_arm_rig.backend.clipped_steps() == 0
     robo.move_to([x, y, 0.85], step_clip=0.05, max_steps=20)
-    fast = rig.host.ledger.records[-1]
+    fast = fake_arm_rig.host.ledger.records[-1]
     assert fast.summary["clipped_steps"] > 0 and fast.summary["clipped_steps"] <= fast.env_steps
-    assert rig.backend.clipped_steps() == fast.summary["clipped_steps"]   # counted per episode (reset clears)
+    assert fake_arm_rig.backend.clipped_steps() == fast.summary["clipped_steps"]   # counted per episode (reset clears)
 
 
-def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(rig):
+def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(fake_arm_rig):
     """The packaged fake_table program on two fake arms: the rig's, which runs each ``move_to`` as one MoveToTarget
     goal, and one started with ``cartesian_goals:=false`` (a driver that lacks the action, in its own namespace),
     where robo streams one twist per step. The same calls take the same steps: every step's state digest, each
@@ -95,16 +67,17 @@ def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(ri
     def play(backend) -> tuple[dict, list]:
         backend.reset("fake_table", 0, 0, 300)
         host = libero_host(backend, primitives="no-vla")
-        assert run_program(rig.solve, host.robo) in ("returned", "terminated")
+        assert run_program(fake_arm_rig.solve, host.robo) in ("returned", "terminated")
         assert backend.status().success
         return backend.state_trace.summary(), [(r.tool, r.env_steps, r.summary) for r in host.ledger.records]
 
-    goals = play(rig.backend)
+    goals = play(fake_arm_rig.backend)
     from rclpy.action import get_action_names_and_types
 
     from pyrua_ros.driver.interfaces import resolve
 
-    assert resolve(rig.backend.names.driver.cartesian_move) in dict(get_action_names_and_types(rig.backend.node))
+    node = fake_arm_rig.backend.node
+    assert resolve(fake_arm_rig.backend.names.driver.cartesian_move) in dict(get_action_names_and_types(node))
     ns = ["--ros-args", "-r", "__ns:=/no_cartesian"]
     node = NodeProcess.module("pyrua_ros.nodes.fake_arm_node", *ns, "--params-file",
                               str(ROOT / "config" / "fake_arm.yaml"), "-p", "cartesian_goals:=false")
@@ -123,7 +96,7 @@ def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(ri
     assert goals[1] == twists[1]
 
 
-def test_a_move_run_as_one_goal_stops_on_cancel_and_at_the_call_deadline(rig):
+def test_a_move_run_as_one_goal_stops_on_cancel_and_at_the_call_deadline(fake_arm_rig):
     """A move_to that never converges (tolerance 0 at the current position) runs as one Cartesian goal: the host's
     stop (an interrupt) ends it with EpisodeFinished("cancelled"), the cell's deadline with the ToolError that says
     the time limit was reached; either way the driver takes no step after it."""
@@ -134,11 +107,11 @@ def test_a_move_run_as_one_goal_stops_on_cancel_and_at_the_call_deadline(rig):
 
     def frozen() -> bool:
         time.sleep(0.3)
-        step = rig.env_step()
+        step = fake_arm_rig.env_step()
         time.sleep(0.5)
-        return rig.env_step() == step
+        return fake_arm_rig.env_step() == step
 
-    robo = rig.reset(max_episode_steps=10**8)
+    robo = fake_arm_rig.reset(max_episode_steps=10**8)
     here = list(robo.state().eef_pos)
     ended: list = []
 
@@ -150,17 +123,17 @@ def test_a_move_run_as_one_goal_stops_on_cancel_and_at_the_call_deadline(rig):
 
     mover = threading.Thread(target=endless)
     mover.start()
-    t0 = rig.env_step()
-    assert spin_until(lambda: rig.env_step() > t0 + 5, 30.0), "the goal steps the arm"
-    rig.host.stop("cancelled")
+    t0 = fake_arm_rig.env_step()
+    assert spin_until(lambda: fake_arm_rig.env_step() > t0 + 5, 30.0), "the goal steps the arm"
+    fake_arm_rig.host.stop("cancelled")
     mover.join(30.0)
     assert not mover.is_alive() and len(ended) == 1 and isinstance(ended[0], EpisodeFinished), ended
     assert ended[0].reason == "cancelled" and frozen()
 
-    robo = rig.reset(max_episode_steps=10**8)
-    rig.host.set_deadline(time.monotonic() + 1.0)
+    robo = fake_arm_rig.reset(max_episode_steps=10**8)
+    fake_arm_rig.host.set_deadline(time.monotonic() + 1.0)
     started = time.monotonic()
     with pytest.raises(ToolError, match="time limit of this call was reached"):
         robo.move_to(list(robo.state().eef_pos), tol=0.0, max_steps=10**8)
-    rig.host.set_deadline(None)
-    assert time.monotonic() - started < 5.0 and rig.env_step() > 5 and frozen()
+    fake_arm_rig.host.set_deadline(None)
+    assert time.monotonic() - started < 5.0 and fake_arm_rig.env_step() > 5 and frozen()

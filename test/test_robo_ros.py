@@ -1,9 +1,9 @@
 """robo over ROS against the real LIBERO-PRO sim node (libero_goal task 8, "put the bowl on the plate").
 
 As an external user would use it: one sim node process for the module (``python -m pyrua_ros.nodes.sim_node``),
-one ``RosBackend`` and a ``RobotHost`` per episode; the motion cases are shared with the fake-arm tests
-(``robo_motion_cases.py``), the perception and ledger checks are here. The episode is reset only where a test
-needs a fresh one (a reset takes ~0.5 s; the node start ~20-60 s builds LIBERO).
+one ``RosBackend`` and a ``RobotHost`` per episode (the ``sim_rig`` of :mod:`rigs.nodes`); the motion cases are
+shared with the fake-arm tests (``robo_motion_cases.py``), the perception and ledger checks are here. The episode
+is reset only where a test needs a fresh one (a reset takes ~0.5 s; the node start ~20-60 s builds LIBERO).
 """
 
 from __future__ import annotations
@@ -11,58 +11,29 @@ from __future__ import annotations
 import io
 import json
 import math
-import pathlib
 
 import numpy as np
 import pytest
-from robo_motion_cases import CASES, Rig
+from robo_motion_cases import CASES
 
-from pyrua_ros.examples import EXAMPLES, load_program
 from pyrua_ros.robo import results as R
 from pyrua_ros.robo.errors import ToolError
 from pyrua_ros.robo.geometry import wrap_angle
 from pyrua_ros.robo.libero import LiberoRobot
-from pyrua_ros.testing import NodeProcess
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 TABLE_Z = 0.90            # kitchen table top [m] (LIBERO-CALIBRATION.md)
 AGENTVIEW_POS = (0.66, 0.0, 1.61)
 BOWL = "the black bowl"
 
 
-def pick_bowl(robo: LiberoRobot):
-    """The bowl's segment and its +y rim grasp point (the example's geometry)."""
-    seg = robo.segment(BOWL)
-    x, y, z = seg.world_xyz
-    return seg, [x + 0.02, y + 0.045, z]
-
-
 @pytest.fixture(scope="module")
-def rig():
-    from pyrua_ros.robo.ros_backend import RosBackend
-
-    node = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file",
-                              str(ROOT / "config" / "sim.yaml"), cwd=ROOT)
-    backend = None
-    try:
-        assert node.wait_for_output("sim node ready", 240.0), node.output()[-3000:]
-        backend = RosBackend()
-        yield Rig(backend=backend, suite="libero_goal", task=8, max_episode_steps=600, object_prompt=BOWL,
-                  pick=pick_bowl, solve=load_program(EXAMPLES[("libero_goal", 8)]))
-    finally:
-        if backend is not None:
-            backend.close()
-        node.stop()
-
-
-@pytest.fixture(scope="module")
-def scene(rig):
+def scene(sim_rig):
     """A fresh episode at step 0, only looked at (the perception tests below never move the arm)."""
-    return rig.reset()
+    return sim_rig.reset()
 
 
 # ------------------------------------------------------------------------------------- observation
-def test_state_task_done_and_images_are_typed(rig, scene):
+def test_state_task_done_and_images_are_typed(sim_rig, scene):
     robo = scene
     s = robo.state()
     assert type(s) is R.State and s.step == 0 and s.task == robo.task == "put the bowl on the plate"
@@ -82,7 +53,7 @@ def test_state_task_done_and_images_are_typed(rig, scene):
         robo.world_map("agentview", resolution="mid")
     # show queues the camera once per turn; artifacts are the same pixels as image()
     assert robo.show("wrist") is None and robo.show("wrist") is None and robo.show("agentview") is None
-    assert rig.host.take_show_requests() == ["wrist", "agentview"] and rig.host.take_show_requests() == []
+    assert sim_rig.host.take_show_requests() == ["wrist", "agentview"] and sim_rig.host.take_show_requests() == []
     png = robo.artifact("agentview_high.png")
     from PIL import Image
 
@@ -159,8 +130,8 @@ def test_back_project_world_map_and_region_center_are_consistent(scene):
         robo.region_center((0, 0), (0, 10))
 
 
-def test_wrist_world_map_sees_the_table_below(rig):
-    robo = rig.reset()
+def test_wrist_world_map_sees_the_table_below(sim_rig):
+    robo = sim_rig.reset()
     s = robo.state()
     robo.move_to([s.eef_pos[0] + 0.1, s.eef_pos[1], TABLE_Z + 0.20])
     wrist = robo.world_map("wrist")
@@ -177,9 +148,9 @@ def test_wrist_world_map_sees_the_table_below(rig):
     assert np.linalg.norm(np.subtract(centre.world_xyz[:2], eef[:2])) < 0.1, "it looks down, near the fingers"
 
 
-def test_past_steps_and_ledger(rig, tmp_path):
-    robo = rig.reset()
-    ledger = rig.host.ledger
+def test_past_steps_and_ledger(sim_rig, tmp_path):
+    robo = sim_rig.reset()
+    ledger = sim_rig.host.ledger
     s0 = robo.state()
     robo.image()                                       # step 0 viewed
     robo.move_to([s0.eef_pos[0], s0.eef_pos[1], s0.eef_pos[2] - 0.03])
@@ -205,7 +176,7 @@ def test_past_steps_and_ledger(rig, tmp_path):
             assert not rec.stateful and rec.env_steps == 0
     stateful = [r for r in ledger.records if r.stateful]
     assert ledger.stateful_calls() == len(stateful) == 3
-    assert ledger.env_steps() == sum(r.env_steps for r in stateful) == rig.env_step()
+    assert ledger.env_steps() == sum(r.env_steps for r in stateful) == sim_rig.env_step()
     state_rec = next(r for r in ledger.records if r.tool == "view_env_state" and r.ok)
     assert len(state_rec.summary["eef_pos"]) == 3
     failed = [r for r in ledger.records if not r.ok]
@@ -245,16 +216,16 @@ def test_part_prompts_find_the_parts_the_api_promises(scene):
     assert "wooden_cabinet_1 (parts: " in _segment_note(robo) and "middle drawer handle" in _segment_note(robo)
 
 
-def test_the_reference_default_motion_is_not_clipped_by_the_sim(rig):
+def test_the_reference_default_motion_is_not_clipped_by_the_sim(sim_rig):
     """``libero.py::LiberoRobot.move_to`` (per-axis step_clip 0.025 m: a diagonal step is 0.043 m, 0.87 m/s) and
     ``rotate_wrist`` run as the reference's primitives: the sim's default safety limits are the OSC action range's,
     so they clip none of their steps (the old 0.5 m/s default cut every diagonal step)."""
-    robo = rig.reset()
+    robo = sim_rig.reset()
     x, y, z = robo.state().eef_pos
     move = robo.move_to([x + 0.08, y - 0.08, z - 0.08])   # diagonal: all three axes at step_clip
     turn = robo.rotate_wrist(delta_yaw=0.6, gripper=-1.0)
     assert move.reached and turn.reached, (move, turn)
-    assert rig.backend.clipped_steps() == 0
+    assert sim_rig.backend.clipped_steps() == 0
 
 
 # ------------------------------------------------------------------------------------- fidelity to LIBERO's OSC
@@ -271,22 +242,22 @@ def _reference_actions() -> list[np.ndarray]:
     return seq
 
 
-def test_motion_matches_plain_libero_for_the_reference_actions(rig):
+def test_motion_matches_plain_libero_for_the_reference_actions(sim_rig):
     """The reference's actions sent through robo over ROS (twist = action * the sim's osc_action_scale / dt, the
     gripper as the driver's gripper target) move the arm and fingers as the same actions through LIBERO's own
     ``env.step`` in this process, step by step: 0.05 m and 0.5 rad per unit action, the gripper with the arm."""
     from pyrua_ros.robo.servo import gripper_gap
     from pyrua_ros.sim.env import LiberoEpisode
 
-    assert rig.backend.osc_action_scale == (0.05, 0.5)
+    assert sim_rig.backend.osc_action_scale == (0.05, 0.5)
     actions = _reference_actions()
-    rig.backend.reset("libero_goal", 8, 0, 600)
-    dt = rig.backend.control_period_s
+    sim_rig.backend.reset("libero_goal", 8, 0, 600)
+    dt = sim_rig.backend.control_period_s
     over_ros = []
     for a in actions:
-        assert rig.backend.gripper_target(gripper_gap(a[6])) is True
-        pose = rig.backend.servo(a[:3] * 0.05 / dt, a[3:6] * 0.5 / dt)
-        over_ros.append((np.asarray(pose.pos), np.asarray(pose.quat_xyzw), rig.backend.gripper_opening()))
+        assert sim_rig.backend.gripper_target(gripper_gap(a[6])) is True
+        pose = sim_rig.backend.servo(a[:3] * 0.05 / dt, a[3:6] * 0.5 / dt)
+        over_ros.append((np.asarray(pose.pos), np.asarray(pose.quat_xyzw), sim_rig.backend.gripper_opening()))
     plain = LiberoEpisode(lean_step=False)          # LIBERO's stock env.step
     try:
         plain.reset("libero_goal", 8, 0, 600)
@@ -315,25 +286,25 @@ def _yaw_terms(q) -> tuple[float, float]:
     return 2 * (x * y + z * w), 1 - 2 * (y * y + z * z)
 
 
-def test_set_gripper_runs_exactly_its_steps_and_a_motion_moves_the_fingers(rig):
+def test_set_gripper_runs_exactly_its_steps_and_a_motion_moves_the_fingers(sim_rig):
     """set_gripper(g, steps) is ``steps`` control steps, as the reference reports it; a motion whose gripper value
     differs closes the fingers during the motion, with no steps of its own."""
-    robo = rig.reset()
-    step0 = rig.env_step()
+    robo = sim_rig.reset()
+    step0 = sim_rig.env_step()
     g = robo.set_gripper(robo.CLOSE, steps=3)
-    assert g.steps == 3 == rig.env_step() - step0
+    assert g.steps == 3 == sim_rig.env_step() - step0
     robo.set_gripper(robo.OPEN, steps=10)
     assert robo.state().gripper_opening > 0.07
     s = robo.state()
-    step1 = rig.env_step()
+    step1 = sim_rig.env_step()
     move = robo.move_to([s.eef_pos[0], s.eef_pos[1], s.eef_pos[2] - 0.06], robo.CLOSE)
     assert move.reached
-    _iterations_match_steps = move.steps_used - (rig.env_step() - step1)
-    assert _iterations_match_steps in (0, 1), (move, rig.env_step() - step1)
+    _iterations_match_steps = move.steps_used - (sim_rig.env_step() - step1)
+    assert _iterations_match_steps in (0, 1), (move, sim_rig.env_step() - step1)
     assert robo.state().gripper_opening < 0.04, "the fingers closed while the arm moved down"
 
 
 # ------------------------------------------------------------------------------------- motion (shared)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__.removeprefix("case_"))
-def test_motion(rig, case):
-    case(rig)
+def test_motion(sim_rig, case):
+    case(sim_rig)

@@ -75,7 +75,7 @@ class ScriptedDriver:
 
 
 @pytest.fixture
-def rig():
+def scripted_rig():
     from pyrua_ros.robo.ros_backend import RosBackend
     from pyrua_ros.testing import RosClient, spin_until
 
@@ -111,8 +111,8 @@ def _servo_in_thread(backend):
     return thread, out
 
 
-def test_step_completes_only_when_pose_status_and_joints_of_that_step_are_in(rig):
-    driver, backend = rig
+def test_step_completes_only_when_pose_status_and_joints_of_that_step_are_in(scripted_rig):
+    driver, backend = scripted_rig
     thread, out = _servo_in_thread(backend)
     assert driver.got_twist.wait(10.0)
     driver.status(1)                     # status first, then the joint states: not done without the pose
@@ -126,8 +126,8 @@ def test_step_completes_only_when_pose_status_and_joints_of_that_step_are_in(rig
     assert backend.status().step == 1
 
 
-def test_a_refusal_ends_the_wait_at_once(rig):
-    driver, backend = rig
+def test_a_refusal_ends_the_wait_at_once(scripted_rig):
+    driver, backend = scripted_rig
     from std_msgs.msg import String
 
     from pyrua_ros.robo.backend import BackendRefused
@@ -142,8 +142,8 @@ def test_a_refusal_ends_the_wait_at_once(rig):
     assert out["wall_s"] < NAMES.timeouts.step_reply_s
 
 
-def test_cancel_wakes_a_waiting_step(rig):
-    driver, backend = rig
+def test_cancel_wakes_a_waiting_step(scripted_rig):
+    driver, backend = scripted_rig
     from pyrua_ros.robo.backend import BackendRefused
 
     thread, out = _servo_in_thread(backend)
@@ -155,8 +155,8 @@ def test_cancel_wakes_a_waiting_step(rig):
     assert out["wall_s"] < NAMES.timeouts.step_reply_s
 
 
-def test_no_answer_is_a_timeout_naming_the_topic(rig):
-    _driver, backend = rig
+def test_no_answer_is_a_timeout_naming_the_topic(scripted_rig):
+    _driver, backend = scripted_rig
     from pyrua_ros.robo.backend import BackendTimeout
 
     thread, out = _servo_in_thread(backend)

@@ -122,20 +122,6 @@ def stream_stamps(mcap_path) -> dict[str, list[float]]:
 
 
 @pytest.fixture(scope="module")
-def sim_driver():
-    """One LIBERO sim node for the module's episodes (each episode resets it to its own task)."""
-    from pyrua_ros.testing import NodeProcess
-
-    node = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file",
-                              str(ROOT / "config" / "sim.yaml"), cwd=ROOT)
-    try:
-        assert node.wait_for_output("sim node ready", 240.0), node.output()[-3000:]
-        yield node
-    finally:
-        node.stop()
-
-
-@pytest.fixture(scope="module")
 def renders(ros_client_module):
     return RenderCounter(ros_client_module)
 
@@ -159,7 +145,6 @@ def in_process_driver():
     driver.close()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("suite,task", [("libero_goal", t) for t in TASKS] + sorted(HELD_OUT))
 def test_example_program_solves_its_task(suite, task, in_process_driver, record_property):
     from pyrua_ros.agent.settings.config import EpisodeSettings
@@ -198,8 +183,7 @@ def test_example_program_solves_its_task(suite, task, in_process_driver, record_
 
 
 
-@pytest.mark.slow
-def test_a_program_episode_over_ros_is_recorded_frame_by_frame(tmp_path, sim_driver, renders, record_property,
+def test_a_program_episode_over_ros_is_recorded_frame_by_frame(tmp_path, sim_node, renders, record_property,
                                                               capsys):
     from pyrua_ros.agent.run.episode import play
     from pyrua_ros.agent.settings.config import PlayConfig
@@ -264,7 +248,6 @@ def test_a_program_episode_over_ros_is_recorded_frame_by_frame(tmp_path, sim_dri
     assert video_frames >= len(streams["agentview"]), (video_frames, len(streams["agentview"]))
 
 
-@pytest.mark.slow
 def test_readme_main_command_solves_its_episode(tmp_path):
     """``scripts/demo.sh`` (set up + one replayed libero_goal task 8 episode) is judged successful by the benchmark.
 
@@ -374,8 +357,7 @@ def _play(out: pathlib.Path, arm: str, script: list) -> tuple[dict, list[dict]]:
     return json.loads((out / "result.json").read_text()), bodies
 
 
-@pytest.mark.slow
-def test_cells_and_tools_arms_solve_the_same_instance_and_compare_pairs_them(tmp_path, sim_driver):
+def test_cells_and_tools_arms_solve_the_same_instance_and_compare_pairs_them(tmp_path, sim_node):
     tools, bodies = _play(tmp_path / "tools", "tools", TOOLS_SCRIPT)
     assert tools["status"] == "completed" and tools["environment_success"] is True, tools
     offered = [t["function"]["name"] for t in bodies[0]["tools"]]

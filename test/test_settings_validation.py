@@ -1,6 +1,7 @@
 """Fail fast and clear: bad input is refused before anything boots (one line naming the valid values, exit 2),
 run directories are never overwritten, and the exit codes say how an episode ended. Every refusal runs the real
-CLI in a child process, bounded to a few seconds."""
+CLI in a child process, bounded to a few seconds (the table's rows all in one child: one interpreter start-up for
+the table instead of one per row)."""
 
 import json
 import pathlib
@@ -46,9 +47,18 @@ def refused(*args, out=None):
     return lines[0]
 
 
+def refusal_line(call) -> str:
+    """The one stderr line of a refused call (exit 2, within the bound), as :func:`refused` checks a process."""
+    assert call.code == 2, call.stderr[-2000:]
+    assert call.cpu_s < REFUSE_WITHIN_CPU_S, f"refused after {call.cpu_s:.1f} CPU s: something booted first"
+    lines = [ln for ln in call.stderr.splitlines() if ln.strip() and not ln.startswith("[")]
+    assert len(lines) == 1, call.stderr
+    return lines[0]
+
+
 # --- the table's rows -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args, expected", [
+TABLE = [
     (["--suite", "nosuch", "--task", "0", "--replay", str(FAKE_PROGRAM)],
      "unknown suite 'nosuch' for --driver sim; valid suites: libero_spatial, libero_object, libero_goal"),
     (["--task", "999"], "--task 999 is out of range for suite 'libero_goal': valid tasks are 0..9"),
@@ -77,20 +87,47 @@ def refused(*args, out=None):
     (["--task", "8", "--budget-s", "1e12"], "--budget-s must be at most 2.592e+06; got 1000000000000.0"),
     (["--task", "8", "--openai-request-timeout-s=-inf"], "--openai-request-timeout-s expects a finite number"),
     (["--task", "8", "--seed", "99999999999"], "--seed must be at most 2147483647; got 99999999999"),
-])
-def test_bad_episode_input_is_refused_before_boot(tmp_path, args, expected):
-    out = tmp_path / "run"
-    line = refused("play", "--arm", "cells", "--out", str(out), *args, out=out)
-    assert expected in line
+]
+
+@pytest.fixture(scope="module")
+def table_refusals(tmp_path_factory):
+    """Every row of :data:`TABLE` run as ``play --arm cells --out DIR <row>``, all in one child: ``(call, DIR)``."""
+    from pyrua_ros.testing.cli_calls import run_in_one_child
+
+    base = tmp_path_factory.mktemp("table")
+    argvs = [["play", "--arm", "cells", "--out", str(base / f"run{k}"), *args] for k, (args, _) in enumerate(TABLE)]
+    calls = run_in_one_child(argvs, cwd=ROOT, timeout_s=30 + 5 * len(TABLE))
+    return [(call, base / f"run{k}") for k, call in enumerate(calls)]
+
+
+@pytest.mark.parametrize("k", range(len(TABLE)), ids=[f"args{k}-{expected}" for k, (_, expected) in enumerate(TABLE)])
+def test_bad_episode_input_is_refused_before_boot(table_refusals, k):
+    call, out = table_refusals[k]
+    assert TABLE[k][1] in refusal_line(call)
     assert not out.exists()
 
 
+# refusals of fixed command lines, all in one child (as the table's rows): name -> command line
+FIXED = {
+    "out-play": ["play", "--arm", "cells", "--task", "8", "--out", "/sys/kernel/pyrua-run"],
+    "out-run": ["run", "--task", "8", "--policy", str(FAKE_PROGRAM), "--out", "/sys/kernel/pyrua-run"],
+    "out-eval": ["eval", "--arm", "cells", "--suite", "libero_goal", "--task", "8", "--out", "/sys/kernel/pyrua-run"],
+    "info-prompt": ["prompt", "--reference-root", "/nonexistent"],
+    "info-api": ["api", "--reference-root", "/nonexistent"],
+}
+
+
+@pytest.fixture(scope="module")
+def fixed_refusals():
+    from pyrua_ros.testing.cli_calls import run_in_one_child
+
+    return dict(zip(FIXED, run_in_one_child(list(FIXED.values()), cwd=ROOT, timeout_s=60), strict=True))
+
+
 @pytest.mark.parametrize("command", ["play", "run", "eval"])
-def test_an_out_no_run_directory_can_live_in_is_one_line_and_exit_2(command):
+def test_an_out_no_run_directory_can_live_in_is_one_line_and_exit_2(fixed_refusals, command):
     """/sys accepts no files even for root (whom os.access always answers yes): one line, exit 2, no traceback."""
-    args = {"play": ["--arm", "cells", "--task", "8"], "run": ["--task", "8", "--policy", str(FAKE_PROGRAM)],
-            "eval": ["--arm", "cells", "--suite", "libero_goal", "--task", "8"]}[command]
-    line = refused(command, *args, "--out", "/sys/kernel/pyrua-run")
+    line = refusal_line(fixed_refusals[f"out-{command}"])
     assert "--out /sys/kernel/pyrua-run" in line and "Traceback" not in line
 
 
@@ -108,9 +145,9 @@ def test_a_model_server_that_refuses_the_key_is_refused_before_boot(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["prompt", "api"])
-def test_info_commands_refuse_a_reference_root_without_sources(command):
-    assert "--reference-root /nonexistent: no PyRUA-Lean sources" in refused(command, "--reference-root",
-                                                                            "/nonexistent")
+def test_info_commands_refuse_a_reference_root_without_sources(fixed_refusals, command):
+    line = refusal_line(fixed_refusals[f"info-{command}"])
+    assert "--reference-root /nonexistent: no PyRUA-Lean sources" in line
 
 
 # A machine without bubblewrap: the real CLI in a child process whose sandbox module finds no ``bwrap``.
@@ -326,6 +363,7 @@ def test_a_driver_given_an_episode_it_does_not_serve_refuses_the_reset_with_the_
     assert "exited" not in result.reason                     # the driver kept serving
 
 
+@pytest.mark.libero
 def test_a_dying_driver_ends_the_wait_at_once_with_its_last_error_line(tmp_path, monkeypatch):
     """Past the front door (a library caller, a driver that fails on its own): the sim node exits at startup (here:
     it cannot render, MUJOCO_GL names no backend), the episode does not wait out the 120 s reset deadline, and the

@@ -155,20 +155,13 @@ class SimClient:
 
 
 @pytest.fixture(scope="module")
-def sim():
-    node = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file", "config/sim.yaml")
-    client = None
+def sim(sim_node):
+    """A client of the module's sim node (``sim_node`` of :mod:`rigs.nodes`: it checks the node's clean exit)."""
+    client = RosClient("sim_test_client")
     try:
-        assert node.wait_for_output("sim node ready", 180.0), node.output()[-3000:]
-        client = RosClient("sim_test_client")
         yield SimClient(client)
-        assert node.alive(), "the sim node died during the tests:\n" + node.output()[-3000:]
     finally:
-        if client is not None:
-            client.close()
-        rc = node.stop()
-        print(node.log_path.read_text(errors="replace")[-2000:])
-        assert rc == 0, f"sim node exit code {rc}"
+        client.close()
 
 
 def trajectory_goal(names, positions_per_point, dt=0.5):

@@ -8,7 +8,6 @@ import sys
 
 import imageio_ffmpeg
 import numpy as np
-import pytest
 
 from pyrua_ros.agent.records.video import BAND_PX, HOLD_S, EpisodeVideo, frame_rate
 
@@ -52,7 +51,6 @@ def test_frames_are_laid_on_sim_time_with_gaps_filled_and_the_end_held(tmp_path)
     assert np.abs(f[-1].astype(int) - f[-3].astype(int)).mean() < 1.0
 
 
-@pytest.mark.slow
 def test_a_real_episode_video_matches_its_steps(tmp_path):
     """Replay on the fake arm: the video lasts the episode's sim time (steps x 0.05 s) plus the held second."""
     out = tmp_path / "run"

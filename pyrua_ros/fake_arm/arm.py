@@ -20,6 +20,7 @@ from pyrua_ros.fake_arm.scene import render
 
 HAND = "robot0_right_hand"
 FINGER_LINKS = ("gripper0_leftfinger", "gripper0_rightfinger")
+MAX_CACHED_VIEWS = 4   # both cameras at two sizes
 
 
 class FakeArm:
@@ -31,6 +32,7 @@ class FakeArm:
         self.arm_joints, self.finger_joints, self.frames = tuple(arm_joints), tuple(finger_joints), frames
         self.control_period_s = float(control_period_s)
         self.episode: FakeEpisode | None = None
+        self._views: dict[tuple, tuple] = {}   # the last few renders, by view and scene state
         self._urdf = kin.panda_urdf(self.arm_joints, self.finger_joints, frames.base, frames.end_effector)
 
     def validate_episode(self, suite: str, task: int, seed: int, max_episode_steps: int) -> None:
@@ -44,6 +46,7 @@ class FakeArm:
     def reset(self, suite: str, task: int, seed: int, max_episode_steps: int) -> ModelEpisode:
         self.validate_episode(suite, task, seed, max_episode_steps)
         self.episode = FakeEpisode(task, seed, max_episode_steps, self.control_period_s)
+        self._views.clear()
         e = self.episode
         return ModelEpisode(SUITE, task, seed, e.task.language, tuple(e.object_names), max_episode_steps)
 
@@ -105,8 +108,19 @@ class FakeArm:
         return {c for _p, c, _T in self._static()}
 
     def _render(self, camera: str, size: int):
-        cam = self.episode.camera(camera, size)
-        return cam, render(self.episode.shapes(), cam)
+        """``(camera, (color, depth, segmentation))`` of a view of the scene as it is now, drawn once per view and
+        scene state: an episode's card capture, its world map and its segmentations of the same unmoved scene
+        share one render (a 1024 px render is the fake's costliest call). Callers get copies."""
+        key = (camera, size, self.physics_state().tobytes())
+        view = self._views.get(key)
+        if view is None:
+            cam = self.episode.camera(camera, size)
+            view = (cam, render(self.episode.shapes(), cam))
+            while len(self._views) >= MAX_CACHED_VIEWS:
+                del self._views[next(iter(self._views))]
+            self._views[key] = view
+        cam, images = view
+        return cam, tuple(image.copy() for image in images)
 
     def capture(self, camera: str, size: int) -> CameraImage:
         cam, (color, depth, _seg) = self._render(camera, size)

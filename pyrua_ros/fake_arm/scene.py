@@ -180,11 +180,12 @@ def render(shapes: list[Shape], cam: PinholeCamera) -> tuple[np.ndarray, np.ndar
     vs = ((np.arange(H) - K[1, 2]) / K[1, 1]).astype(np.float32)
     depth = np.full((H, W), np.inf, dtype=np.float32)   # optical z of a direction (u, v, 1) is 1: t is depth
     winner = np.zeros((H, W), dtype=np.int32)  # index + 1 into shapes, 0 = sky
+    windows = {}   # shape index -> its pixel window: every pixel a shape wins lies in it
     for k, shape in enumerate(shapes):
         win = _pixel_window(shape, cam, T_opt_world)
         if win is None:
             continue
-        r0, r1, c0, c1 = win
+        windows[k] = r0, r1, c0, c1 = win
         o, d = _local_rays(shape, R, origin, us[None, c0:c1], vs[r0:r1, None])
         t = _hit_t(shape, o, d)
         cur = depth[r0:r1, c0:c1]
@@ -192,10 +193,13 @@ def render(shapes: list[Shape], cam: PinholeCamera) -> tuple[np.ndarray, np.ndar
         np.copyto(cur, t, where=closer)
         np.copyto(winner[r0:r1, c0:c1], np.int32(k + 1), where=closer)
     lambert = np.ones((H, W), dtype=np.float32)
-    for k, shape in enumerate(shapes):
-        rows, cols = np.nonzero(winner == k + 1)
+    for k, (r0, r1, c0, c1) in windows.items():
+        rows, cols = np.nonzero(winner[r0:r1, c0:c1] == k + 1)
         if rows.size == 0:
             continue
+        shape = shapes[k]
+        rows += r0
+        cols += c0
         o, d = _local_rays(shape, R, origin, us[cols], vs[rows])
         p = o + depth[rows, cols][:, None] * np.stack(d, axis=1)
         n = _box_normal(p, shape.size) if shape.kind == "box" else _cylinder_normal(p, shape.size[0], shape.size[2])
