@@ -24,7 +24,7 @@ OWN_INTERFACES = {"pyrua_ros_msgs"}
 
 # rosdep key -> the module it provides (python3-* keys of rosdistro's python.yaml)
 ROSDEP_IMPORTS = {"python3-numpy": "numpy", "python3-opencv": "cv2", "python3-yaml": "yaml", "python3-pil": "PIL",
-                  "python3-psutil": "psutil", "python3-packaging": "packaging"}
+                  "python3-psutil": "psutil", "python3-packaging": "packaging", "python3-transforms3d": "transforms3d"}
 # ROS packages the graph runs rather than imports: `ros2 launch` itself and rviz2
 RUN_NOT_IMPORTED = {"ros2launch", "rviz2"}
 # imported module -> the pip distribution of setup.py's extras that brings it
