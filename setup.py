@@ -43,7 +43,7 @@ if __name__ == "__main__":
         name=PACKAGE,
         version="0.1.0",
         packages=find_packages(include=[PACKAGE, PACKAGE + ".*"]),
-        package_data={PACKAGE: ["knowledge/*.md", "guides/*.md", "data/*", "driver/*.xml"]},
+        package_data={PACKAGE: ["knowledge/*.md", "guides/*.md", "data/*", "wire/*.xml"]},
         data_files=data_files(),
         install_requires=["setuptools"],
         extras_require=EXTRAS,

@@ -2,7 +2,7 @@
 Fast DDS profile (``pyrua_ros/driver/fastdds*_profile.xml``: writer heartbeat 100 ms instead of 3 s).
 
 One process answers requests the way the sim node answers a capture (3 MB rgb8 color, 4 MB 32FC1 depth and a
-CameraInfo, reliable transient-local depth 1, ``pyrua_ros.driver.qos.LATCHED``); another requests a capture,
+CameraInfo, reliable transient-local depth 1, ``pyrua_ros.wire.qos.LATCHED``); another requests a capture,
 waits for all three, and requests the next at once. Each process runs in the venv of its distro (``.venv``
 Kilted / Fast DDS 3.2, ``.venv-jazzy`` Jazzy / Fast DDS 2.14, which share no shared-memory transport). Reported
 per direction and profile: median, p90 and max arrival time and the number of stalls (> 1 s); the ratio column
@@ -26,9 +26,9 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from pyrua_ros.driver.rosenv import FASTDDS_PROFILE_VARS, FASTDDS_PROFILES, default_fastdds_profile, fastdds_major
 from pyrua_ros.testing import apply_loopback_environment
 from pyrua_ros.testing.venvs import child_env, venv_python
+from pyrua_ros.wire.rosenv import FASTDDS_PROFILE_VARS, FASTDDS_PROFILES, default_fastdds_profile, fastdds_major
 
 SIZE = 1024
 REQUEST = "/bench/large_images/request"
@@ -64,7 +64,7 @@ def serve() -> None:
     from sensor_msgs.msg import CameraInfo, Image
     from std_msgs.msg import String
 
-    from pyrua_ros.driver import qos
+    from pyrua_ros.wire import qos
 
     rclpy.init()
     node = rclpy.create_node("large_image_server")
@@ -103,7 +103,7 @@ def request(rounds: int) -> None:
     from sensor_msgs.msg import CameraInfo, Image
     from std_msgs.msg import String
 
-    from pyrua_ros.driver import qos
+    from pyrua_ros.wire import qos
 
     rclpy.init()
     node = rclpy.create_node("large_image_client")

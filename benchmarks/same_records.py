@@ -50,7 +50,7 @@ def _bag_images(mcap: pathlib.Path) -> dict[tuple[str, int], str]:
     """``{(topic, stamp ns): pixel digest}`` of the sensor_msgs/Image messages in ``mcap``."""
     from mcap.reader import make_reader
 
-    from pyrua_ros.agent.records.recorder import _cdr_time_ns
+    from pyrua_ros.records.recorder import _cdr_time_ns
 
     out = {}
     with mcap.open("rb") as f:

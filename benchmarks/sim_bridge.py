@@ -117,10 +117,10 @@ class OverRos:
         from rclpy.experimental import EventsExecutor
         from std_srvs.srv import Trigger
 
-        from pyrua_ros.driver import qos
-        from pyrua_ros.driver.interfaces import load
-        from pyrua_ros.driver.rosenv import claim_domain_id
         from pyrua_ros.testing import NodeProcess, env_with_code
+        from pyrua_ros.wire import qos
+        from pyrua_ros.wire.interfaces import load
+        from pyrua_ros.wire.rosenv import claim_domain_id
 
         self.names = names = load()
         env = env_with_code(code)
@@ -227,8 +227,8 @@ class ThroughRobo:
         self.runs = 0
 
     def _record(self, k: int):
-        from pyrua_ros.agent.records.recorder import record_episode
-        from pyrua_ros.agent.records.video import EpisodeVideo
+        from pyrua_ros.records.recorder import record_episode
+        from pyrua_ros.records.video import EpisodeVideo
 
         recorder = record_episode(self.backend.node, self.out_dir / f"robo_{k}.mcap")
         video = EpisodeVideo(self.backend.node)

@@ -81,7 +81,7 @@ def kernel_costs(sandbox: str, *, restarts: int = 5, calls: int = 500) -> dict:
     """Start/restart time, empty-cell round trip and per-call overhead of one kernel in ``sandbox`` mode."""
     import time
 
-    from pyrua_ros.agent.kernel import Kernel
+    from pyrua_ros.kernel import Kernel
 
     with tempfile.TemporaryDirectory(prefix="pyrua_kernel_bench_") as ws:
         t0 = time.monotonic()

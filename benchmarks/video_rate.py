@@ -47,8 +47,8 @@ def stream_stamps(mcap: pathlib.Path) -> dict[str, list[float]]:
     """``{camera color topic: sorted distinct header stamps [s]}`` of the camera streams recorded in ``mcap``."""
     from mcap.reader import make_reader
 
-    from pyrua_ros.agent.records.recorder import _cdr_time_ns
-    from pyrua_ros.driver.interfaces import load
+    from pyrua_ros.records.recorder import _cdr_time_ns
+    from pyrua_ros.wire.interfaces import load
 
     names = load()
     topics = {names.driver.color(cam) for cam in names.robot.cameras}

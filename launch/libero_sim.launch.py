@@ -33,7 +33,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from pyrua_ros.bringup import graph
-from pyrua_ros.driver.rosenv import PARENT_PID_VAR
+from pyrua_ros.wire.rosenv import PARENT_PID_VAR
 
 #: key of the launch-wide record of agents (context globals, shared by every inclusion of this file)
 AGENTS = "pyrua_ros_agents"

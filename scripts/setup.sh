@@ -221,7 +221,7 @@ if ((WITH_JAZZY)); then
     jstamp_set interfaces "$if_hash"
   fi
   ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST "$JPY" -c "import rclpy, control_msgs.action, tf2_msgs.msg
-from pyrua_ros.driver.distro import ros_distro
+from pyrua_ros.wire.distro import ros_distro
 assert ros_distro() == 'jazzy', ros_distro()" || { echo "setup: jazzy import check failed" >&2; exit 1; }
   say "jazzy: done: $(du -sh "$JVENV" | cut -f1) in .venv-jazzy"
 fi

@@ -18,7 +18,7 @@ FORBIDDEN = {
     "sim": ("pyrua_ros.agent", "pyrua_ros.robo", "pyrua_ros.fake_arm"),
     "fake_arm": ("pyrua_ros.agent", "pyrua_ros.robo", "pyrua_ros.sim", "libero", "robosuite", "mujoco"),
     "safety": ("rclpy", "pyrua_ros.agent", "pyrua_ros.robo"),
-    "agent/kernel": ("rclpy", "pyrua_ros.robo.ros_backend", "pyrua_ros.driver.tf_buffer"),
+    "kernel": ("rclpy", "pyrua_ros.robo.ros_backend", "pyrua_ros.wire.tf_buffer"),
     # the evaluation layer runs episodes through play and drivers through their executables, never in-process
     "evaluation": ("rclpy", "pyrua_ros.sim", "pyrua_ros.fake_arm", "libero", "robosuite", "mujoco"),
 }

@@ -18,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from pyrua_ros.agent.kernel import sandbox
+from pyrua_ros.kernel import sandbox
 from pyrua_ros.testing import spin_until
 from pyrua_ros.testing.chat_server import ChatServer, Reply
 

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from pyrua_ros.agent.reports.episode_view import load_episode
+from pyrua_ros.reports.episode_view import load_episode
 from pyrua_ros.testing.messages_server import MessagesServer
 from pyrua_ros.testing.proxy_trap import ProxyTrap
 from pyrua_ros.testing.responses_server import ResponsesServer
@@ -489,8 +489,8 @@ def test_the_cli_sandbox_bounds_memory_and_cpu_like_the_kernel(tmp_path):
     """A process in the CLI's sandbox (where Codex's view_image or Claude Code's Read decode an image) gets the
     kernel's RLIMIT_AS and RLIMIT_CPU, cannot raise them, fails to allocate past the bound and is ended past its
     CPU seconds; the bound is in the sandbox's line for result.json."""
-    from pyrua_ros.agent.kernel.outcomes import KernelLimits
     from pyrua_ros.agent.runtimes.cli_sandbox import CliSandbox
+    from pyrua_ros.kernel.outcomes import KernelLimits
 
     (tmp_path / "workspace").mkdir()
     limits = KernelLimits(memory_bytes=256 * 2**20, cpu_s=1)
@@ -533,8 +533,8 @@ def test_the_cli_config_folder_is_a_bounded_tmpfs_copied_back(tmp_path):
     """The CLI's config folder (CODEX_HOME / CLAUDE_CONFIG_DIR) is a tmpfs of the workspace's size: the CLI sees what
     the host put there, writing past it is ENOSPC (never the run directory's disk), and what it wrote is copied
     back into the run directory's folder, bounded."""
-    from pyrua_ros.agent.kernel.outcomes import KernelLimits
     from pyrua_ros.agent.runtimes.cli_sandbox import CliSandbox
+    from pyrua_ros.kernel.outcomes import KernelLimits
 
     (tmp_path / "workspace").mkdir()
     home = tmp_path / "codex_home"

@@ -18,10 +18,10 @@ import time
 
 import pytest
 
-from pyrua_ros.driver.interfaces import load
 from pyrua_ros.testing import NodeProcess, spin_until
 from pyrua_ros.testing.processes import age_s, alive, cmdline, descendants, dump_node_stacks
 from pyrua_ros.testing.ros2_tools import ENV_SCRIPT, daemons, require_tools, stop_daemon
+from pyrua_ros.wire.interfaces import load
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NODES = ("sim_node", "agent_node", "fake_arm_node")

@@ -16,10 +16,10 @@ import subprocess
 import pytest
 import yaml
 
-from pyrua_ros.driver.distro import installed_type_hash
-from pyrua_ros.driver.rosenv import claim_domain_id
 from pyrua_ros.testing import NodeProcess
 from pyrua_ros.testing.venvs import child_env, require_venv
+from pyrua_ros.wire.distro import installed_type_hash
+from pyrua_ros.wire.rosenv import claim_domain_id
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DISTROS = yaml.safe_load((ROOT / "interfaces" / "distros.yaml").read_text())
@@ -120,7 +120,7 @@ def test_drivers_load_their_fast_dds_profile(run):
 
 
 def test_jazzy_venv_has_every_upstream_jazzy_hash():
-    code = ("import json, sys; from pyrua_ros.driver.distro import installed_type_hash, ros_distro; "
+    code = ("import json, sys; from pyrua_ros.wire.distro import installed_type_hash, ros_distro; "
             "names = json.loads(sys.argv[1]); "
             "print(json.dumps({'distro': ros_distro(), 'hashes': {n: installed_type_hash(n) for n in names}}))")
     names = sorted(DISTROS["jazzy"]["type_hashes"])

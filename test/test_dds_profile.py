@@ -13,8 +13,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pyrua_ros.driver import rosenv
 from pyrua_ros.testing.venvs import child_env, require_venv
+from pyrua_ros.wire import rosenv
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

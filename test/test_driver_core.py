@@ -8,9 +8,9 @@ import pytest
 
 from pyrua_ros.driver import goals
 from pyrua_ros.driver.core import DriverConfig, DriverCore, GoalRejected
-from pyrua_ros.driver.interfaces import load
 from pyrua_ros.fake_arm.arm import FakeArm
 from pyrua_ros.safety import SafetyLimits
+from pyrua_ros.wire.interfaces import load
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

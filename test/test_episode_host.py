@@ -6,8 +6,8 @@ import pathlib
 
 from pyrua_ros.agent.run.episode import EpisodeHost, play
 from pyrua_ros.agent.run.single_shot import run_policy
-from pyrua_ros.agent.settings.config import PlayConfig, RunConfig
-from pyrua_ros.agent.settings.schema import build
+from pyrua_ros.settings.config import PlayConfig, RunConfig
+from pyrua_ros.settings.schema import build
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PROGRAM = ROOT / "pyrua_ros" / "examples" / "fake_table_cube_on_plate.py"

@@ -25,11 +25,11 @@ import time
 import psutil
 import pytest
 
-from pyrua_ros.agent.settings.schema import SettingError
 from pyrua_ros.evaluation import instances as I
 from pyrua_ros.evaluation.jobs import config_from_json, config_to_json
 from pyrua_ros.evaluation.manifest import Manifest, ManifestMismatch
 from pyrua_ros.evaluation.runner import finished_summary
+from pyrua_ros.settings.schema import SettingError
 from pyrua_ros.testing import spin_until
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ def test_instance_files(tmp_path):
 
 def test_job_config_round_trip(tmp_path):
     """A job carries play's settings tree in the schema's JSON form and comes back equal (paths, dicts)."""
-    from pyrua_ros.agent.settings.config import (
+    from pyrua_ros.settings.config import (
         AgentSettings,
         EpisodeSettings,
         ModelSettings,
@@ -114,8 +114,8 @@ def test_job_config_round_trip(tmp_path):
 def test_a_base_url_can_name_the_node_each_episode_runs_on():
     """``{node}`` in --base-url is the address of the node an episode runs on: each cluster node's episodes reach
     the model server on that node (the job carries the URL as given; the worker resolves it)."""
-    from pyrua_ros.agent.settings.config import AgentSettings, ModelSettings, PlayConfig
     from pyrua_ros.evaluation.worker import on_node
+    from pyrua_ros.settings.config import AgentSettings, ModelSettings, PlayConfig
 
     cfg = PlayConfig(agent=AgentSettings(runtime="openai"), model=ModelSettings(base_url="http://{node}:30000/v1"))
     assert config_from_json(config_to_json(cfg)).model.base_url == "http://{node}:30000/v1"

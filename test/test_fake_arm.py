@@ -12,10 +12,10 @@ import time
 import numpy as np
 import pytest
 
-from pyrua_ros.driver.interfaces import load
 from pyrua_ros.fake_arm import kinematics as kin
 from pyrua_ros.fake_arm.episode import FakeEpisode
 from pyrua_ros.fake_arm.scene import back_project, render
+from pyrua_ros.wire.interfaces import load
 
 NAMES = load()
 WAIT = 60.0   # [s] for a latched message to a new subscription: discovery, slow beside busy loops
@@ -123,7 +123,7 @@ class Arm:
         from geometry_msgs.msg import PoseStamped, TwistStamped
         from std_msgs.msg import Bool, String
 
-        from pyrua_ros.driver import qos
+        from pyrua_ros.wire import qos
 
         self.c, self.node = client, client.node
         self.poses: list = []
@@ -219,7 +219,7 @@ def test_capture_back_projects_the_cube(arm):
     from std_srvs.srv import Trigger
     from tf2_msgs.msg import TFMessage
 
-    from pyrua_ros.driver import convert, qos
+    from pyrua_ros.wire import convert, qos
 
     arm.reset(task=0, seed=0)
     cam, res = "agentview", "low"
@@ -258,7 +258,7 @@ def _capture_depth(arm, after_step: int) -> np.ndarray:
     from sensor_msgs.msg import Image
     from std_srvs.srv import Trigger
 
-    from pyrua_ros.driver import convert, qos
+    from pyrua_ros.wire import convert, qos
 
     topic = NAMES.sim.capture_topics("agentview", "low")["depth"]
     meta = json.loads(arm.c.call(Trigger, NAMES.sim.capture_service("agentview", "low"), timeout=15.0).message)

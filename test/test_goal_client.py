@@ -1,4 +1,4 @@
-"""Goal requests resent while unanswered (``pyrua_ros.driver.goal_client``) never run a goal twice.
+"""Goal requests resent while unanswered (``pyrua_ros.wire.goal_client``) never run a goal twice.
 
 In-process rclpy: a real ActionServer whose goal callback answers the first request only after the client has
 resent it. Every copy carries the first request's goal id, so the server runs one goal (it refuses the copy's id
@@ -24,8 +24,8 @@ def rig():
     from rclpy.action import ActionServer, GoalResponse
     from rclpy.executors import MultiThreadedExecutor
 
-    from pyrua_ros.driver.goal_client import action_client
-    from pyrua_ros.driver.spin_thread import spin_until_shutdown
+    from pyrua_ros.wire.goal_client import action_client
+    from pyrua_ros.wire.spin_thread import spin_until_shutdown
 
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -63,7 +63,7 @@ def rig():
 
 
 def test_a_slow_answer_and_its_resent_copies_run_one_goal(rig):
-    from pyrua_ros.driver.goal_client import send_goal_answered
+    from pyrua_ros.wire.goal_client import send_goal_answered
 
     client, seen, executed, GripperCommand = rig
     goal = GripperCommand.Goal()
@@ -81,7 +81,7 @@ def test_a_slow_answer_and_its_resent_copies_run_one_goal(rig):
 
 
 def test_a_rejected_goal_is_answered_rejected(rig):
-    from pyrua_ros.driver.goal_client import send_goal_answered
+    from pyrua_ros.wire.goal_client import send_goal_answered
 
     client, _seen, executed, GripperCommand = rig
     goal = GripperCommand.Goal()

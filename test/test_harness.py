@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 NODES = runpy.run_path(str(ROOT / "setup.py"), run_name="pyrua_ros_setup")["NODES"]
 
 PROBE = """
-from pyrua_ros.driver.rosenv import node_preamble
+from pyrua_ros.wire.rosenv import node_preamble
 node_preamble()
 import rclpy, time
 rclpy.init()
@@ -85,7 +85,7 @@ def test_claim_skips_a_domain_an_orphan_still_runs_on(monkeypatch, tmp_path):
     """A node whose claiming process died keeps answering on its domain; the next claim must not land there."""
     import subprocess
 
-    from pyrua_ros.driver import rosenv
+    from pyrua_ros.wire import rosenv
 
     monkeypatch.setattr(rosenv, "DOMAIN_LOCK_DIR", tmp_path)            # every lock free: only /proc decides
     monkeypatch.setattr(rosenv, "_held_locks", [])

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent.kernel import RESTART_NOTICE, Kernel, KernelLimits, sandbox, seccomp
-from pyrua_ros.agent.kernel import workspace as wsfiles
-from pyrua_ros.agent.kernel.policy import import_refusal, refusal_text
-from pyrua_ros.driver.rosenv import claim_domain_id
+from pyrua_ros.kernel import RESTART_NOTICE, Kernel, KernelLimits, sandbox, seccomp
+from pyrua_ros.kernel import workspace as wsfiles
+from pyrua_ros.kernel.policy import import_refusal, refusal_text
 from pyrua_ros.testing import spin_until
 from pyrua_ros.testing.processes import descendants
+from pyrua_ros.wire.rosenv import claim_domain_id
 
 TAG = uuid.uuid4().hex[:8]
 OUTSIDE = Path(f"/tmp/pyrua_hostile_{TAG}")  # nothing may ever create this
@@ -313,11 +313,11 @@ def test_escape_reaches_the_real_os_inside_an_unprivileged_sandbox(bare_kernel):
 
 
 def test_canary_outside_the_workspace_is_never_written(bare_kernel):
-    kernel_source = sandbox.PACKAGE_ROOT / "pyrua_ros/agent/kernel/worker.py"
+    kernel_source = sandbox.PACKAGE_ROOT / "pyrua_ros/kernel/worker.py"
     before = hashlib.sha256(kernel_source.read_bytes()).hexdigest()
     run_dir_file = bare_kernel.workspace.parent / f"result_{TAG}.json"
     code = "errors = []\n"
-    for path in (CANARY, f"{sandbox.INSIDE_SRC}/pyrua_ros/agent/kernel/worker.py", kernel_source, run_dir_file,
+    for path in (CANARY, f"{sandbox.INSIDE_SRC}/pyrua_ros/kernel/worker.py", kernel_source, run_dir_file,
                  f"{sandbox.INSIDE_SITE}/numpy/__init__.py", "/usr/lib/pyrua_canary"):
         code += (f"try:\n    fd = os.open('{path}', os.O_WRONLY | os.O_CREAT | os.O_APPEND)\n"
                  f"    os.write(fd, b'pwned')\n    errors.append('written')\nexcept OSError as e:\n"
@@ -476,7 +476,7 @@ def test_a_child_holding_the_pipe_cannot_hide_a_dead_kernel(bare_kernel):
     assert bare_kernel.run_cell("1 + 1", 10).value == "2"
 
 
-FORGE = ("gc = _imp('gc')\nprotocol = _imp('pyrua_ros.agent.kernel.protocol', None, None, ['encode_frame'])\n"
+FORGE = ("gc = _imp('gc')\nprotocol = _imp('pyrua_ros.kernel.protocol', None, None, ['encode_frame'])\n"
          "w = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n")
 
 
@@ -854,8 +854,8 @@ def _forge_status(client, stop, matched: list) -> None:
     ``matched`` gets the forging publisher (its matched subscriptions tell who can hear it)."""
     from std_msgs.msg import String
 
-    from pyrua_ros.driver import qos
-    from pyrua_ros.driver.interfaces import load
+    from pyrua_ros.wire import qos
+    from pyrua_ros.wire.interfaces import load
 
     pub = client.node.create_publisher(String, load().sim.episode_status, qos.LATCHED)
     matched.append(pub)
@@ -875,10 +875,10 @@ def test_a_hostile_episode_cannot_forge_success_release_the_estop_or_leak_the_ke
 
     from std_msgs.msg import Bool, String
 
-    from pyrua_ros.driver import qos
-    from pyrua_ros.driver.interfaces import load
     from pyrua_ros.testing import ros_client
     from pyrua_ros.testing.chat_server import ChatServer, Reply
+    from pyrua_ros.wire import qos
+    from pyrua_ros.wire.interfaces import load
 
     domain = int(os.environ["ROS_DOMAIN_ID"])
     ports = [7400 + 250 * domain + k for k in (0, 1, 10, 11, 12, 13, 14, 15)]

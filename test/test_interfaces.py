@@ -13,7 +13,7 @@ import pathlib
 import pytest
 import yaml
 
-from pyrua_ros.driver import distro
+from pyrua_ros.wire import distro
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent.reports import summarize as S
+from pyrua_ros.reports import summarize as S
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "pyrua_ros" / "examples" / "fake_table_cube_on_plate.py"
@@ -58,7 +58,7 @@ def episode_host(tmp_path_factory):
 
 
 def _config(out: Path, seed: int = 0):
-    from pyrua_ros.agent.settings.config import AgentSettings, EpisodeSettings, OutputSettings, PlayConfig
+    from pyrua_ros.settings.config import AgentSettings, EpisodeSettings, OutputSettings, PlayConfig
 
     return PlayConfig(episode=EpisodeSettings(driver="fake", suite="fake_table", task=0, seed=seed),
                       agent=AgentSettings(replay=PROGRAM, images="none"),

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pyrua_ros.agent.kernel import RESTART_NOTICE, Kernel, KernelLimits, policy, protocol
+from pyrua_ros.kernel import RESTART_NOTICE, Kernel, KernelLimits, policy, protocol
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
 from pyrua_ros.robo.results import Move, State
 
@@ -387,7 +387,7 @@ def test_limits_are_validated():
 
 
 def test_without_bubblewrap_the_kernel_refuses_to_start_with_one_clear_line(monkeypatch, tmp_path):
-    from pyrua_ros.agent.kernel import SandboxUnavailable, sandbox
+    from pyrua_ros.kernel import SandboxUnavailable, sandbox
 
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)   # a machine where bubblewrap is not installed
     with pytest.raises(SandboxUnavailable) as refused:
@@ -400,7 +400,7 @@ def test_without_bubblewrap_the_kernel_refuses_to_start_with_one_clear_line(monk
 
 def test_the_kernel_view_holds_only_its_own_sources(kernel):
     """The kernel imports nothing of pyrua_ros beyond sandbox.KERNEL_SOURCES, and sees no other file of it."""
-    from pyrua_ros.agent.kernel import sandbox
+    from pyrua_ros.kernel import sandbox
 
     assert kernel.mirrored and kernel.description.startswith("bubblewrap: ")
     listing = Path(f"/proc/{kernel.pid}/root{sandbox.INSIDE_SRC}/pyrua_ros")
@@ -414,7 +414,7 @@ def test_the_seccomp_tables_agree_with_libseccomp():
     import ctypes
     import ctypes.util
 
-    from pyrua_ros.agent.kernel import seccomp
+    from pyrua_ros.kernel import seccomp
 
     found = ctypes.util.find_library("seccomp")
     if found is None:

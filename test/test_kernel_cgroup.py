@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent.kernel import Kernel, KernelLimits, cgroup
+from pyrua_ros.kernel import Kernel, KernelLimits, cgroup
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

@@ -29,7 +29,7 @@ SCRIPT = r'''
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from pyrua_ros.agent.kernel import Kernel, KernelLimits
+from pyrua_ros.kernel import Kernel, KernelLimits
 
 class Robo:
     def move_to(self, xyz):
@@ -148,7 +148,7 @@ CLI_SCRIPT = r'''
 import json, os, subprocess, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from pyrua_ros.agent.kernel import Kernel, KernelLimits
+from pyrua_ros.kernel import Kernel, KernelLimits
 from pyrua_ros.agent.runtimes.cli_sandbox import CliSandbox
 
 ws, home = Path(sys.argv[2]), Path(sys.argv[3])

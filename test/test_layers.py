@@ -26,9 +26,9 @@ LAYERS = (
     ("pyrua_ros.driver",),                                            # ROS plumbing shared by the drivers
     ("pyrua_ros.robo", "pyrua_ros.sim", "pyrua_ros.fake_arm", "pyrua_ros.conformance"),
     ("pyrua_ros.examples",),                                          # run(robo) programs, their robo errors
-    ("pyrua_ros.agent", "pyrua_ros.agent.settings"),                  # the settings schema and modes
-    ("pyrua_ros.agent.records", "pyrua_ros.bringup"),                 # what a run writes; booting the graph
-    ("pyrua_ros.agent.reports", "pyrua_ros.agent.kernel"),            # reading runs back; the cell kernel
+    ("pyrua_ros.agent", "pyrua_ros.settings"),                  # the settings schema and modes
+    ("pyrua_ros.records", "pyrua_ros.bringup"),                 # what a run writes; booting the graph
+    ("pyrua_ros.reports", "pyrua_ros.kernel"),            # reading runs back; the cell kernel
     ("pyrua_ros.agent.prompting",),                                   # the prompt
     ("pyrua_ros.agent.runtimes",),                                    # model runtimes behind one seam
     ("pyrua_ros.agent.loop",),                                        # the cell loop, arms, tools
@@ -206,7 +206,7 @@ def test_no_import_cycle_among_pyrua_ros_modules():
 def test_the_checks_see_function_level_imports_and_circles():
     """The checks above would catch what they claim: an import inside a function, a relative import, and a
     two-module circle (a check that finds nothing because it looks at nothing would pass as well)."""
-    assert "pyrua_ros.agent.records.recorder" in imports_of("pyrua_ros.agent.run.episode")   # in a method
+    assert "pyrua_ros.records.recorder" in imports_of("pyrua_ros.agent.run.episode")   # in a method
     assert "pyrua_ros.agent.runtimes.base" in imports_of("pyrua_ros.agent.runtimes")     # `from .base import`
     assert _cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
     assert RANK[group_of("pyrua_ros.agent.loop.arms")] > RANK[group_of("pyrua_ros.agent.prompting.prompt")]

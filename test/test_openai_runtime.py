@@ -17,8 +17,8 @@ from pyrua_ros.agent.runtimes.base import JsonlEventSink, RuntimeFailure
 from pyrua_ros.agent.runtimes.context import IMAGE_OMITTED, ContextWindow
 from pyrua_ros.agent.runtimes.openai_runtime import OpenAIRuntime
 from pyrua_ros.agent.runtimes.tools import tool_specs
-from pyrua_ros.agent.settings.model import ModelSettings
-from pyrua_ros.agent.settings.schema import parse_json_object
+from pyrua_ros.settings.model import ModelSettings
+from pyrua_ros.settings.schema import parse_json_object
 from pyrua_ros.testing.chat_server import ChatServer, Drop, HttpError, Malformed, Reply
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
@@ -482,8 +482,8 @@ def test_registry_builds_the_openai_runtime_lazily():
 
 
 def test_make_runtime_builds_from_an_episode_config(tmp_path):
-    from pyrua_ros.agent.settings.config import PlayConfig
-    from pyrua_ros.agent.settings.schema import build
+    from pyrua_ros.settings.config import PlayConfig
+    from pyrua_ros.settings.schema import build
 
     with ChatServer([Reply(content="hi")]) as server:
         cfg = build(PlayConfig, {"out": tmp_path, "task": 0, "runtime": "openai", "arm": "program",

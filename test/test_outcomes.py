@@ -1,4 +1,4 @@
-"""The one outcome taxonomy (pyrua_ros/agent/settings/outcomes.py): which bucket every recorded ending falls in,
+"""The one outcome taxonomy (pyrua_ros/settings/outcomes.py): which bucket every recorded ending falls in,
 old run directories included, how the one success rate counts them, and that docs/USAGE.md's table names every
 kind. The end-to-end corpus (each failure mode produced by a real episode) is test_outcome_corpus.py.
 """
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent.reports import metrics as M
-from pyrua_ros.agent.reports import summarize as S
-from pyrua_ros.agent.settings import outcomes as O
+from pyrua_ros.reports import metrics as M
+from pyrua_ros.reports import summarize as S
+from pyrua_ros.settings import outcomes as O
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from pyrua_ros.agent.reports.episode_view import load_episode
+from pyrua_ros.reports.episode_view import load_episode
 from pyrua_ros.testing import spin_until
 from pyrua_ros.testing.chat_server import ChatServer, Reply
 

@@ -15,7 +15,7 @@ from pyrua_ros.agent.prompting import card as card_mod
 from pyrua_ros.agent.prompting import contract as contract_mod
 from pyrua_ros.agent.prompting import guides as guides_mod
 from pyrua_ros.agent.prompting import prompt as P
-from pyrua_ros.agent.records.records import CardRecord
+from pyrua_ros.records.records import CardRecord
 from pyrua_ros.robo.results import RESULT_TYPES
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)

@@ -13,20 +13,20 @@ import textwrap
 
 import pytest
 
-from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES, PREDEFINED_NAMES
 from pyrua_ros.agent.prompting import api_reference as api_ref
 from pyrua_ros.agent.prompting import card as card_mod
 from pyrua_ros.agent.prompting import contract as contract_mod
 from pyrua_ros.agent.prompting import guides as guides_mod
 from pyrua_ros.agent.prompting import prompt as P
-from pyrua_ros.agent.records.records import CardRecord
 from pyrua_ros.agent.runtimes.tools import tool_specs
-from pyrua_ros.agent.settings.config import REFERENCE_ROOT_ENV
-from pyrua_ros.agent.settings.modes import FINISH_STATUSES, RICH_CALL_LIMIT
-from pyrua_ros.driver.interfaces import load
+from pyrua_ros.kernel.policy import ALLOWED_MODULES, PREDEFINED_NAMES
+from pyrua_ros.records.records import CardRecord
 from pyrua_ros.robo.arguments import MAX_PLANAR_MOVE_M
 from pyrua_ros.robo.errors import EPISODE_END_REASONS
 from pyrua_ros.robo.libero import LiberoRobot, robot_class
+from pyrua_ros.settings.config import REFERENCE_ROOT_ENV
+from pyrua_ros.settings.modes import FINISH_STATUSES, RICH_CALL_LIMIT
+from pyrua_ros.wire.interfaces import load
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

@@ -15,10 +15,10 @@ from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
 
-from pyrua_ros.agent.records import recorder
-from pyrua_ros.driver import interfaces, qos
-from pyrua_ros.driver.distro import installed_type_hash
+from pyrua_ros.records import recorder
 from pyrua_ros.testing import spin_until
+from pyrua_ros.wire import interfaces, qos
+from pyrua_ros.wire.distro import installed_type_hash
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -345,7 +345,7 @@ def test_episode_bag_records_the_commands_and_camera_info(fake_episode):
 def test_followed_clock_is_system_time_until_clock_then_sim_time(ros_client):
     from rosgraph_msgs.msg import Clock
 
-    from pyrua_ros.driver.followed_clock import FollowedClock
+    from pyrua_ros.wire.followed_clock import FollowedClock
 
     node = ros_client.node
     followed = FollowedClock(node)

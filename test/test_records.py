@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent.records import records as R
+from pyrua_ros.records import records as R
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 
@@ -182,7 +182,7 @@ def test_the_placeholder_reserves_room_and_reads_back_as_json(tmp_path):
 FULL_DISK_SCRIPT = """
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
-from pyrua_ros.agent.records.records import RunRecords
+from pyrua_ros.records.records import RunRecords
 out = sys.argv[2]
 records = RunRecords(out)
 records.reserve_result({"schema": "pyrualean-episode-v2", "status": "error", "reason": "killed: placeholder"})

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from rigs.kinematic import HOME
 
-from pyrua_ros.agent.kernel import Kernel, KernelLimits
-from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES, blocked_names, refusal_text
 from pyrua_ros.agent.loop.toolkit import ArmToolkit
-from pyrua_ros.agent.records.records import CardRecord, TurnRecord
-from pyrua_ros.agent.settings.config import AgentSettings
+from pyrua_ros.kernel import Kernel, KernelLimits
+from pyrua_ros.kernel.policy import ALLOWED_MODULES, blocked_names, refusal_text
+from pyrua_ros.records.records import CardRecord, TurnRecord
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
+from pyrua_ros.settings.config import AgentSettings
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

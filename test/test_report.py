@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent.reports import compare as C
-from pyrua_ros.agent.reports import metrics as M
-from pyrua_ros.agent.reports import report as R
-from pyrua_ros.agent.reports import summarize as S
+from pyrua_ros.reports import compare as C
+from pyrua_ros.reports import metrics as M
+from pyrua_ros.reports import report as R
+from pyrua_ros.reports import summarize as S
 from pyrua_ros.testing.browser import open_offline
 
 GOLDEN = Path(__file__).parent / "data" / "result_v2.json"

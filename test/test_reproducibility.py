@@ -71,10 +71,10 @@ def _in_process_digest() -> dict:
 def _worker_digests(tmp_path) -> list[dict]:
     """The same program replayed by ``pyrualean play --runtime replay`` through one eval worker, twice: a fresh sim
     node, then the same node reset (the second beside busy loops)."""
-    from pyrua_ros.agent.settings.config import PlayConfig
-    from pyrua_ros.agent.settings.schema import build
     from pyrua_ros.evaluation.jobs import config_to_json
     from pyrua_ros.evaluation.worker import EpisodeWorker
+    from pyrua_ros.settings.config import PlayConfig
+    from pyrua_ros.settings.schema import build
 
     worker = EpisodeWorker(0, tmp_path / "logs")
     results = []

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from rigs.kinematic import HOME, OBJECTS, R_HOME, TABLE_Z, KinematicBackend
 
-from pyrua_ros.driver.convert import matrix_to_quat
 from pyrua_ros.robo import results as R
 from pyrua_ros.robo.backend import BackendRefused, RobotBackend
 from pyrua_ros.robo.codecs import decode_npz, decode_png
@@ -24,6 +23,7 @@ from pyrua_ros.robo.geometry import matrix, pitch_of, rotation_vector, wrap_angl
 from pyrua_ros.robo.ledger import CallRecord, Ledger
 from pyrua_ros.robo.libero import MAX_PLANAR_MOVE_M, PI0_CHUNK_STEPS, LiberoRobot, libero_host
 from pyrua_ros.rotations import rot_x, rot_z
+from pyrua_ros.wire.convert import matrix_to_quat
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

@@ -74,7 +74,7 @@ def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(fa
     goals = play(fake_arm_rig.backend)
     from rclpy.action import get_action_names_and_types
 
-    from pyrua_ros.driver.interfaces import resolve
+    from pyrua_ros.wire.interfaces import resolve
 
     node = fake_arm_rig.backend.node
     assert resolve(fake_arm_rig.backend.names.driver.cartesian_move) in dict(get_action_names_and_types(node))

@@ -291,7 +291,7 @@ def recorded_so_far(mcap: pathlib.Path) -> dict[str, int]:
 
 def every_camera_streamed(run: pathlib.Path) -> bool:
     """The agent has recorded frames of every camera stream: the video has something to show."""
-    from pyrua_ros.driver.interfaces import load
+    from pyrua_ros.wire.interfaces import load
 
     names, counts = load(), recorded_so_far(run / "episode.mcap")
     return all(counts.get("/" + names.driver.color(c).lstrip("/"), 0) >= 2 for c in names.robot.cameras)

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from pyrua_ros.driver.interfaces import load
+from pyrua_ros.wire.interfaces import load
 
 NAMES = load()
 D, S = NAMES.driver, NAMES.sim
@@ -29,7 +29,7 @@ class ScriptedDriver:
         from sensor_msgs.msg import JointState
         from std_msgs.msg import String
 
-        from pyrua_ros.driver import qos
+        from pyrua_ros.wire import qos
 
         node = client.node
         self.pose_pub = node.create_publisher(PoseStamped, D.ee_pose, qos.LOCKSTEP)
@@ -46,13 +46,13 @@ class ScriptedDriver:
         self.got_twist.set()
 
     def pose(self, t: float, x: float = 0.1) -> None:
-        from pyrua_ros.driver.convert import pose_stamped_msg, time_msg
+        from pyrua_ros.wire.convert import pose_stamped_msg, time_msg
 
         self.pose_pub.publish(pose_stamped_msg(np.array([x, 0.0, 1.0]), np.array([1.0, 0, 0, 0]), time_msg(t),
                                                NAMES.frames.world))
 
     def joints(self, t: float) -> None:
-        from pyrua_ros.driver.convert import time_msg
+        from pyrua_ros.wire.convert import time_msg
 
         names = list(NAMES.robot.arm_joints) + list(NAMES.robot.finger_joints)
         msg = self._types[1](name=names, position=[0.0] * len(names), velocity=[0.0] * len(names))

@@ -10,10 +10,10 @@ import subprocess
 import sys
 import threading
 
-from pyrua_ros.agent.records.recorder import message_class
 from pyrua_ros.bringup.rviz_config import rviz_frames, rviz_topics
-from pyrua_ros.driver.interfaces import load
+from pyrua_ros.records.recorder import message_class
 from pyrua_ros.testing import spin_until
+from pyrua_ros.wire.interfaces import load
 
 NAMES = load()
 
@@ -22,7 +22,7 @@ RVIZ = ROOT / "config" / "libero_sim.rviz"
 
 
 def test_runner_publishes_every_topic_and_frame_the_rviz_config_shows(ros_client, tmp_path):
-    from pyrua_ros.driver import qos
+    from pyrua_ros.wire import qos
 
     expected = rviz_topics(RVIZ)
     seen: dict[str, object] = {}

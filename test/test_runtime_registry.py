@@ -1,4 +1,4 @@
-"""Every runtime registered in ``pyrua_ros.agent.settings.runtimes.RUNTIMES`` is whole: its implementation loads and
+"""Every runtime registered in ``pyrua_ros.settings.runtimes.RUNTIMES`` is whole: its implementation loads and
 has the hooks its kind needs, the settings offer it and check its flags from its declaration alone, and the checks
 before boot find its executable. A new runtime is one registration and is swept here without a new test."""
 
@@ -9,11 +9,11 @@ import pytest
 from pyrua_ros.agent import runtimes
 from pyrua_ros.agent.run import validate
 from pyrua_ros.agent.runtimes.cli_agent import CliRuntime
-from pyrua_ros.agent.settings.config import AgentSettings, CliRuntimeSettings, PlayConfig
-from pyrua_ros.agent.settings.model import ModelSettings
-from pyrua_ros.agent.settings.modes import ARMS
-from pyrua_ros.agent.settings.runtimes import RUNTIMES, RuntimeRegistry, RuntimeSpec
-from pyrua_ros.agent.settings.schema import SettingError, leaves
+from pyrua_ros.settings.config import AgentSettings, CliRuntimeSettings, PlayConfig
+from pyrua_ros.settings.model import ModelSettings
+from pyrua_ros.settings.modes import ARMS
+from pyrua_ros.settings.runtimes import RUNTIMES, RuntimeRegistry, RuntimeSpec
+from pyrua_ros.settings.schema import SettingError, leaves
 
 pytestmark = pytest.mark.unit
 

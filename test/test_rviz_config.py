@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from pyrua_ros.bringup import graph, rviz_config
-from pyrua_ros.driver import interfaces
+from pyrua_ros.wire import interfaces
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

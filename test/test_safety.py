@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from pyrua_ros.driver import convert
 from pyrua_ros.driver.clock import LockstepClock, RateGate, RealtimeClock, make_clock
-from pyrua_ros.driver.tf_buffer import TransformError, TransformStore
 from pyrua_ros.safety import EStop, SafetyFilter, SafetyLimits, refusal
 from pyrua_ros.safety.filter import rotation_vector
 from pyrua_ros.sim_interfaces import EpisodeStatus
+from pyrua_ros.wire import convert
+from pyrua_ros.wire.tf_buffer import TransformError, TransformStore
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

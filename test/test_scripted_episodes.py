@@ -41,9 +41,9 @@ import time
 
 import pytest
 
-from pyrua_ros.driver.interfaces import load
 from pyrua_ros.examples import EXAMPLES
 from pyrua_ros.testing.chat_server import ChatServer, Reply
+from pyrua_ros.wire.interfaces import load
 
 NAMES = load()
 # the program that runs over ROS with recording on (test_a_program_episode_over_ros_is_recorded_frame_by_frame),
@@ -91,7 +91,7 @@ def reset_time(mcap_path) -> float:
     from mcap.reader import make_reader
     from mcap_ros2.decoder import DecoderFactory
 
-    from pyrua_ros.driver.interfaces import resolve
+    from pyrua_ros.wire.interfaces import resolve
 
     statuses = []
     with open(mcap_path, "rb") as f:
@@ -108,7 +108,7 @@ def stream_stamps(mcap_path) -> dict[str, list[float]]:
     from mcap.reader import make_reader
     from mcap_ros2.decoder import DecoderFactory
 
-    from pyrua_ros.driver.interfaces import resolve
+    from pyrua_ros.wire.interfaces import resolve
 
     topics = {resolve(NAMES.driver.color(camera)): camera for camera in NAMES.robot.cameras}   # bags: absolute
     stamps: dict[str, list[float]] = {camera: [] for camera in NAMES.robot.cameras}
@@ -147,9 +147,9 @@ def in_process_driver():
 
 @pytest.mark.parametrize("suite,task", [("libero_goal", t) for t in TASKS] + sorted(HELD_OUT))
 def test_example_program_solves_its_task(suite, task, in_process_driver, record_property):
-    from pyrua_ros.agent.settings.config import EpisodeSettings
     from pyrua_ros.examples import run_program
     from pyrua_ros.robo.libero import libero_host
+    from pyrua_ros.settings.config import EpisodeSettings
     from pyrua_ros.sim_interfaces.state_digest import describe_difference
 
     program = EXAMPLES[("libero_goal", HELD_OUT.get((suite, task), task))]
@@ -186,8 +186,8 @@ def test_example_program_solves_its_task(suite, task, in_process_driver, record_
 def test_a_program_episode_over_ros_is_recorded_frame_by_frame(tmp_path, sim_node, renders, record_property,
                                                               capsys):
     from pyrua_ros.agent.run.episode import play
-    from pyrua_ros.agent.settings.config import PlayConfig
-    from pyrua_ros.agent.settings.schema import build
+    from pyrua_ros.settings.config import PlayConfig
+    from pyrua_ros.settings.schema import build
 
     suite, task = RECORDED
     program = EXAMPLES[RECORDED]
@@ -231,7 +231,7 @@ def test_a_program_episode_over_ros_is_recorded_frame_by_frame(tmp_path, sim_nod
     # past the episode's end; the video has the agentview ones
     import imageio_ffmpeg
 
-    from pyrua_ros.agent.records.video import HOLD_S
+    from pyrua_ros.records.video import HOLD_S
 
     t0 = reset_time(tmp_path / f"run_{task}" / "episode.mcap")
     final_t = t0 + saved["env_steps_total"] * NAMES.robot.control_period_s
@@ -253,7 +253,7 @@ def test_readme_main_command_solves_its_episode(tmp_path):
 
     It starts its own sim node, so it runs on a ROS domain of its own, apart from this module's sim node.
     """
-    from pyrua_ros.driver.rosenv import claim_domain_id
+    from pyrua_ros.wire.rosenv import claim_domain_id
 
     out = tmp_path / "demo"
     env = dict(os.environ, PYRUA_DEMO_OUT=str(out), ROS_DOMAIN_ID=str(claim_domain_id()))

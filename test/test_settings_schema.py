@@ -10,11 +10,11 @@ import sys
 
 import pytest
 
-from pyrua_ros.agent.settings import schema
-from pyrua_ros.agent.settings.config import GenerateConfig, McpConfig, PlayConfig, RunConfig
 from pyrua_ros.bringup import graph
 from pyrua_ros.cli.main import build_parser
 from pyrua_ros.nodes import agent_node
+from pyrua_ros.settings import schema
+from pyrua_ros.settings.config import GenerateConfig, McpConfig, PlayConfig, RunConfig
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GRAPH_ONLY = {"rviz", "use_sim_time", "interfaces", "remap", "namespace", "driver_params", "sigterm_timeout",

@@ -151,7 +151,7 @@ def test_info_commands_refuse_a_reference_root_without_sources(fixed_refusals, c
 
 
 # A machine without bubblewrap: the real CLI in a child process whose sandbox module finds no ``bwrap``.
-NO_BWRAP = ("import sys; from pyrua_ros.agent.kernel import sandbox; sandbox.bwrap_path = lambda: None; "
+NO_BWRAP = ("import sys; from pyrua_ros.kernel import sandbox; sandbox.bwrap_path = lambda: None; "
             "from pyrua_ros.cli.main import main; sys.exit(main(sys.argv[1:]))")
 
 
@@ -170,8 +170,8 @@ def test_without_bubblewrap_play_and_run_are_refused_before_boot(tmp_path, comma
 
 
 def test_the_sandbox_check_passes_here_and_is_skipped_with_unsafe_sandbox(monkeypatch):
-    from pyrua_ros.agent.kernel import sandbox
-    from pyrua_ros.agent.settings.config import SandboxSettings
+    from pyrua_ros.kernel import sandbox
+    from pyrua_ros.settings.config import SandboxSettings
 
     validate.check_sandbox(SandboxSettings())   # setup.sh installs bubblewrap: the boundary can be set up here
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
@@ -215,7 +215,7 @@ def test_unreachable_model_server_is_refused_before_the_sim_boots(tmp_path):
 
 
 def test_model_server_check_reads_the_models_endpoint(models_server, monkeypatch):
-    from pyrua_ros.agent.settings.model import ModelSettings
+    from pyrua_ros.settings.model import ModelSettings
 
     url = f"http://127.0.0.1:{models_server.server_port}/v1"
     assert validate.check_model_server(ModelSettings(model="served-model", base_url=url)) == []
@@ -351,8 +351,8 @@ def test_a_driver_given_an_episode_it_does_not_serve_refuses_the_reset_with_the_
     """Past the front door: the driver does not die of a bad episode (it starts with its default one); the reset is
     refused with the reason and the valid suites, which the episode reports as its boot error."""
     from pyrua_ros.agent.run.episode import play
-    from pyrua_ros.agent.settings.config import PlayConfig
-    from pyrua_ros.agent.settings.schema import build
+    from pyrua_ros.settings.config import PlayConfig
+    from pyrua_ros.settings.schema import build
 
     cfg = build(PlayConfig, {"robot": "fake", "suite": "nosuch", "task": 0, "replay": FAKE_PROGRAM,
                              "out": tmp_path / "run", "video": False, "record": False})
@@ -370,8 +370,8 @@ def test_a_dying_driver_ends_the_wait_at_once_with_its_last_error_line(tmp_path,
     reason carries the node's own error line. (A bad episode no longer kills a driver: it starts with its default
     episode and refuses the reset with the valid values, test_driver_conformance.)"""
     from pyrua_ros.agent.run.episode import play
-    from pyrua_ros.agent.settings.config import PlayConfig
-    from pyrua_ros.agent.settings.schema import build
+    from pyrua_ros.settings.config import PlayConfig
+    from pyrua_ros.settings.schema import build
 
     monkeypatch.setenv("MUJOCO_GL", "no_such_backend")     # read by the driver process only
     cfg = build(PlayConfig, {"suite": "libero_goal", "task": 8, "replay": FAKE_PROGRAM, "out": tmp_path / "run",

@@ -12,9 +12,9 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from pyrua_ros.driver import interfaces
 from pyrua_ros.sim import cameras, suites
 from pyrua_ros.sim.env import Capture, EpisodeOver, LiberoEpisode
+from pyrua_ros.wire import interfaces
 
 GOAL, BOWL_TASK = "libero_goal", 8
 BOWL, PLATE = "akita_black_bowl_1", "plate_1"

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from test_driver_conformance import CHECK_NAMES, assert_conforms, run_checks
 
-from pyrua_ros.driver.goal_client import call_answered
-from pyrua_ros.driver.interfaces import load
 from pyrua_ros.testing import NodeProcess, RosClient, spin_until
+from pyrua_ros.wire.goal_client import call_answered
+from pyrua_ros.wire.interfaces import load
 
 NAMES = load()
 D, S, F = NAMES.driver, NAMES.sim, NAMES.frames
@@ -33,7 +33,7 @@ class SimClient:
         from std_msgs.msg import Bool, String
         from std_srvs.srv import Trigger
 
-        from pyrua_ros.driver import qos
+        from pyrua_ros.wire import qos
 
         self.c, node = client, client.node
         self.twist_pub = node.create_publisher(TwistStamped, D.servo_twist, qos.LOCKSTEP)
@@ -196,8 +196,8 @@ def test_libero_episode_state_model_and_ground_truth(sim):
     from std_msgs.msg import String
     from visualization_msgs.msg import MarkerArray
 
-    from pyrua_ros.driver import qos
     from pyrua_ros.sim_interfaces import EpisodeStatus
+    from pyrua_ros.wire import qos
 
     st = EpisodeStatus.from_dict(sim.reset())
     assert (st.suite, st.task, st.seed, st.step, st.clock_mode) == ("libero_goal", 8, 0, 0, "lockstep")
@@ -213,7 +213,7 @@ def test_libero_episode_state_model_and_ground_truth(sim):
 
 
 def test_tf_buffer_composes_the_published_tree_to_the_end_effector_pose(sim):
-    from pyrua_ros.driver.tf_buffer import TfBuffer
+    from pyrua_ros.wire.tf_buffer import TfBuffer
 
     tf = TfBuffer(sim.c.node)
     try:
@@ -333,8 +333,8 @@ def test_capture_publishes_images_with_the_stamp_of_the_response(sim):
     from sensor_msgs.msg import CameraInfo, Image
     from std_srvs.srv import Trigger
 
-    from pyrua_ros.driver import qos
-    from pyrua_ros.driver.convert import image_to_numpy
+    from pyrua_ros.wire import qos
+    from pyrua_ros.wire.convert import image_to_numpy
 
     t0 = sim.reset()["sim_time"]
     sim.twist((0, 0, 0.1))
@@ -389,8 +389,8 @@ def test_segmentation_and_labels(sim):
     from std_msgs.msg import String
     from std_srvs.srv import Trigger
 
-    from pyrua_ros.driver import qos
-    from pyrua_ros.driver.convert import image_to_numpy
+    from pyrua_ros.wire import qos
+    from pyrua_ros.wire.convert import image_to_numpy
 
     sim.reset()
     resp = sim.c.call(Trigger, S.segmentation_service("agentview", "low"), timeout=WAIT)
@@ -410,8 +410,8 @@ def test_stream_cameras_render_at_camera_rate_and_republish_while_idle(sim):
     latest frame is re-published (same stamp), so rviz is never empty while the model thinks."""
     from sensor_msgs.msg import CameraInfo, Image
 
-    from pyrua_ros.driver import qos
-    from pyrua_ros.driver.convert import image_to_numpy
+    from pyrua_ros.wire import qos
+    from pyrua_ros.wire.convert import image_to_numpy
 
     got = {"color": [], "depth": [], "info": []}
     node = sim.c.node
@@ -471,8 +471,8 @@ def _capture(sim, camera: str, resolution: str) -> dict:
     from sensor_msgs.msg import Image
     from std_srvs.srv import Trigger
 
-    from pyrua_ros.driver import qos
-    from pyrua_ros.driver.convert import image_to_numpy
+    from pyrua_ros.wire import qos
+    from pyrua_ros.wire.convert import image_to_numpy
 
     resp = sim.c.call(Trigger, S.capture_service(camera, resolution), timeout=WAIT)
     assert resp.success, resp.message
@@ -496,8 +496,8 @@ def test_realtime_mode_holds_the_last_twist_then_stops():
     from geometry_msgs.msg import PoseStamped, TwistStamped
     from std_msgs.msg import String
 
-    from pyrua_ros.driver import qos
-    from pyrua_ros.driver.rosenv import claim_domain_id
+    from pyrua_ros.wire import qos
+    from pyrua_ros.wire.rosenv import claim_domain_id
 
     env = dict(os.environ, ROS_DOMAIN_ID=str(claim_domain_id()))
     node = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file", "config/sim.yaml",

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent.records.records import CardRecord
 from pyrua_ros.agent.run.single_shot import extract_policy
 from pyrua_ros.cli.main import main
+from pyrua_ros.records.records import CardRecord
 from pyrua_ros.testing.chat_server import ChatServer, HttpError, Reply
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,8 +18,8 @@ def test_spin_survives_subscription_churn_and_still_delivers(capfd):
     from rclpy.executors import MultiThreadedExecutor
     from std_msgs.msg import String
 
-    from pyrua_ros.driver import qos
-    from pyrua_ros.driver.spin_thread import spin_until_shutdown
+    from pyrua_ros.wire import qos
+    from pyrua_ros.wire.spin_thread import spin_until_shutdown
 
     context = rclpy.Context()
     rclpy.init(context=context)

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from pyrua_ros.agent.reports.stats import Z_95, mcnemar_exact_p, paired_difference_interval, wilson_interval
+from pyrua_ros.reports.stats import Z_95, mcnemar_exact_p, paired_difference_interval, wilson_interval
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pyrua_ros.agent.reports import compare as C
-from pyrua_ros.agent.reports import metrics as M
-from pyrua_ros.agent.reports import summarize as S
+from pyrua_ros.reports import compare as C
+from pyrua_ros.reports import metrics as M
+from pyrua_ros.reports import summarize as S
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 

@@ -9,7 +9,7 @@ import sys
 import imageio_ffmpeg
 import numpy as np
 
-from pyrua_ros.agent.records.video import BAND_PX, HOLD_S, EpisodeVideo, frame_rate
+from pyrua_ros.records.video import BAND_PX, HOLD_S, EpisodeVideo, frame_rate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DT = 0.05   # control period [s]

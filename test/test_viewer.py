@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from pyrua_ros.agent.reports import viewer
-from pyrua_ros.agent.reports.episode_view import load_episode
+from pyrua_ros.reports import viewer
+from pyrua_ros.reports.episode_view import load_episode
 from pyrua_ros.testing.browser import broken_links, open_offline
 from pyrua_ros.testing.chat_server import ChatServer, Reply
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pyrua_ros.agent.records.records import RunRecords
+from pyrua_ros.records.records import RunRecords
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
 
@@ -75,7 +75,7 @@ def test_a_single_shot_run_has_the_episode_watchdog_too(tmp_path):
     import math
 
     from pyrua_ros.agent.run.single_shot import SingleShotAgent
-    from pyrua_ros.agent.settings.config import RunConfig, SingleShotSettings
+    from pyrua_ros.settings.config import RunConfig, SingleShotSettings
 
     cfg = RunConfig(single=SingleShotSettings(policy=tmp_path / "policy.py", timeout_s=42.0))
     budget = getattr(SingleShotAgent(cfg), "wall_budget_s", None)

@@ -41,9 +41,9 @@ from typing import Any
 
 import yaml
 
-from pyrua_ros.agent.settings.schema import convert_text
-from pyrua_ros.driver import interfaces
+from pyrua_ros.settings.schema import convert_text
 from pyrua_ros.sim_interfaces import blas
+from pyrua_ros.wire import interfaces
 
 PACKAGE = "pyrua_ros"
 LAUNCH_NAMES = ("libero_sim",)
@@ -114,8 +114,8 @@ def settings_arguments() -> tuple[Argument, ...]:
     Defaults, descriptions and choices are the schema's; which nodes receive a setting follows its scope. A
     setting that reaches a node is unset unless given (the node's parameter file decides).
     """
-    from pyrua_ros.agent.settings import schema
-    from pyrua_ros.agent.settings.config import PlayConfig
+    from pyrua_ros.settings import schema
+    from pyrua_ros.settings.config import PlayConfig
 
     out = []
     for leaf in schema.leaves(PlayConfig):

@@ -28,7 +28,7 @@ from typing import TextIO
 
 from pyrua_ros.bringup import graph
 from pyrua_ros.bringup.process import stop_process_groups
-from pyrua_ros.driver.rosenv import PARENT_PID_VAR, claim_domain_id, default_to_localhost
+from pyrua_ros.wire.rosenv import PARENT_PID_VAR, claim_domain_id, default_to_localhost
 
 POLL_S = 0.05            # how often the supervisor looks at its children [s]
 SIGINT_GRACE_S = 10.0    # time each child gets to end after SIGINT [s]

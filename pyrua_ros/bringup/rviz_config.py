@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from pyrua_ros.driver import interfaces
+from pyrua_ros.wire import interfaces
 
 #: rviz_default_plugins display class -> message type of the topic in its "Topic" property.
 DISPLAY_TYPES: dict[str, str] = {

@@ -1,4 +1,4 @@
-"""CLI flags generated from the settings schema (``pyrua_ros.agent.settings.config``), never written by hand.
+"""CLI flags generated from the settings schema (``pyrua_ros.settings.config``), never written by hand.
 
 :func:`add_settings` adds one argument group per section of a settings tree, each flag with its help text, its
 choices and its default shown (environment variables named); :func:`settings_from_args` builds the tree back from
@@ -12,7 +12,7 @@ import argparse
 import os
 from collections.abc import Collection
 
-from pyrua_ros.agent.settings import schema
+from pyrua_ros.settings import schema
 
 SECTION_TITLES = {
     "episode": "episode and robot stack",

@@ -18,12 +18,12 @@ from pyrua_ros.agent.prompting.api_reference import render_reference
 from pyrua_ros.agent.prompting.contract import NO_TOOLS_NOTE, PromptOptions
 from pyrua_ros.agent.prompting.prompt import build_prompt, reference_root_from_env
 from pyrua_ros.agent.prompting.reference_source import ReferenceDocs, ReferenceSource
-from pyrua_ros.agent.records.records import CardRecord
-from pyrua_ros.agent.reports import compare as compare_mod
-from pyrua_ros.agent.reports import summarize as summarize_mod
-from pyrua_ros.agent.reports import viewer as viewer_mod
-from pyrua_ros.agent.settings.modes import FEEDBACK_MODES, IMAGE_POLICIES, PRIMITIVE_SETS
-from pyrua_ros.agent.settings.modes import PROMPT_ARMS as ARMS
+from pyrua_ros.records.records import CardRecord
+from pyrua_ros.reports import compare as compare_mod
+from pyrua_ros.reports import summarize as summarize_mod
+from pyrua_ros.reports import viewer as viewer_mod
+from pyrua_ros.settings.modes import FEEDBACK_MODES, IMAGE_POLICIES, PRIMITIVE_SETS
+from pyrua_ros.settings.modes import PROMPT_ARMS as ARMS
 
 
 def robot_class(robot: str = "libero", primitives: str = "full") -> type:
@@ -55,7 +55,7 @@ def _add_reference_root(parser: argparse.ArgumentParser) -> None:
 def _refused_reference_root(command: str, root: str | None) -> int | None:
     """Exit code 2 with one line when ``--reference-root`` (or its variable) holds no PyRUA-Lean sources."""
     from pyrua_ros.agent.run.validate import check_reference_root
-    from pyrua_ros.agent.settings.schema import SettingError
+    from pyrua_ros.settings.schema import SettingError
 
     try:
         check_reference_root(root)
@@ -79,8 +79,8 @@ def cmd_api(args: argparse.Namespace) -> int:
 def episode_card(suite: str, task: int, seed: int, max_episode_steps: int) -> CardRecord:
     """The card ``play`` would write for (suite, task, seed): the simulator is reset in this process exactly as the
     sim node resets it (no ROS, no rendering), and the card holds what ``robo.state()`` reads at step 0 then."""
-    from pyrua_ros.driver import interfaces
     from pyrua_ros.sim.env import LiberoEpisode
+    from pyrua_ros.wire import interfaces
 
     names = interfaces.load()
     sim = LiberoEpisode()
@@ -102,7 +102,7 @@ def episode_card(suite: str, task: int, seed: int, max_episode_steps: int) -> Ca
 def _served_primitives(args: argparse.Namespace) -> tuple[str, str | None]:
     """(the primitive set an episode with these flags serves, the note play prints when it falls back to no-vla):
     the episode settings' own rule, so the prompt cannot name a set the episode would not serve."""
-    from pyrua_ros.agent.settings.config import EpisodeSettings
+    from pyrua_ros.settings.config import EpisodeSettings
 
     episode = EpisodeSettings(primitives=args.primitives, vla_endpoint=args.vla_endpoint,
                               vla_server_cmd=args.vla_server_cmd)
@@ -112,7 +112,7 @@ def _served_primitives(args: argparse.Namespace) -> tuple[str, str | None]:
 def cmd_prompt(args: argparse.Namespace) -> int:
     """Print the prompt an arm would get: system part, then the task card (``--card``, or ``--suite``/``--task``/
     ``--seed`` to make the card of that episode from the simulator, as ``play`` would)."""
-    from pyrua_ros.agent.settings.schema import SettingError
+    from pyrua_ros.settings.schema import SettingError
 
     refused = _refused_reference_root("prompt", args.reference_root)
     if refused is not None:

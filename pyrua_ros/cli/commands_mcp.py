@@ -8,7 +8,7 @@ can launch it as a command; ``--transport http`` prints ``{"mcp_url": "http://12
 every HTTP request must carry ``Authorization: Bearer <token>`` (401 otherwise), a token drawn for this run only.
 Either way the episode also ends on
 ``finish`` or when ``--budget-s`` runs out, and result.json says how. The flags are generated from the settings
-schema (:class:`~pyrua_ros.agent.settings.config.McpConfig`).
+schema (:class:`~pyrua_ros.settings.config.McpConfig`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pyrua_ros.cli.args import add_settings, settings_from_args
 
 
 def add_mcp_parser(subparsers, formatter_class=None) -> None:
-    from pyrua_ros.agent.settings.config import McpConfig
+    from pyrua_ros.settings.config import McpConfig
 
     p = subparsers.add_parser("mcp", help="serve one episode's tools to an MCP client (stdio or HTTP)",
                               description="Boot one episode as play does and serve its tools (python, run_program "
@@ -36,9 +36,9 @@ def add_mcp_parser(subparsers, formatter_class=None) -> None:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from pyrua_ros.agent.run.progress import make_progress
     from pyrua_ros.agent.run.validate import prepare_play
-    from pyrua_ros.agent.settings.config import McpConfig
-    from pyrua_ros.agent.settings.schema import SettingError
     from pyrua_ros.cli.common import episode_summary, prepare_ros_environment, refuse
+    from pyrua_ros.settings.config import McpConfig
+    from pyrua_ros.settings.schema import SettingError
 
     try:
         cfg = settings_from_args(McpConfig, args)

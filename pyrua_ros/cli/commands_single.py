@@ -36,8 +36,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         check_run_directory,
         claim_run_directory,
     )
-    from pyrua_ros.agent.settings.config import GenerateConfig
-    from pyrua_ros.agent.settings.schema import SettingError
+    from pyrua_ros.settings.config import GenerateConfig
+    from pyrua_ros.settings.schema import SettingError
 
     try:
         cfg = settings_from_args(GenerateConfig, args)
@@ -77,8 +77,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_vla_server_cmd,
         claim_run_directory,
     )
-    from pyrua_ros.agent.settings.config import RunConfig
-    from pyrua_ros.agent.settings.schema import SettingError
+    from pyrua_ros.settings.config import RunConfig
+    from pyrua_ros.settings.schema import SettingError
 
     try:
         cfg = settings_from_args(RunConfig, args)
@@ -125,7 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def add_single_parsers(subparsers: Any) -> None:
     """Register ``generate`` and ``run`` on an ``add_subparsers()`` object (flags from the settings schema)."""
-    from pyrua_ros.agent.settings.config import GenerateConfig, RunConfig
+    from pyrua_ros.settings.config import GenerateConfig, RunConfig
 
     gen = subparsers.add_parser("generate", help="single shot: one chat completion writes policy.py (no tools)")
     add_settings(gen, GenerateConfig)

@@ -17,7 +17,7 @@ def refuse(command: str, message: str) -> int:
 
 def prepare_ros_environment() -> None:
     """Loopback discovery by default and a domain of this episode's own (before rclpy is imported)."""
-    from pyrua_ros.driver.rosenv import claim_domain_id, default_to_localhost
+    from pyrua_ros.wire.rosenv import claim_domain_id, default_to_localhost
 
     default_to_localhost()
     if not os.environ.get("ROS_DOMAIN_ID"):
@@ -27,7 +27,7 @@ def prepare_ros_environment() -> None:
 def stamp_provenance(command: str, out, sampling: dict | None) -> None:
     """Record in ``out/result.json`` how this run was made (argv, version, commit, dirty tree, sampling); a failure
     is one line on stderr (the episode's record stands)."""
-    from pyrua_ros.agent.records.provenance import provenance, stamp_result
+    from pyrua_ros.records.provenance import provenance, stamp_result
 
     why = stamp_result(out, provenance(sys.argv[1:], sampling))
     if why is not None:

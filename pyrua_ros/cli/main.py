@@ -5,7 +5,7 @@ Subcommands: ``play`` (one episode: starts the driver node, runs the agent loop,
 ``policy.py`` through the openai runtime), ``api`` / ``prompt`` (print the generated reference / prompt without a
 simulator), ``summarize`` / ``compare`` (run records), ``launch`` (the pip-only launch runner), ``mcp`` (serve one
 episode's tools to any MCP client). The flags of ``play``, ``mcp``, ``run`` and ``generate`` are generated from
-the settings schema (``pyrua_ros.agent.settings.config``). Every bad input is refused before anything boots,
+the settings schema (``pyrua_ros.settings.config``). Every bad input is refused before anything boots,
 with one line and exit code 2. Every process this CLI starts stays on one machine, so DDS discovery defaults to
 LOCALHOST when ``ROS_AUTOMATIC_DISCOVERY_RANGE`` is unset, and an episode picks a free ROS domain of its own when
 ``ROS_DOMAIN_ID`` is unset.
@@ -19,11 +19,11 @@ import signal
 import sys
 
 from pyrua_ros import __version__
-from pyrua_ros.agent.settings.runtimes import RUNTIMES
 from pyrua_ros.cli import exit_codes
 from pyrua_ros.cli.args import add_settings, settings_from_args
 from pyrua_ros.cli.common import episode_summary, prepare_ros_environment, refuse, stamp_provenance
-from pyrua_ros.driver.rosenv import dump_stacks_on_sigusr1
+from pyrua_ros.settings.runtimes import RUNTIMES
+from pyrua_ros.wire.rosenv import dump_stacks_on_sigusr1
 
 DESCRIPTION = "Run PyRUA-Lean robot agents on ROS 2 (PyRUA-Lean-compatible command lines)."
 
@@ -31,8 +31,8 @@ DESCRIPTION = "Run PyRUA-Lean robot agents on ROS 2 (PyRUA-Lean-compatible comma
 def cmd_play(args: argparse.Namespace) -> int:
     from pyrua_ros.agent.run.progress import make_progress
     from pyrua_ros.agent.run.validate import prepare_play
-    from pyrua_ros.agent.settings.config import PlayConfig
-    from pyrua_ros.agent.settings.schema import SettingError
+    from pyrua_ros.settings.config import PlayConfig
+    from pyrua_ros.settings.schema import SettingError
 
     try:
         cfg = settings_from_args(PlayConfig, args)
@@ -102,11 +102,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pyrua_ros.agent.settings.config import PlayConfig
     from pyrua_ros.cli.commands_info import add_info_parsers
     from pyrua_ros.cli.commands_mcp import add_mcp_parser
     from pyrua_ros.cli.commands_single import add_single_parsers
     from pyrua_ros.conformance.cli import add_parser as add_check_driver_parser
+    from pyrua_ros.settings.config import PlayConfig
 
     parser = OneLineParser(prog="pyrualean", description=DESCRIPTION, epilog=exit_codes.help_epilog(),
                                      formatter_class=_Formatter)
@@ -129,14 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_single_parsers(sub)
     add_check_driver_parser(sub)
     add_mcp_parser(sub, formatter_class=_Formatter)
-    from pyrua_ros.evaluation.command import add_eval_parser
+    from pyrua_ros.cli.commands_eval import add_eval_parser
 
     add_eval_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pyrua_ros.agent.settings.schema import SettingError
+    from pyrua_ros.settings.schema import SettingError
 
     dump_stacks_on_sigusr1()
     try:

@@ -542,7 +542,7 @@ def check_rates(probe: Probe, skip_sim: bool) -> list[Row]:
     """How often state and images arrive, idle and under a twist stream (measured; images must arrive)."""
     from sensor_msgs.msg import Image
 
-    from pyrua_ros.driver import qos
+    from pyrua_ros.wire import qos
 
     d, n = probe.names.driver, probe.names
     rows = []
@@ -590,7 +590,7 @@ def check_sim_interfaces(probe: Probe, skip_sim: bool) -> list[Row]:
     from std_msgs.msg import String
     from std_srvs.srv import Trigger
 
-    from pyrua_ros.driver import qos
+    from pyrua_ros.wire import qos
 
     s = probe.names.sim
     if skip_sim:

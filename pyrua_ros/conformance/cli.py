@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
 
 
 def cmd_check_driver(args: argparse.Namespace) -> int:
-    from pyrua_ros.driver.rosenv import default_to_localhost
+    from pyrua_ros.wire.rosenv import default_to_localhost
 
     default_to_localhost()
     from pyrua_ros.conformance import checks, report

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pyrua_ros.driver.goal_client import action_client, call_answered, new_goal_id, send_goal_answered
-from pyrua_ros.driver.interfaces import Interfaces, load
+from pyrua_ros.wire.goal_client import action_client, call_answered, new_goal_id, send_goal_answered
+from pyrua_ros.wire.interfaces import Interfaces, load
 
 LOCKSTEP_POSE_TIMEOUT_S = 10.0   # longest wait for a lockstep driver's pose after a twist [s]
 
@@ -63,7 +63,7 @@ class Probe:
         from std_msgs.msg import Bool, Float64MultiArray, String
         from tf2_msgs.msg import TFMessage
 
-        from pyrua_ros.driver import qos
+        from pyrua_ros.wire import qos
 
         self.names = names or load()
         self.context = rclpy.Context()
@@ -117,7 +117,7 @@ class Probe:
                 into.append(msg.feedback)
 
     def _spin(self) -> None:
-        from pyrua_ros.driver.spin_thread import spin_until_shutdown
+        from pyrua_ros.wire.spin_thread import spin_until_shutdown
 
         spin_until_shutdown(self.executor, self.context, name="conformance probe")
 

@@ -71,11 +71,11 @@ import numpy as np
 
 from pyrua_ros.driver import cartesian, goals
 from pyrua_ros.driver.clock import make_clock
-from pyrua_ros.driver.convert import quat_to_matrix
 from pyrua_ros.driver.model import ArmModel, CameraImage, ModelEpisode
 from pyrua_ros.safety import EStop, SafetyEvent, SafetyFilter, SafetyLimits, refusal
 from pyrua_ros.sim_interfaces import blas, state_digest
 from pyrua_ros.sim_interfaces.status import CLOCK_MODES, EpisodeStatus
+from pyrua_ros.wire.convert import quat_to_matrix
 
 ZERO3 = (0.0, 0.0, 0.0)
 

@@ -41,9 +41,13 @@ from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import Marker, MarkerArray
 
 from pyrua_ros import cputime
-from pyrua_ros.driver import goals, qos
+from pyrua_ros.driver import goals
 from pyrua_ros.driver.clock import RateGate
-from pyrua_ros.driver.convert import (
+from pyrua_ros.driver.core import ActiveGoal, DriverConfig, DriverCore, GoalRejected
+from pyrua_ros.driver.model import ArmModel, CameraImage
+from pyrua_ros.safety import SafetyEvent
+from pyrua_ros.wire import qos
+from pyrua_ros.wire.convert import (
     camera_info_msg,
     image_msg,
     pose_msg,
@@ -52,10 +56,7 @@ from pyrua_ros.driver.convert import (
     time_msg,
     transform_stamped_msg,
 )
-from pyrua_ros.driver.core import ActiveGoal, DriverConfig, DriverCore, GoalRejected
-from pyrua_ros.driver.interfaces import Interfaces, load
-from pyrua_ros.driver.model import ArmModel, CameraImage
-from pyrua_ros.safety import SafetyEvent
+from pyrua_ros.wire.interfaces import Interfaces, load
 
 try:   # pyrua_ros's own action type (interfaces/pyrua_ros_msgs); a driver built without it serves twists only
     from pyrua_ros_msgs.action import MoveToTarget
@@ -409,7 +410,7 @@ class DriverNode(Node):
 
     def on_estop(self, msg: Bool, info) -> None:   # info: who published it (rclpy passes it to a 2-arg callback)
         if self.core.on_estop(bool(msg.data)):   # applied first; then the log names who did it
-            from pyrua_ros.driver.publishers import sample_origin
+            from pyrua_ros.wire.publishers import sample_origin
 
             self.get_logger().warn(f"e-stop {'latched' if msg.data else 'released'} "
                                    f"{sample_origin(self, self.names.driver.estop, info)}")

@@ -24,7 +24,7 @@ def unpack_into(archive: bytes, target: pathlib.Path, origin: dict[str, str] | N
     """Unpack a gathered run directory into ``target`` (replacing it; only regular files and folders below it).
     Paths in its result.json that pointed into the actor's scratch folder (``origin["path"]``) are made to point
     into ``target``, and a note says where the episode ran."""
-    from pyrua_ros.agent.records.records import read_result, write_json
+    from pyrua_ros.records.records import read_result, write_json
 
     target = pathlib.Path(target)
     if target.exists():

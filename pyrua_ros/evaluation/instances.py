@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pyrua_ros.agent.run.validate import check_episode, check_input_path
-from pyrua_ros.agent.settings.schema import SettingError
+from pyrua_ros.settings.schema import SettingError
 from pyrua_ros.sim_interfaces.episodes import SERVED
 
 STANDARD = ("libero_spatial", "libero_object", "libero_goal", "libero_10")

@@ -15,8 +15,8 @@ import dataclasses
 import pathlib
 from typing import Any
 
-from pyrua_ros.agent.settings import schema
-from pyrua_ros.agent.settings.config import PlayConfig
+from pyrua_ros.settings import schema
+from pyrua_ros.settings.config import PlayConfig
 
 #: in ``--base-url``, the address of the node an episode runs on (its Ray actor's node; 127.0.0.1 for a local
 #: worker): every node of a cluster points its episodes at a model server of its own

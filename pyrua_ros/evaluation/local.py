@@ -22,8 +22,8 @@ import time
 from typing import Any
 
 from pyrua_ros.bringup.process import stop_process_groups
-from pyrua_ros.driver.rosenv import PARENT_PID_VAR
 from pyrua_ros.evaluation.runner import EngineError
+from pyrua_ros.wire.rosenv import PARENT_PID_VAR
 
 STOP_GRACE_S = 60.0   # a worker ends its episode's records and its driver (SIGINT grace 15 s) before this
 MAX_STRIKES = 3       # a slot whose worker dies this often in a row without finishing an episode is given up

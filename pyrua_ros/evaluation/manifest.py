@@ -18,8 +18,8 @@ import json
 import pathlib
 from typing import Any
 
-from pyrua_ros.agent.records.provenance import code_version
-from pyrua_ros.agent.records.records import now_iso, write_json
+from pyrua_ros.records.provenance import code_version
+from pyrua_ros.records.records import now_iso, write_json
 
 SCHEMA = "pyrua-ros-eval-v1"
 FILENAME = "eval.json"

@@ -3,7 +3,7 @@
 On a terminal a rich live view (a progress bar and one row per worker: instance, turn, steps, tokens, elapsed) is
 redrawn in place; anywhere else (a pipe, a log file, CI) one plain line is printed per episode start and end. Both
 count episodes finished by earlier runs of the same evaluation as done. "success so far" is the report's one rate
-(``agent.settings.outcomes``): agent outcomes in it, infrastructure failures and interrupts counted apart beside it;
+(``settings.outcomes``): agent outcomes in it, infrastructure failures and interrupts counted apart beside it;
 an episode line names the cause of an infrastructure failure.
 """
 
@@ -15,7 +15,7 @@ import time
 from typing import Any, TextIO
 
 from pyrua_ros.agent.run.progress import _tokens
-from pyrua_ros.agent.settings import outcomes
+from pyrua_ros.settings import outcomes
 
 REASON_CHARS = 160   # an infrastructure failure's cause, as long as one line shows it
 

@@ -1,7 +1,7 @@
 """The coordinator: which episodes still need running, handing them to an engine's workers, retries, records.
 
 An instance is **finished** when its run directory holds a readable ``result.json`` for that instance that records
-an agent outcome (``agent.settings.outcomes``: success or a failure the agent caused); finished instances are
+an agent outcome (``settings.outcomes``: success or a failure the agent caused); finished instances are
 skipped, everything else (never run, crashed, interrupted, or an infrastructure failure) runs. An infrastructure
 failure is retried up to ``retries`` times in the same invocation; the failed attempt's directory is kept under
 ``OUT/.eval/attempts/<suite>/<task>/<seed>/<attempt>/``. Whatever happens to a worker, every episode it started ends
@@ -22,11 +22,11 @@ import shutil
 from typing import Any
 
 from pyrua_ros import cputime
-from pyrua_ros.agent.records.records import SCHEMA, SYSTEM, now_iso, read_result, write_json
-from pyrua_ros.agent.settings import outcomes
-from pyrua_ros.agent.settings.config import PlayConfig
 from pyrua_ros.evaluation.instances import Instance
 from pyrua_ros.evaluation.jobs import episode_summary, make_job
+from pyrua_ros.records.records import SCHEMA, SYSTEM, now_iso, read_result, write_json
+from pyrua_ros.settings import outcomes
+from pyrua_ros.settings.config import PlayConfig
 
 POLL_S = 0.5
 

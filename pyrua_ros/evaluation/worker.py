@@ -27,8 +27,8 @@ from typing import Any
 
 from pyrua_ros import cputime
 from pyrua_ros.agent.run.interrupts import SIGNALS, FirstSignalInterrupts
-from pyrua_ros.driver.rosenv import claim_domain_id, default_to_localhost, die_with_parent
 from pyrua_ros.evaluation.jobs import NODE_PLACEHOLDER, config_from_json, episode_summary
+from pyrua_ros.wire.rosenv import claim_domain_id, default_to_localhost, die_with_parent
 
 
 def isolate_ros_domain() -> int:
@@ -134,8 +134,8 @@ class EpisodeWorker:
     def run(self, job: dict[str, Any], on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Run one job's episode (``job["out"]``, if given, replaces its run directory); returns
         :func:`episode_summary` of the result.json it wrote."""
-        from pyrua_ros.agent.records.records import read_result
         from pyrua_ros.agent.run.episode import play
+        from pyrua_ros.records.records import read_result
 
         cfg = on_node(config_from_json(job["config"], out=job.get("out")), self.node_address)
         progress = _StatusRelay(on_status) if on_status else None

@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pyrua_ros.driver.convert import matrix_to_quat
 from pyrua_ros.driver.model import CameraImage, ModelEpisode, ModelStep, TruthObject
 from pyrua_ros.fake_arm import kinematics as kin
 from pyrua_ros.fake_arm.episode import AGENTVIEW, SUITE, T_HAND_WRIST, TASKS, FakeEpisode
 from pyrua_ros.fake_arm.scene import render
+from pyrua_ros.wire.convert import matrix_to_quat
 
 HAND = "robot0_right_hand"
 FINGER_LINKS = ("gripper0_leftfinger", "gripper0_rightfinger")

@@ -2,7 +2,7 @@
 
 Run by the launch file / pip runner (``pyrua-ros launch libero_sim ...``) next to a driver node that serves the
 interfaces of config/interfaces.yaml. Its parameters are the launch settings of the settings schema
-(:class:`~pyrua_ros.agent.settings.config.PlayConfig`, scopes ``episode`` and ``agent``), declared from it with their
+(:class:`~pyrua_ros.settings.config.PlayConfig`, scopes ``episode`` and ``agent``), declared from it with their
 defaults and descriptions (config/agent.yaml is generated from the same schema). The parameters become a PlayConfig
 (driver ``external``: the launch started the driver), the same checks as ``pyrualean play`` run before anything
 else, and the episode host does the rest.
@@ -31,26 +31,26 @@ import dataclasses
 import signal
 import sys
 
-from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
+from pyrua_ros.wire.rosenv import node_preamble, rclpy_session
 
 NODE_SCOPES = ("episode", "agent")
 
 
 def node_leaves():
     """The schema settings this node declares as parameters."""
-    from pyrua_ros.agent.settings import schema
-    from pyrua_ros.agent.settings.config import PlayConfig
+    from pyrua_ros.settings import schema
+    from pyrua_ros.settings.config import PlayConfig
 
     return [leaf for leaf in schema.leaves(PlayConfig) if leaf.spec.launch and leaf.spec.scope in NODE_SCOPES]
 
 
 def parameters_yaml() -> str:
     """config/agent.yaml: this node's parameters with their schema defaults (scripts/generate_config.py writes it)."""
-    from pyrua_ros.agent.settings import schema
-    from pyrua_ros.agent.settings.config import PlayConfig
+    from pyrua_ros.settings import schema
+    from pyrua_ros.settings.config import PlayConfig
 
     header = ("Parameters of the agent node (node name `agent`, in any namespace), generated from the settings\n"
-              "schema (pyrua_ros/agent/settings/config.py) by scripts/generate_config.py: "
+              "schema (pyrua_ros/settings/config.py) by scripts/generate_config.py: "
               "edit the schema, not this file.\n"
               "Launch arguments of the same names override them only when given; optional settings are commented\n"
               "out (unset). The episode fields apply with robot:=external: with a driver the launch hands the agent\n"
@@ -87,8 +87,8 @@ def declare_parameters(node) -> dict:
 
 def config_from_parameters(values: dict):
     """PlayConfig from agent parameter values (the launch started the driver, so ``driver="external"``)."""
-    from pyrua_ros.agent.settings import schema
-    from pyrua_ros.agent.settings.config import PlayConfig
+    from pyrua_ros.settings import schema
+    from pyrua_ros.settings.config import PlayConfig
 
     leaves = {leaf.name: leaf for leaf in schema.leaves(PlayConfig)}
     typed = {}
@@ -135,8 +135,8 @@ def main(args: list[str] | None = None) -> int:
     from pyrua_ros.agent.run.interrupts import FirstSignalInterrupts
     from pyrua_ros.agent.run.progress import PlainProgress
     from pyrua_ros.agent.run.validate import prepare_play
-    from pyrua_ros.agent.settings.schema import SettingError
     from pyrua_ros.cli import exit_codes
+    from pyrua_ros.settings.schema import SettingError
 
     signal.signal(signal.SIGINT, FirstSignalInterrupts("the agent stops its episode"))
     node = None

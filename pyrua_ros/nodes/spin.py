@@ -14,11 +14,11 @@ import sys
 from collections.abc import Callable
 
 from pyrua_ros import cputime
-from pyrua_ros.driver.rosenv import node_preamble, rclpy_session
+from pyrua_ros.wire.rosenv import node_preamble, rclpy_session
 
 
 def spin_node(make_node: Callable[[], object], args: list[str] | None = None) -> int:
-    """Run ``make_node()`` (called inside :func:`~pyrua_ros.driver.rosenv.rclpy_session`) in a
+    """Run ``make_node()`` (called inside :func:`~pyrua_ros.wire.rosenv.rclpy_session`) in a
     SingleThreadedExecutor until shutdown."""
     node_preamble()
     import rclpy

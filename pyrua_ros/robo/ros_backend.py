@@ -38,8 +38,6 @@ import time
 import numpy as np
 
 from pyrua_ros import cputime
-from pyrua_ros.driver.goal_client import action_client
-from pyrua_ros.driver.interfaces import Interfaces, load
 from pyrua_ros.robo.backend import (
     BackendDeadline,
     BackendRefused,
@@ -51,6 +49,8 @@ from pyrua_ros.robo.backend import (
     MoveOutcome,
     SegmentationFrame,
 )
+from pyrua_ros.wire.goal_client import action_client
+from pyrua_ros.wire.interfaces import Interfaces, load
 
 _instance_counter = itertools.count(1)
 RESEND_AFTER_S = 5.0   # [s] an idempotent service request unanswered this long is sent again (see _call)
@@ -93,7 +93,7 @@ class _Latest:
 class RosBackend:
     """RobotBackend over ROS 2. ``RosBackend()`` connects; ``close()`` releases everything (idempotent).
 
-    ``interfaces``: names and timeouts (default: ``pyrua_ros.driver.interfaces.load()``); names are relative, so
+    ``interfaces``: names and timeouts (default: ``pyrua_ros.wire.interfaces.load()``); names are relative, so
     they resolve in the node's namespace.
     ``node``: run on this node (the launched ``agent`` node, whose namespace, remappings and parameters then hold
     for robo too: one node per process role); it must not be spun by anyone else, and is left alive by ``close``.
@@ -113,8 +113,8 @@ class RosBackend:
         from std_msgs.msg import Float64MultiArray, String
         from std_srvs.srv import Trigger
 
-        from pyrua_ros.driver import qos
-        from pyrua_ros.driver.tf_buffer import TfBuffer
+        from pyrua_ros.wire import qos
+        from pyrua_ros.wire.tf_buffer import TfBuffer
 
         self.names = interfaces or load()
         self.control_period_s = float(self.names.robot.control_period_s)
@@ -143,7 +143,7 @@ class RosBackend:
         # name is its own (a node-local __node remap wins over a global one such as the launch's __node:=agent).
         self._state_node = rclpy.create_node(f"{name}_state", context=self._context,
                                              cli_args=["--ros-args", "-r", f"__node:={name}_state"])
-        from pyrua_ros.driver.followed_clock import FollowedClock
+        from pyrua_ros.wire.followed_clock import FollowedClock
 
         # The driver's /clock from the start (the reset publishes one): what the agent side stamps (markers,
         # goal events) shares the driver's time line. On the main node, off the per-step state executor.
@@ -254,7 +254,7 @@ class RosBackend:
             return
         from rclpy.service_introspection import ServiceIntrospectionState
 
-        from pyrua_ros.driver import qos
+        from pyrua_ros.wire import qos
 
         action_client.configure_introspection(self.followed_clock.clock, qos.EVENTS,
                                               ServiceIntrospectionState.CONTENTS)
@@ -262,20 +262,20 @@ class RosBackend:
     def _spin(self, executor) -> None:
         """Spin until shutdown; a callback that raises (a malformed message, say) is reported and the backend keeps
         receiving instead of going deaf."""
-        from pyrua_ros.driver.spin_thread import spin_until_shutdown
+        from pyrua_ros.wire.spin_thread import spin_until_shutdown
 
         with cputime.section(f"rclpy executor: {threading.current_thread().name}"):   # the thread's whole CPU
             spin_until_shutdown(executor, self._context, name="robo backend")
 
     def _on_pose(self, msg) -> None:
-        from pyrua_ros.driver.convert import pose_to_numpy, stamp_to_seconds
+        from pyrua_ros.wire.convert import pose_to_numpy, stamp_to_seconds
 
         pos, quat = pose_to_numpy(msg.pose)
         self._pose.put(EePose(pos=pos, quat_xyzw=quat, stamp=stamp_to_seconds(msg.header.stamp)))
 
     def _on_status(self, msg, info) -> None:
-        from pyrua_ros.driver.publishers import sample_gid
         from pyrua_ros.sim_interfaces.status import EpisodeStatus
+        from pyrua_ros.wire.publishers import sample_gid
 
         gid = sample_gid(info)
         if gid is not None and not self._from_driver(gid):
@@ -295,8 +295,8 @@ class RosBackend:
         if key in self.foreign_status:
             self.foreign_status[key]["samples"] += 1
             return False
-        from pyrua_ros.driver.interfaces import resolve
-        from pyrua_ros.driver.publishers import publisher_node
+        from pyrua_ros.wire.interfaces import resolve
+        from pyrua_ros.wire.publishers import publisher_node
 
         node = publisher_node(self.node, self.names.sim.episode_status, gid, wait_s=2.0)
         driver = resolve(self.names.sim.node, self.node.get_namespace())   # relative: the robot's namespace
@@ -328,7 +328,7 @@ class RosBackend:
     @staticmethod
     def _done_within(future, timeout: float) -> bool:
         """Wait for an rclpy future (completed by the executor thread) at most ``timeout`` s."""
-        from pyrua_ros.driver.goal_client import future_done_within
+        from pyrua_ros.wire.goal_client import future_done_within
 
         return future_done_within(future, timeout)
 
@@ -350,7 +350,7 @@ class RosBackend:
         again while no answer came for that long. A server that has not yet matched this client's response reader
         (discovery, slow under load) drops its answer ("failed to send response"), so the first request of a
         fresh client can go unanswered; a resend after discovery is answered."""
-        from pyrua_ros.driver.goal_client import call_answered
+        from pyrua_ros.wire.goal_client import call_answered
 
         self._wait_service(client, what, server_wait)
         budget = self._within_deadline(timeout)
@@ -375,7 +375,7 @@ class RosBackend:
         """Wait (at most ``SETTLE_S``) until the pose and joint states of sim time ``sim_time`` arrived: the
         driver publishes them before the status / goal result, but on separate topics that may be delivered
         later, and a State built from a stale joint state would show the fingers a few steps behind."""
-        from pyrua_ros.driver.convert import stamp_to_seconds
+        from pyrua_ros.wire.convert import stamp_to_seconds
 
         self._pose.wait(lambda p: p.stamp >= sim_time - 1e-6, SETTLE_S)
         self._joints.wait(lambda m: stamp_to_seconds(m.header.stamp) >= sim_time - 1e-6, SETTLE_S)
@@ -477,7 +477,7 @@ class RosBackend:
             return sum(1 for event in self._events if event.get("kind") == "clipped")
 
     def servo(self, linear: np.ndarray, angular: np.ndarray) -> EePose:
-        from pyrua_ros.driver.convert import time_msg
+        from pyrua_ros.wire.convert import time_msg
 
         if self._cancelled.is_set():
             raise BackendRefused("servo: cancelled", reason="cancelled")
@@ -505,7 +505,7 @@ class RosBackend:
         """Block until the step after ``last_stamp`` is in (pose, its status, its joint states) and return its pose;
         BackendRefused for a refusal reported after event ``n_events`` or a cancel; BackendTimeout at the
         deadline. One condition wait, woken by each state message."""
-        from pyrua_ros.driver.convert import stamp_to_seconds
+        from pyrua_ros.wire.convert import stamp_to_seconds
 
         pose_t = [None]
 
@@ -742,14 +742,14 @@ class RosBackend:
         return sec + nanosec * 1e-9, int(info.get("step", -1)), info
 
     def _frame(self, topic: str, stamp: float):
-        from pyrua_ros.driver.convert import stamp_to_seconds
+        from pyrua_ros.wire.convert import stamp_to_seconds
 
         return self._require(self._frames[topic], topic,
                              lambda m: abs(stamp_to_seconds(m.header.stamp) - stamp) < 1e-6,
                              timeout=self._timeouts.capture_s)
 
     def capture(self, camera: str, resolution: str, env_step: int | None = None) -> CaptureFrame:
-        from pyrua_ros.driver.convert import camera_info_to_K, image_to_numpy
+        from pyrua_ros.wire.convert import camera_info_to_K, image_to_numpy
 
         self._check_view(camera, resolution)
         stamp, step, info = self._trigger_capture("color", camera, resolution, env_step)
@@ -769,7 +769,7 @@ class RosBackend:
                             depth_far=None if far is None else float(far))
 
     def segmentation(self, camera: str, resolution: str, env_step: int | None = None) -> SegmentationFrame:
-        from pyrua_ros.driver.convert import image_to_numpy
+        from pyrua_ros.wire.convert import image_to_numpy
 
         self._check_view(camera, resolution)
         stamp, _step, _info = self._trigger_capture("segmentation", camera, resolution, env_step)

@@ -48,12 +48,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pyrua_ros import cputime
-from pyrua_ros.driver import interfaces
-from pyrua_ros.driver.convert import matrix_to_quat
 from pyrua_ros.driver.model import ModelEpisode
 from pyrua_ros.sim import cameras, parts, render, suites, urdf
 from pyrua_ros.sim.joint_control import JointPositionMode
 from pyrua_ros.sim.stepper import LeanStep
+from pyrua_ros.wire import interfaces
+from pyrua_ros.wire.convert import matrix_to_quat
 
 SETTLE_STEPS = 15            # zero-motion steps after set_init_state, as RPent's LIBERO env (RLinf LiberoEnv.reset)
 SETTLE_ACTION = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0])   # hold pose, open the gripper

@@ -20,9 +20,9 @@ import numbers
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.parameter import Parameter
 
-from pyrua_ros.driver.convert import time_msg
 from pyrua_ros.driver.node import DriverNode, Shot, depth_range_fields
 from pyrua_ros.sim.arm import OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD, LiberoArm
+from pyrua_ros.wire.convert import time_msg
 
 CAPTURE_STEP = "capture_step"
 OSC_ACTION_SCALE = "osc_action_scale"

@@ -16,8 +16,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from pyrua_ros.driver.convert import quat_to_matrix
 from pyrua_ros.sim.cameras import MUJOCO_TO_OPTICAL, wxyz_to_xyzw
+from pyrua_ros.wire.convert import quat_to_matrix
 
 NOMINAL_VELOCITY = 2.0  # rad/s or m/s written into <limit velocity=...>; MuJoCo models carry no velocity limit
 

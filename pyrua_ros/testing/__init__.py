@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from pyrua_ros.driver.rosenv import claim_domain_id, default_fastdds_profile
+from pyrua_ros.wire.rosenv import claim_domain_id, default_fastdds_profile
 
 
 def apply_loopback_environment(env: dict | None = None) -> dict:
@@ -111,7 +111,7 @@ class RosClient:
         self._thread.start()
 
     def _spin(self) -> None:
-        from pyrua_ros.driver.spin_thread import spin_until_shutdown
+        from pyrua_ros.wire.spin_thread import spin_until_shutdown
 
         spin_until_shutdown(self.executor, self.context, name=self.node.get_name())
 
@@ -125,7 +125,7 @@ class RosClient:
     def call(self, srv_type, name: str, request=None, timeout: float = 60.0):
         """Call an idempotent service (parameters, captures) as a fresh client and return its answer; the request
         is resent while unanswered, since a server that has not matched this client yet drops its answer."""
-        from pyrua_ros.driver.goal_client import call_answered
+        from pyrua_ros.wire.goal_client import call_answered
 
         cli = self.node.create_client(srv_type, name)
         try:

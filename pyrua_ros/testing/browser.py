@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from pyrua_ros.agent.reports.report import chromium_command
+from pyrua_ros.reports.report import chromium_command
 
 NO_NETWORK = ("--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0")
 _CONSOLE = re.compile(r":CONSOLE[:(]\d*\)?\]? ?(.*)")

@@ -67,7 +67,7 @@ def latched_topics(report: Report, backend) -> None:
     from std_msgs.msg import String
     from tf2_msgs.msg import TFMessage
 
-    from pyrua_ros.driver import qos
+    from pyrua_ros.wire import qos
 
     d = backend.names.driver
 
@@ -85,7 +85,7 @@ def latched_topics(report: Report, backend) -> None:
 
 def type_hashes(report: Report, backend) -> None:
     """This venv's installed hashes and what the driver's endpoints advertise, per wire type."""
-    from pyrua_ros.driver.distro import endpoint_type_hashes, installed_type_hash
+    from pyrua_ros.wire.distro import endpoint_type_hashes, installed_type_hash
 
     d = backend.names.driver
     wire = {}
@@ -103,7 +103,7 @@ def follow_joint_trajectory(report: Report, backend) -> None:
     from control_msgs.action import FollowJointTrajectory
     from trajectory_msgs.msg import JointTrajectoryPoint
 
-    from pyrua_ros.driver.goal_client import action_client, send_goal_answered
+    from pyrua_ros.wire.goal_client import action_client, send_goal_answered
 
     names = backend.names
     client = action_client(backend.node, FollowJointTrajectory, names.driver.follow_joint_trajectory)
@@ -140,8 +140,8 @@ def estop(report: Report, backend) -> None:
     import numpy as np
     from std_msgs.msg import Bool
 
-    from pyrua_ros.driver import qos
     from pyrua_ros.robo.backend import BackendRefused
+    from pyrua_ros.wire import qos
 
     pub = backend.node.create_publisher(Bool, backend.names.driver.estop, qos.LATCHED)
 
@@ -229,11 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt", default="the red cube", help="an object of the task to segment")
     args = ap.parse_args(argv)
 
-    from pyrua_ros.driver.rosenv import node_preamble
+    from pyrua_ros.wire.rosenv import node_preamble
 
     node_preamble()                      # loopback rules and this distro's Fast DDS profile, before rclpy loads
-    from pyrua_ros.driver.distro import installed_type_hash, ros_distro
     from pyrua_ros.robo.ros_backend import RosBackend
+    from pyrua_ros.wire.distro import installed_type_hash, ros_distro
 
     report = Report()
     report.data["distro"] = ros_distro()

@@ -22,9 +22,7 @@ import time
 import numpy as np
 import yaml
 
-from pyrua_ros.driver.convert import quat_to_matrix
 from pyrua_ros.driver.core import ActiveGoal, DriverConfig, DriverCore, GoalRejected
-from pyrua_ros.driver.interfaces import load
 from pyrua_ros.robo.backend import (
     BackendRefused,
     CaptureFrame,
@@ -35,6 +33,8 @@ from pyrua_ros.robo.backend import (
     SegmentationFrame,
 )
 from pyrua_ros.sim_interfaces.state_digest import StateTrace
+from pyrua_ros.wire.convert import quat_to_matrix
+from pyrua_ros.wire.interfaces import load
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

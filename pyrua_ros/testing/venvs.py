@@ -4,7 +4,7 @@
 Each ROS wheel venv re-executes its Python with its own ``LD_LIBRARY_PATH`` once, guarded by
 ``_ROS_WHEELS_BOOTSTRAP_COMPLETE``; a child inheriting the guard from the other venv would load the wrong
 libraries, so :func:`child_env` strips both before starting one. The child applies its own Fast DDS profile
-(``driver.rosenv.default_fastdds_profile``), which replaces one of pyrua_ros's profiles it inherited.
+(``wire.rosenv.default_fastdds_profile``), which replaces one of pyrua_ros's profiles it inherited.
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ import typing
 import numpy as np
 import pytest
 
-from pyrua_ros.driver.convert import matrix_to_quat
 from pyrua_ros.robo.backend import (
     BackendRefused,
     CaptureFrame,
@@ -31,6 +30,7 @@ from pyrua_ros.robo.backend import (
     JointSnapshot,
     SegmentationFrame,
 )
+from pyrua_ros.wire.convert import matrix_to_quat
 
 HOME = np.array([-0.21, 0.0, 1.17])
 R_HOME = np.diag([1.0, -1.0, -1.0])  # pointing down
@@ -221,7 +221,7 @@ def robo(host):
 
 @pytest.fixture(scope="module")
 def kinematic_kernel(tmp_path_factory):
-    from pyrua_ros.agent.kernel import Kernel, KernelLimits
+    from pyrua_ros.kernel import Kernel, KernelLimits
     from pyrua_ros.robo.libero import libero_host
 
     kernel_host = libero_host(KinematicBackend(), primitives="no-vla")

@@ -4,7 +4,7 @@
 :class:`LoopAgent` builds the prompt from the live ``robo``, starts the kernel (code arms) and the runtime of
 ``cfg.agent.runtime``, runs the agent under the wall-clock budget while reporting progress (a line per turn, a live
 line while a call runs), and writes the loop's records (tool_turns.json, transcript.json, last_message.md,
-``<runtime>_events.jsonl``) and the play ``result.json`` (:class:`~pyrua_ros.agent.records.records.EpisodeResult`).
+``<runtime>_events.jsonl``) and the play ``result.json`` (:class:`~pyrua_ros.records.records.EpisodeResult`).
 
 The ``openai`` and ``replay`` runtimes answer :func:`pyrua_ros.agent.loop.loop.run_loop`'s requests; the ``codex`` and
 ``claude`` runtimes run their CLI's own loop against the same toolkit served by an MCP server on loopback
@@ -21,10 +21,10 @@ import threading
 import time
 
 from pyrua_ros import cputime
-from pyrua_ros.agent.records.outcome import StrategyOutcome
-from pyrua_ros.agent.records.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso
-from pyrua_ros.agent.settings.modes import CODE_ARMS, MCP_RUNTIME
-from pyrua_ros.agent.settings.runtimes import RUNTIMES
+from pyrua_ros.records.outcome import StrategyOutcome
+from pyrua_ros.records.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso
+from pyrua_ros.settings.modes import CODE_ARMS, MCP_RUNTIME
+from pyrua_ros.settings.runtimes import RUNTIMES
 
 TICK_S = 1.0   # how often the live status is refreshed while the loop runs [s]
 

@@ -4,7 +4,7 @@
 One turn = one tool call. The toolkit saves the source into the workspace, runs it in the cell kernel, builds
 the tool result under the ``--feedback`` mode (``pure``: only what the code produced; ``rich``: plus the
 primitive calls of the turn, whether the robot moved, env steps and a state summary), attaches images under the
-``--images`` policy, counts the decision budget, and appends a :class:`~pyrua_ros.agent.records.records.TurnRecord`.
+``--images`` policy, counts the decision budget, and appends a :class:`~pyrua_ros.records.records.TurnRecord`.
 Facts: PYRUALEAN-CONTRACT.md 3.2-3.7. Unlike the reference, ``finish`` ends the loop (the loop checks
 :attr:`finished`), and the decision budget counts every ``python``/``run_program`` call. On the tools arm
 (``--arm tools``, :mod:`pyrua_ros.agent.loop.primitive_tools`) every primitive call is one decision: it counts against
@@ -23,11 +23,11 @@ import time
 from typing import Any
 
 from pyrua_ros.agent.loop import primitive_tools
-from pyrua_ros.agent.records.records import FinishRecord, TurnRecord
-from pyrua_ros.agent.records.text import safe_text
 from pyrua_ros.agent.runtimes.tools import finish_spec, tool_specs
-from pyrua_ros.agent.settings.config import AgentSettings
-from pyrua_ros.agent.settings.modes import FINISH_STATUSES, RICH_CALL_LIMIT
+from pyrua_ros.records.records import FinishRecord, TurnRecord
+from pyrua_ros.records.text import safe_text
+from pyrua_ros.settings.config import AgentSettings
+from pyrua_ros.settings.modes import FINISH_STATUSES, RICH_CALL_LIMIT
 
 RESULT_TEXT_LIMIT = 20_000
 CALL_BUDGET_ERROR = "call budget exhausted: the episode is over, call finish"

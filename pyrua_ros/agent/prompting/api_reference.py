@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pyrua_ros.agent.settings.modes import PRIMITIVE_SETS
+from pyrua_ros.settings.modes import PRIMITIVE_SETS
 
 REFERENCE_HEADING = "# API reference (the `robo` object)"
 SINGLE_SHOT_REFERENCE_HEADING = "# API reference (generated from the library the host injects)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyrua_ros.agent.records.records import CardRecord
+from pyrua_ros.records.records import CardRecord
 
 
 def render_card(card: CardRecord, *, transfer: bool | None = None) -> str:

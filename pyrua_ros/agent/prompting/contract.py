@@ -10,14 +10,14 @@ from collections.abc import Sequence
 
 from pyrua_ros.agent.prompting.api_reference import _check_choice
 from pyrua_ros.agent.prompting.guides import guides_note
-from pyrua_ros.agent.settings.modes import (
+from pyrua_ros.settings.modes import (
     FEEDBACK_MODES,
     FINISH_STATUSES,
     IMAGE_POLICIES,
     PRIMITIVE_SETS,
     RICH_CALL_LIMIT,
 )
-from pyrua_ros.agent.settings.modes import PROMPT_ARMS as ARMS
+from pyrua_ros.settings.modes import PROMPT_ARMS as ARMS
 
 NO_TOOLS_NOTE = "\n\nAnswer with the program directly. Do not run commands and do not create or read files."
 # Modules the sandbox sentence names: each must be importable in the kernel (or refused there, for the second
@@ -101,14 +101,14 @@ class PromptOptions:
 
 def kernel_names() -> tuple[str, ...]:
     """The names the kernel defines before the first cell (its namespace, in order)."""
-    from pyrua_ros.agent.kernel.policy import PREDEFINED_NAMES
+    from pyrua_ros.kernel.policy import PREDEFINED_NAMES
 
     return PREDEFINED_NAMES
 
 
 def sandbox_sentence(arm: str) -> str:
     """What the sandbox allows, from the kernel's allow-list and blocked names."""
-    from pyrua_ros.agent.kernel.policy import ALLOWED_MODULES, REFERENCE_BLOCKED_NAMES
+    from pyrua_ros.kernel.policy import ALLOWED_MODULES, REFERENCE_BLOCKED_NAMES
 
     allowed = [m for m in NAMED_MODULES if m in ALLOWED_MODULES]
     refused = [m for m in NAMED_REFUSED_MODULES if m not in ALLOWED_MODULES]

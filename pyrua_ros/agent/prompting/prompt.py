@@ -41,9 +41,9 @@ from pyrua_ros.agent.prompting.api_reference import (
 from pyrua_ros.agent.prompting.card import render_card
 from pyrua_ros.agent.prompting.contract import ROBOT_WORDING, PromptOptions, contract_text
 from pyrua_ros.agent.prompting.guides import KNOWLEDGE_DIR
-from pyrua_ros.agent.records.records import CardRecord
-from pyrua_ros.agent.settings.config import REFERENCE_ROOT_ENV
-from pyrua_ros.agent.settings.modes import PRIMITIVE_SETS
+from pyrua_ros.records.records import CardRecord
+from pyrua_ros.settings.config import REFERENCE_ROOT_ENV
+from pyrua_ros.settings.modes import PRIMITIVE_SETS
 
 
 def knowledge_text(robot: str = "libero", primitives: str = "full", *, reference_root: str | None = None) -> str:

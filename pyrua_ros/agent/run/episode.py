@@ -41,12 +41,12 @@ import traceback
 from typing import Any, Protocol
 
 from pyrua_ros import cputime
-from pyrua_ros.agent.records.outcome import StrategyOutcome
-from pyrua_ros.agent.records.records import CardRecord, ErrorInfo, RunRecords
 from pyrua_ros.agent.run.interrupts import FirstSignalInterrupts
 from pyrua_ros.agent.run.watchdog import MARGIN_S as WATCHDOG_MARGIN_S
 from pyrua_ros.agent.run.watchdog import Watchdog
-from pyrua_ros.driver.rosenv import PARENT_PID_VAR
+from pyrua_ros.records.outcome import StrategyOutcome
+from pyrua_ros.records.records import CardRecord, ErrorInfo, RunRecords
+from pyrua_ros.wire.rosenv import PARENT_PID_VAR
 
 STREAM_QUIET_S = 1.0        # [s] no new camera frame for this long: the driver's stream backlog is done
 STREAM_FLUSH_MAX_S = 15.0   # [s] longest wait for the next frame at the end of an episode
@@ -83,7 +83,7 @@ class DriverProcess:
         env = dict(os.environ, **nodes[0].env)
         env[PARENT_PID_VAR] = str(os.getpid())   # the node exits if this process dies, even by SIGKILL
         env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
-        from pyrua_ros.agent.records.records import open_record
+        from pyrua_ros.records.records import open_record
 
         self._log = open_record(self.log_path)   # a fresh file of this run, never a link planted there
         self.proc = subprocess.Popen(self.argv, env=env, stdout=self._log, stderr=subprocess.STDOUT,
@@ -241,7 +241,7 @@ class EpisodeHost:
 
 class AgentStrategy(Protocol):
     """What one arm does inside an :class:`Episode`: ``start`` and ``close`` read the episode and write their
-    records; ``run`` returns a frozen :class:`~pyrua_ros.agent.records.outcome.StrategyOutcome` that the episode
+    records; ``run`` returns a frozen :class:`~pyrua_ros.records.outcome.StrategyOutcome` that the episode
     applies, so how an episode ended is set in one place."""
 
     def start(self, ep: Episode) -> None:
@@ -259,7 +259,7 @@ class AgentStrategy(Protocol):
 
 
 class Episode:
-    """One episode in ``out``: ``settings`` (an :class:`~pyrua_ros.agent.settings.config.EpisodeSettings`),
+    """One episode in ``out``: ``settings`` (an :class:`~pyrua_ros.settings.config.EpisodeSettings`),
     ``output`` and ``compat`` settings, an :class:`AgentStrategy`, and optionally a lent :class:`EpisodeHost`
     (kept open).
 
@@ -271,7 +271,7 @@ class Episode:
 
     def __init__(self, settings, strategy: AgentStrategy, *, out: pathlib.Path, output=None, compat=None,
                  host: EpisodeHost | None = None, progress=None, node=None):
-        from pyrua_ros.agent.settings.config import CompatSettings, OutputSettings
+        from pyrua_ros.settings.config import CompatSettings, OutputSettings
 
         self.settings = settings
         self.strategy = strategy
@@ -342,11 +342,11 @@ class Episode:
             self.recorder.start_at(status.sim_time)   # stream frames stamped before the reset are an earlier one's
         self.task_language = status.task_language
         self.robot = self.host.robot(e)
-        from pyrua_ros.agent.records.publisher import AgentPublisher
+        from pyrua_ros.records.publisher import AgentPublisher
 
         self.publisher = AgentPublisher(node, self.robot.ledger, clock=self.host.backend.followed_clock)
         if self.output.video:
-            from pyrua_ros.agent.records.video import EpisodeVideo
+            from pyrua_ros.records.video import EpisodeVideo
 
             self.video = EpisodeVideo(node, task=self.task_language or "")
         self.phase("card", f'"{self.task_language}": capturing the card images')
@@ -364,7 +364,7 @@ class Episode:
     def _start_recorder(self, backend) -> None:
         """Record before the reset, matched with the driver's state publishers, so the bag holds the step-0 state
         the reset publishes (a driver still booting gets the reset's deadline to appear)."""
-        from pyrua_ros.agent.records.recorder import record_episode, state_topics
+        from pyrua_ros.records.recorder import record_episode, state_topics
 
         self.recorder = record_episode(backend.node, self.out / "episode.mcap", held=True)
         unmatched = self.recorder.wait_for_publishers(state_topics(), backend.names.timeouts.reset_s)
@@ -389,10 +389,10 @@ class Episode:
 
     def open_kernel(self, sandbox=None):
         """The sandboxed cell kernel for this episode's ``robo`` (the strategy closes it): the bubblewrap boundary
-        of ``sandbox`` (a :class:`~pyrua_ros.agent.settings.config.SandboxSettings`; ``--unsafe-sandbox`` is noted in
+        of ``sandbox`` (a :class:`~pyrua_ros.settings.config.SandboxSettings`; ``--unsafe-sandbox`` is noted in
         result.json), every robo call bounded by the running cell's deadline."""
-        from pyrua_ros.agent.kernel import Kernel, KernelLimits
-        from pyrua_ros.agent.settings.config import SandboxSettings
+        from pyrua_ros.kernel import Kernel, KernelLimits
+        from pyrua_ros.settings.config import SandboxSettings
 
         sandbox = sandbox or SandboxSettings()
         with cputime.section("kernel start (this process)"):

@@ -12,7 +12,7 @@ The episode ends (and result.json is written) when:
 - stdio: the client closes its end (end of input);
 - HTTP (every request with ``Authorization: Bearer <mcp_token>``, the per-run token printed once on stderr next
   to the URL): the process gets SIGINT or SIGTERM before the client called ``finish`` (status and reason
-  ``interrupted``: the user stopped it, so it is no measurement and in no rate; ``agent.settings.outcomes``);
+  ``interrupted``: the user stopped it, so it is no measurement and in no rate; ``settings.outcomes``);
 - either: ``finish`` was called (the reply is delivered first), or the wall-clock budget ran out (``timeout``;
   the robot is stopped, later calls get ``EpisodeFinished``).
 """
@@ -31,7 +31,7 @@ FINISH_DELIVERY_S = 0.5   # time the finish reply gets to reach the client befor
 
 
 class McpAgent(LoopAgent):
-    """The loop strategy of an :class:`~pyrua_ros.agent.settings.config.McpConfig`, an outside MCP client in the
+    """The loop strategy of an :class:`~pyrua_ros.settings.config.McpConfig`, an outside MCP client in the
     runtime's place. ``wire``: the ``(stdin_fd, stdout_fd)`` of the stdio transport (:func:`serve` sets it up)."""
 
     def __init__(self, cfg, *, wire: tuple[int, int] | None = None):
@@ -111,7 +111,7 @@ class McpAgent(LoopAgent):
 
 
 def serve(cfg, *, progress=None, host=None):
-    """Run one MCP-served episode of an :class:`~pyrua_ros.agent.settings.config.McpConfig` (``cfg.out`` set) and return
+    """Run one MCP-served episode of an :class:`~pyrua_ros.settings.config.McpConfig` (``cfg.out`` set) and return
     its result (also written to ``<cfg.out>/result.json``). ``host``: a lent, open EpisodeHost (kept open).
 
     Over stdio the whole episode runs with fd 0 on /dev/null and fd 1 on stderr (the real ones are the MCP wire),

@@ -29,8 +29,8 @@ import threading
 import time
 from typing import Any
 
-from pyrua_ros.agent.records.outcome import StrategyOutcome
-from pyrua_ros.agent.records.records import (
+from pyrua_ros.records.outcome import StrategyOutcome
+from pyrua_ros.records.records import (
     SCHEMA,
     SYSTEM,
     TOKEN_KEYS,
@@ -41,7 +41,7 @@ from pyrua_ros.agent.records.records import (
     now_iso,
     write_json,
 )
-from pyrua_ros.agent.settings.config import GenerateConfig, RunConfig
+from pyrua_ros.settings.config import GenerateConfig, RunConfig
 
 RUN_STATUSES = ("completed", "finished", "error", "timeout", "boot_error", "interrupted")
 MODES = ("per_cell", "transfer")
@@ -199,7 +199,7 @@ class RunResult:
     """Single-shot ``result.json`` (``pyrualean-episode-v2``, contract 6.3). ``status``: completed (``run``
     returned), finished (``EpisodeFinished``, ``reason`` e.g. terminated), error (``reason`` load | exception: the
     program's own failure, counted in the rate; any other reason: the host failed), timeout, boot_error,
-    interrupted (see ``agent.settings.outcomes``). ``environment_success`` is the benchmark check, never the
+    interrupted (see ``settings.outcomes``). ``environment_success`` is the benchmark check, never the
     program's claim. Times [s];
     ``timeout_s`` the watchdog. ``host`` ``{python, cuda_device, libero_type, boot_options, rpent_root, sandbox}``;
     ``generation`` the attached ``generation.json`` (or None)."""

@@ -1,6 +1,6 @@
 """Checks before anything boots: the episode, the files a run reads, the run directory and the model server.
 
-Every check raises :class:`~pyrua_ros.agent.settings.schema.SettingError` with one line that names the flag and what is
+Every check raises :class:`~pyrua_ros.settings.schema.SettingError` with one line that names the flag and what is
 valid, and each is meant to finish well under a second (the endpoint check is one short GET). ``play``, ``run``,
 ``generate``, the agent node and ``eval`` call the same functions:
 
@@ -31,12 +31,12 @@ import urllib.request
 
 from pyrua_ros.agent import runtimes
 from pyrua_ros.agent.prompting import guides as guides_mod
-from pyrua_ros.agent.records import bounded
-from pyrua_ros.agent.settings import outcomes
-from pyrua_ros.agent.settings.modes import CODE_ARMS
-from pyrua_ros.agent.settings.paths import check_input_path
-from pyrua_ros.agent.settings.runtimes import RUNTIMES
-from pyrua_ros.agent.settings.schema import SettingError
+from pyrua_ros.records import bounded
+from pyrua_ros.settings import outcomes
+from pyrua_ros.settings.modes import CODE_ARMS
+from pyrua_ros.settings.paths import check_input_path
+from pyrua_ros.settings.runtimes import RUNTIMES
+from pyrua_ros.settings.schema import SettingError
 from pyrua_ros.sim_interfaces import episodes
 
 PREFLIGHT_TIMEOUT_S = 2.0     # one GET of the models endpoint; a healthy local server answers in milliseconds
@@ -82,11 +82,11 @@ def check_reference_root(root) -> None:
 
 def check_sandbox(sandbox) -> None:
     """The cell kernel's bubblewrap boundary can be set up here (a
-    :class:`~pyrua_ros.agent.settings.config.SandboxSettings`; nothing to check with ``--unsafe-sandbox``): a run
+    :class:`~pyrua_ros.settings.config.SandboxSettings`; nothing to check with ``--unsafe-sandbox``): a run
     that would fail at its first cell is refused before boot."""
     if sandbox.unsafe_sandbox:
         return
-    from pyrua_ros.agent.kernel import sandbox as boundary
+    from pyrua_ros.kernel import sandbox as boundary
 
     why = boundary.problem()
     if why:
@@ -94,7 +94,7 @@ def check_sandbox(sandbox) -> None:
 
 
 def check_play(cfg) -> None:
-    """Every local check of a :class:`~pyrua_ros.agent.settings.config.PlayConfig` (no network, no run directory)."""
+    """Every local check of a :class:`~pyrua_ros.settings.config.PlayConfig` (no network, no run directory)."""
     e, agent = cfg.episode, cfg.agent
     check_episode(e.suite, e.task, e.seed, e.driver)
     spec = RUNTIMES[agent.runtime] if agent.runtime in RUNTIMES else None   # None: pyrua-ros mcp's client
@@ -118,7 +118,7 @@ def check_cli_runtime(runtime: str, cli, model) -> str:
     else the pinned one setup installed, else PATH), its home folder (``--codex-home``) is a folder if it exists,
     and ``--api-key-env`` is set. Returns the executable's path."""
     from pyrua_ros.agent.runtimes.cli_agent import find_cli
-    from pyrua_ros.agent.settings.model import key_from_env
+    from pyrua_ros.settings.model import key_from_env
 
     spec = RUNTIMES[runtime]
     try:

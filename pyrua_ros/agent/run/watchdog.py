@@ -77,7 +77,7 @@ def _gone(pid: int) -> bool:
 def finish_record(out: pathlib.Path, after_s: float) -> bool:
     """Turn the placeholder ``out/result.json`` into the watchdog's record; False when the episode's own final
     record is there (left as it is) or none can be read."""
-    from pyrua_ros.agent.records.records import now_iso, read_result, write_json
+    from pyrua_ros.records.records import now_iso, read_result, write_json
 
     try:
         record = read_result(out)

@@ -2,8 +2,8 @@
 loop's requests; ``codex`` and ``claude`` run a coding-agent CLI that drives the arm through the episode's MCP
 server (:mod:`.cli_agent`).
 
-Each runtime is declared once, as a :class:`~pyrua_ros.agent.settings.runtimes.RuntimeSpec` in
-:data:`~pyrua_ros.agent.settings.runtimes.RUNTIMES`; this package builds and checks them from their specs alone.
+Each runtime is declared once, as a :class:`~pyrua_ros.settings.runtimes.RuntimeSpec` in
+:data:`~pyrua_ros.settings.runtimes.RUNTIMES`; this package builds and checks them from their specs alone.
 ``create(name, **kwargs)`` builds a loop runtime by name, :func:`make_runtime` / :func:`make_cli_runtime` the one
 a config asks for, :func:`check_config` runs its own file-system checks; implementations are imported lazily, so
 importing this package does not import the ``openai`` client. The seam and records live in :mod:`.base`.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import pathlib
 
-from pyrua_ros.agent.settings.runtimes import RUNTIMES, RuntimeSpec
+from pyrua_ros.settings.runtimes import RUNTIMES, RuntimeSpec
 
 from .base import ModelResponse, Runtime, RuntimeFailure, ToolCall, Usage, UsageTotals
 
@@ -42,7 +42,7 @@ def create(name: str, **kwargs) -> Runtime:
 
 
 def make_runtime(cfg, events=None, tools: list[dict] | None = None) -> Runtime:
-    """Build the loop runtime a :class:`~pyrua_ros.agent.settings.config.PlayConfig` asks for (``cfg.agent.runtime``),
+    """Build the loop runtime a :class:`~pyrua_ros.settings.config.PlayConfig` asks for (``cfg.agent.runtime``),
     logging to the ``events`` sink, by its class's ``from_config(cfg, events, tools)``; ``tools``: the toolkit's
     function specs (``ArmToolkit.tool_specs()``; None: the code arm's own)."""
     return runtime_class(cfg.agent.runtime).from_config(cfg, events, tools)
@@ -50,7 +50,7 @@ def make_runtime(cfg, events=None, tools: list[dict] | None = None) -> Runtime:
 
 def check_config(cfg) -> None:
     """The checks ``cfg.agent.runtime``'s class makes of a config before boot (its ``check_config``, if any;
-    :class:`~pyrua_ros.agent.settings.schema.SettingError` on a refusal)."""
+    :class:`~pyrua_ros.settings.schema.SettingError` on a refusal)."""
     check = getattr(implementation(RUNTIMES[cfg.agent.runtime]), "check_config", None)
     if check is not None:
         check(cfg)
@@ -65,7 +65,7 @@ def cli_reasoning(cfg) -> str | None:
 
 
 def make_cli_runtime(cfg, *, out_dir, workspace, tool_names: list[str], kernel=None):
-    """Build the CLI runtime of a :class:`~pyrua_ros.agent.settings.config.PlayConfig` (``cfg.agent.runtime``),
+    """Build the CLI runtime of a :class:`~pyrua_ros.settings.config.PlayConfig` (``cfg.agent.runtime``),
     its events going to ``<out_dir>/<runtime>_events.jsonl``. ``tool_names``: the MCP tools the CLI may call (the
     arm's; given to a class whose ``wants_tool_names`` is set); ``kernel``: the episode's cell kernel, whose
     workspace the CLI's sandbox shares (None on the tools arm); ``--unsafe-sandbox`` runs the CLI outside any

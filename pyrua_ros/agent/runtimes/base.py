@@ -169,11 +169,11 @@ class Runtime(Protocol):
 
 class JsonlEventSink:
     """An event sink appending one JSON line per event to ``path`` (thread-safe; flushed per line), in a file only
-    this process wrote (:class:`~pyrua_ros.agent.records.records.JsonlRecord`: whatever was at the name is replaced, a
+    this process wrote (:class:`~pyrua_ros.records.records.JsonlRecord`: whatever was at the name is replaced, a
     line is always one line, a failed write is repaired at ``close()``)."""
 
     def __init__(self, path: str | pathlib.Path):
-        from pyrua_ros.agent.records.records import JsonlRecord
+        from pyrua_ros.records.records import JsonlRecord
 
         self.path = pathlib.Path(path)
         self._record = JsonlRecord(self.path)

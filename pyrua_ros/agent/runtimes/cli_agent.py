@@ -42,14 +42,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pyrua_ros.agent.records import bounded
-from pyrua_ros.agent.records.records import JsonlRecord
 from pyrua_ros.agent.runtimes.base import LoopOutcome
-from pyrua_ros.agent.settings.model import is_loopback_url, key_from_env
 from pyrua_ros.bringup.process import stop_process_groups
+from pyrua_ros.records import bounded
+from pyrua_ros.records.records import JsonlRecord
+from pyrua_ros.settings.model import is_loopback_url, key_from_env
 
 if TYPE_CHECKING:
-    from pyrua_ros.agent.kernel.outcomes import KernelLimits
+    from pyrua_ros.kernel.outcomes import KernelLimits
 
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ", "XDG_CACHE_HOME")
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")

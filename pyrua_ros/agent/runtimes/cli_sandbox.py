@@ -4,7 +4,7 @@ runs, sees what the cell kernel sees and the workspace it shares with the kernel
 :class:`CliSandbox` wraps the CLI's command line in bubblewrap, built like the kernel's (``kernel/sandbox.py``):
 
 - **the workspace shared with the kernel**: as root, the episode's workspace tmpfs (``Kernel.shared_workspace``,
-  :func:`~pyrua_ros.agent.kernel.mounts.workspace_tmpfs`) attached at the workspace's path, read-write, and the CLI
+  :func:`~pyrua_ros.kernel.mounts.workspace_tmpfs`) attached at the workspace's path, read-write, and the CLI
   runs as the kernel's own uid, so a module the CLI writes there is importable from the next cell and a cell's
   files are the CLI's to read. The tools arm has no kernel: the CLI gets a tmpfs of its own (same size and file
   caps). As a normal user the kernel's tmpfs cannot be shared: the run directory's ``workspace/`` is bound instead,
@@ -25,12 +25,12 @@ runs, sees what the cell kernel sees and the workspace it shares with the kernel
   model server with), copied into the tmpfs (as a user: bound read-only over those names), never copied back into
   the run directory nor written into the user's folder;
 - **the kernel's memory and CPU bounds**: ``prlimit`` sets the kernel's own ``RLIMIT_AS`` and ``RLIMIT_CPU``
-  (:class:`~pyrua_ros.agent.kernel.outcomes.KernelLimits` ``memory_bytes``, ``cpu_s``: 4 GiB, 1800 s) and no core
+  (:class:`~pyrua_ros.kernel.outcomes.KernelLimits` ``memory_bytes``, ``cpu_s``: 4 GiB, 1800 s) and no core
   dumps on the CLI and everything it starts, before the identity drops (so they cannot be raised again): a huge
   image the model hands to Codex's ``view_image`` or Claude Code's Read is decoded inside that bound;
 - **an identity of its own**: as root, the kernel's uid (``setpriv``: no groups, every capability set cleared);
   as a user, bwrap's user namespace with ``--disable-userns``;
-- **the kernel's seccomp allow-list** (:func:`~pyrua_ros.agent.kernel.seccomp.program`): no namespaces, keyrings,
+- **the kernel's seccomp allow-list** (:func:`~pyrua_ros.kernel.seccomp.program`): no namespaces, keyrings,
   memfd, SysV IPC, io_uring, ptrace, AF_PACKET/NETLINK/VSOCK. (So Codex's own shell sandbox, which needs user
   namespaces, cannot start: Codex runs ``-s danger-full-access`` inside this one.)
 - **network: loopback ports, proxied one by one**. The CLI has a network namespace of its own; inside, a
@@ -54,10 +54,10 @@ import tempfile
 import threading
 import urllib.parse
 
-from pyrua_ros.agent.kernel import cgroup, mounts, seccomp
-from pyrua_ros.agent.kernel import sandbox as kernel_sandbox
-from pyrua_ros.agent.kernel import workspace as wsfiles
-from pyrua_ros.agent.kernel.outcomes import KernelLimits
+from pyrua_ros.kernel import cgroup, mounts, seccomp
+from pyrua_ros.kernel import sandbox as kernel_sandbox
+from pyrua_ros.kernel import workspace as wsfiles
+from pyrua_ros.kernel.outcomes import KernelLimits
 
 INSIDE_NET = "/run/pyrua-net"   # the relay's unix sockets, inside
 TMP_BYTES = 16 * 2**20

@@ -36,8 +36,8 @@ import json
 import os
 import pathlib
 
-from pyrua_ros.agent.records import bounded
-from pyrua_ros.agent.settings.model import v1_endpoint
+from pyrua_ros.records import bounded
+from pyrua_ros.settings.model import v1_endpoint
 
 from .cli_agent import MCP_TOKEN_ENV, CliRuntime, base_environment
 

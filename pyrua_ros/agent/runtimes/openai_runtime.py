@@ -40,8 +40,8 @@ import re
 import time
 from collections.abc import Callable
 
-from pyrua_ros.agent.records import bounded
-from pyrua_ros.agent.settings.model import NO_KEY_PLACEHOLDER, ModelSettings
+from pyrua_ros.records import bounded
+from pyrua_ros.settings.model import NO_KEY_PLACEHOLDER, ModelSettings
 
 from .base import EventSink, ModelResponse, RuntimeFailure, ToolCall, Usage, UsageTotals
 from .context import ContextWindow

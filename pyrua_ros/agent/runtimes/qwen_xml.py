@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from pyrua_ros.agent.records import bounded
+from pyrua_ros.records import bounded
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _FUNCTION = re.compile(r"<function=([^>\s]+)\s*>(.*?)(?:</function>|\Z)", re.DOTALL)

@@ -23,10 +23,10 @@ import re
 import time
 from collections.abc import Callable
 
-from pyrua_ros.agent.kernel import workspace as wsfiles
-from pyrua_ros.agent.records import bounded
-from pyrua_ros.agent.settings.paths import check_input_path
-from pyrua_ros.agent.settings.schema import SettingError
+from pyrua_ros.kernel import workspace as wsfiles
+from pyrua_ros.records import bounded
+from pyrua_ros.settings.paths import check_input_path
+from pyrua_ros.settings.schema import SettingError
 
 from .base import EventSink, ModelResponse, RuntimeFailure, ToolCall, Usage, UsageTotals
 from .tools import ARMS

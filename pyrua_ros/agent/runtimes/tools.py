@@ -7,11 +7,11 @@ says will not come back (state under ``pure``, camera images under ``none``/``on
 
 from __future__ import annotations
 
-from pyrua_ros.agent.kernel.policy import PREDEFINED_NAMES
-from pyrua_ros.agent.settings.modes import CODE_ARMS as ARMS
-from pyrua_ros.agent.settings.modes import FEEDBACK_MODES, FINISH_STATUSES
-from pyrua_ros.agent.settings.modes import IMAGE_POLICIES as IMAGE_MODES
+from pyrua_ros.kernel.policy import PREDEFINED_NAMES
 from pyrua_ros.robo.libero import LiberoRobot
+from pyrua_ros.settings.modes import CODE_ARMS as ARMS
+from pyrua_ros.settings.modes import FEEDBACK_MODES, FINISH_STATUSES
+from pyrua_ros.settings.modes import IMAGE_POLICIES as IMAGE_MODES
 
 _RETURNS = {
     "pure": "It returns only what the code produced: stdout, stderr, elapsed seconds, the value of a trailing "
