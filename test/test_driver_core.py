@@ -278,7 +278,7 @@ LAW = {"tol": 0.005, "step_clip": 0.01, "action_scale": 0.05, "linear_scale": 0.
 def test_a_cartesian_goal_steps_exactly_the_twists_robos_loop_would_send():
     """Each step of a MoveToTarget goal is the move_to law's twist for the pose before it, run like a world-frame
     twist; the finger target holds from the start; it converges with one more iteration than steps."""
-    from pyrua_ros.driver.cartesian import move_action, osc_twist
+    from pyrua_ros.wire.move_law import move_action, osc_twist
 
     core, out = make_core()
     start = np.asarray(core.model.ee_pose()[0], dtype=float)

@@ -399,7 +399,7 @@ def check_cartesian_move(probe: Probe, skip_sim: bool) -> list[Row]:
     canceled when canceled and takes no step after."""
     from action_msgs.msg import GoalStatus
 
-    from pyrua_ros.driver.cartesian import move_action, osc_twist
+    from pyrua_ros.wire.move_law import move_action, osc_twist
 
     name = probe.names.driver.cartesian_move
     resolved = probe.resolve(name)

@@ -16,7 +16,7 @@ numbers are rounded as the reference rounds them (positions, distances and angle
 ``steps_used`` counts loop iterations as the reference does (a move that converged counts its final check: one
 more than the control steps it used).
 
-``move_to`` without ``target_yaw`` (the law of :mod:`pyrua_ros.driver.cartesian`: per-axis clip, zero rotation)
+``move_to`` without ``target_yaw`` (the law of :mod:`pyrua_ros.wire.move_law`: per-axis clip, zero rotation)
 runs as one ``MoveToTarget`` goal when the driver serves it (``backend.move_to_target``): the driver runs the same
 iterations with the same twists through the same safety filter, one round trip per move instead of one per step;
 a driver without it gets the twist stream. Both give the same control steps, bit for bit.
@@ -31,12 +31,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pyrua_ros.driver.cartesian import move_action, osc_twist
 from pyrua_ros.robo import arguments as check
 from pyrua_ros.robo.backend import BackendRefused, EePose, RobotBackend
 from pyrua_ros.robo.calls import CallRunner
 from pyrua_ros.robo.geometry import matrix, pitch_of, wrap_angle, yaw_of
 from pyrua_ros.robo.results import Gripper, Move, MovePose, Release, Rotation
+from pyrua_ros.wire.move_law import move_action, osc_twist
 
 GRIPPER_OPEN_WIDTH_M = 0.08
 ROT_ACTION_RAD = 0.10           # the reference's rotation command: action = clipped error / 0.10 rad
