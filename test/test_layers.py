@@ -23,19 +23,18 @@ PKG = ROOT / "pyrua_ros"
 # lower rank only. Groups of the same rank are siblings and import neither each other.
 LAYERS = (
     ("pyrua_ros", "pyrua_ros.sim_interfaces", "pyrua_ros.safety"),  # the version; interface facts; the e-stop
-    ("pyrua_ros.driver",),                                            # ROS plumbing shared by the drivers
-    ("pyrua_ros.robo", "pyrua_ros.sim", "pyrua_ros.fake_arm", "pyrua_ros.conformance"),
-    ("pyrua_ros.examples",),                                          # run(robo) programs, their robo errors
-    ("pyrua_ros.agent", "pyrua_ros.settings"),                  # the settings schema and modes
-    ("pyrua_ros.records", "pyrua_ros.bringup"),                 # what a run writes; booting the graph
-    ("pyrua_ros.reports", "pyrua_ros.kernel"),            # reading runs back; the cell kernel
-    ("pyrua_ros.agent.prompting",),                                   # the prompt
+    ("pyrua_ros.wire",),                                              # the ROS vocabulary every side speaks
+    ("pyrua_ros.driver", "pyrua_ros.robo", "pyrua_ros.conformance"),  # the driver core; the robot API; the kit
+    ("pyrua_ros.sim", "pyrua_ros.fake_arm", "pyrua_ros.examples", "pyrua_ros.settings"),
+    ("pyrua_ros.records", "pyrua_ros.bringup"),                       # what a run writes; booting the graph
+    ("pyrua_ros.reports", "pyrua_ros.kernel"),                        # reading runs back; the cell kernel
+    ("pyrua_ros.agent", "pyrua_ros.agent.prompting"),                 # the prompt
     ("pyrua_ros.agent.runtimes",),                                    # model runtimes behind one seam
     ("pyrua_ros.agent.loop",),                                        # the cell loop, arms, tools
     ("pyrua_ros.agent.run",),                                         # an episode end to end
-    ("pyrua_ros.cli",),                                               # subcommands and what they share
-    ("pyrua_ros.evaluation", "pyrua_ros.nodes"),                      # eval; the ROS node entry points
-    ("pyrua_ros.cli.main",),                                          # the CLI that dispatches to all of them
+    ("pyrua_ros.evaluation",),                                        # eval: instances, engines, coordinator
+    ("pyrua_ros.cli",),                                               # the subcommands, eval's included
+    ("pyrua_ros.nodes",),                                             # the ROS node entry points
     ("pyrua_ros.testing",),                                           # helpers of the tests and benchmarks
 )
 RANK = {group: rank for rank, groups in enumerate(LAYERS) for group in groups}

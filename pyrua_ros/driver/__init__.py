@@ -1,2 +1,3 @@
-"""The driver surface: interface names, QoS, frames and message conversions shared by every driver
-(the LIBERO sim node, the kinematic fake arm, a real arm's remapped drivers) and by the agent side."""
+"""The driver core every driver runs (the LIBERO sim node, the kinematic fake arm, a real arm's bridge): the
+episode's state and goals, the arm model protocol, the control clock, and the node that wires them to ROS. The
+names, QoS and conversions it shares with the agent side are in :mod:`pyrua_ros.wire`."""

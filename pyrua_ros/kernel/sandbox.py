@@ -61,7 +61,6 @@ UNSAFE_NOTE = ("--unsafe-sandbox: cells ran in a plain child process (rlimits an
 # The only pyrua_ros files the kernel process imports (test_kernel_sandbox checks nothing else is needed).
 KERNEL_SOURCES = (
     "pyrua_ros/__init__.py",
-    "pyrua_ros/agent/__init__.py",
     "pyrua_ros/kernel/__init__.py",
     "pyrua_ros/kernel/policy.py",
     "pyrua_ros/kernel/protocol.py",
@@ -72,7 +71,7 @@ KERNEL_SOURCES = (
     "pyrua_ros/robo/errors.py",
     "pyrua_ros/robo/results.py",
 )
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 class SandboxUnavailable(RuntimeError):

@@ -130,7 +130,7 @@ def _landlock(workspace: str) -> str:
         reads = {sys.prefix, sys.base_prefix, sys.exec_prefix, "/usr", "/lib", "/lib64", "/bin",
                  "/etc/ld.so.cache", "/etc/localtime", "/sys/devices/system/cpu", f"/proc/{os.getpid()}",
                  "/dev/urandom", "/dev/null"}
-        package_root = str(Path(KERNEL_DIR).parents[2])  # pyrua_ros itself is imported already: not granted
+        package_root = str(Path(KERNEL_DIR).parents[1])  # pyrua_ros itself is imported already: not granted
         reads |= {p for p in sys.path if p and p != package_root and os.path.isdir(p)}
         rules = [(os.path.realpath(p), _LL_READ) for p in reads] + [(workspace, fs)]
         for path, access in rules:

@@ -16,7 +16,7 @@ from typing import Any
 from pyrua_ros import __version__
 from pyrua_ros.records.records import read_result, write_result
 
-PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[3]
+PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _git(*args: str) -> str | None:
