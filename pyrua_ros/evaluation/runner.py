@@ -22,6 +22,7 @@ import shutil
 from typing import Any
 
 from pyrua_ros import cputime
+from pyrua_ros.agent.run.watchdog import is_placeholder
 from pyrua_ros.evaluation.instances import Instance
 from pyrua_ros.evaluation.jobs import episode_summary, make_job
 from pyrua_ros.records.records import SCHEMA, SYSTEM, now_iso, read_result, write_json
@@ -49,15 +50,23 @@ def finished_summary(instance: Instance, out: pathlib.Path) -> dict[str, Any] | 
     return episode_summary(data)
 
 
-def write_killed_record(instance: Instance, cfg: PlayConfig, reason: str) -> dict[str, Any]:
-    """A minimal ``result.json`` for an episode whose host died before writing its own: status ``killed``, or
-    ``interrupted`` when the evaluation was interrupted (``reason`` "interrupted")."""
-    record = {"schema": SCHEMA, "system": SYSTEM, "arm": cfg.agent.arm, "backend": "ros2", "robot": cfg.episode.robot,
-              "suite": instance.suite, "task": instance.task, "seed": instance.seed, "environment_success": False,
-              "status": "interrupted" if reason == "interrupted" else "killed", "reason": reason, "error": None,
-              "calls": None, "stateful_calls": None,
-              "env_steps": None, "policy_wall_s": None, "created_at": now_iso(),
-              "notes": ["the evaluation worker died before the episode host wrote its record"]}
+def write_killed_record(instance: Instance, cfg: PlayConfig, reason: str,
+                        placeholder: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``result.json`` of an episode whose host died before finishing its record: status ``killed``, or
+    ``interrupted`` when the evaluation was interrupted (``reason`` "interrupted"). The host's ``placeholder``
+    record, when it reserved one, keeps its facts (settings, counts so far); else a minimal record is written."""
+    status = "interrupted" if reason == "interrupted" else "killed"
+    note = "the evaluation worker died before the episode host wrote its record"
+    if placeholder is not None:
+        notes = placeholder.get("notes") if isinstance(placeholder.get("notes"), list) else []
+        record = {**placeholder, "status": status, "reason": reason,
+                  "notes": [*notes, f"{now_iso()}: {note.replace('wrote', 'finished')}"]}
+    else:
+        record = {"schema": SCHEMA, "system": SYSTEM, "arm": cfg.agent.arm, "backend": "ros2",
+                  "robot": cfg.episode.robot, "suite": instance.suite, "task": instance.task, "seed": instance.seed,
+                  "environment_success": False, "status": status, "reason": reason, "error": None,
+                  "calls": None, "stateful_calls": None, "env_steps": None, "policy_wall_s": None,
+                  "created_at": now_iso(), "notes": [note]}
     write_json(pathlib.Path(cfg.out) / "result.json", record)
     return record
 
@@ -199,13 +208,17 @@ class Coordinator:
             self.todo.clear()
 
     def _ensure_record(self, instance: Instance, reason: str) -> dict[str, Any]:
-        """The episode's summary from its result.json; a ``killed`` record is written first if it has none."""
+        """The episode's summary from its result.json; a ``killed`` record (``reason``: what the engine saw) is
+        written first if it has none, or only the placeholder its host reserved at the start."""
         run_dir = instance.run_dir(self.out)
         try:
-            return episode_summary(read_result(run_dir))
+            found = read_result(run_dir)
         except (OSError, ValueError):
-            with contextlib.suppress(OSError):
-                return episode_summary(write_killed_record(instance, self.configs[instance], reason))
+            found = None
+        if found is not None and not is_placeholder(found):
+            return episode_summary(found)
+        with contextlib.suppress(OSError):
+            return episode_summary(write_killed_record(instance, self.configs[instance], reason, found))
         return {"status": "interrupted" if reason == "interrupted" else "killed", "reason": reason}
 
     def _set_aside_earlier_attempts(self) -> None:

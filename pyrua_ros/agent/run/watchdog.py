@@ -74,6 +74,11 @@ def _gone(pid: int) -> bool:
     return False
 
 
+def is_placeholder(record: dict) -> bool:
+    """Whether ``record`` is still the placeholder an episode reserves at its start (its host never finished it)."""
+    return record.get("status") == "error" and str(record.get("reason") or "").startswith(PLACEHOLDER_REASON)
+
+
 def finish_record(out: pathlib.Path, after_s: float) -> bool:
     """Turn the placeholder ``out/result.json`` into the watchdog's record; False when the episode's own final
     record is there (left as it is) or none can be read."""
@@ -83,7 +88,7 @@ def finish_record(out: pathlib.Path, after_s: float) -> bool:
         record = read_result(out)
     except (OSError, ValueError):
         return False
-    if not str(record.get("reason") or "").startswith(PLACEHOLDER_REASON):
+    if not is_placeholder(record):
         return False
     record.update(status="timeout", reason=(
         f"watchdog: the agent process was still running {after_s:g} s after the agent started (the budget plus "
