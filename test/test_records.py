@@ -75,6 +75,24 @@ def test_a_missing_field_is_a_type_error_and_bad_values_list_choices():
         R.Generation(runtime="openai", extra={"requests": 3}).to_json()
 
 
+def test_both_result_kinds_declare_the_shared_fields_once_and_keep_their_own_key_order():
+    from pyrua_ros.agent.run.single_shot import RunResult
+
+    shared = [f.name for f in dataclasses.fields(R.ResultRecord)]
+    for kind in (R.EpisodeResult, RunResult):
+        assert issubclass(kind, R.ResultRecord) and [f.name for f in dataclasses.fields(kind)][:len(shared)] == shared
+        assert sorted(kind.KEYS) == sorted(f.name for f in dataclasses.fields(kind))
+    assert RunResult.KEYS[:3] == ("schema", "system", "backend") and "policy" in RunResult.KEYS
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Forgetful(R.ResultRecord):
+        KEYS = ("schema", "system", "status")
+        extra: int
+
+    with pytest.raises(TypeError, match=r"Forgetful.KEYS must name each field once: missing \['backend'"):
+        R.check_result_keys(Forgetful)
+
+
 def test_write_result_is_atomic(tmp_path):
     path = R.write_result(tmp_path, make_result())
     assert path == tmp_path / "result.json"

@@ -27,17 +27,17 @@ import re
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from pyrua_ros.records.outcome import StrategyOutcome
 from pyrua_ros.records.records import (
-    SCHEMA,
-    SYSTEM,
     TOKEN_KEYS,
     CardRecord,
     ErrorInfo,
     PromptRecord,
+    ResultRecord,
     _json_value,
+    check_result_keys,
     now_iso,
     write_json,
 )
@@ -194,56 +194,25 @@ class PolicyRecord:
                 "sandbox_flags": list(self.sandbox_flags)}
 
 
-@dataclasses.dataclass(frozen=True)
-class RunResult:
-    """Single-shot ``result.json`` (``pyrualean-episode-v2``, contract 6.3). ``status``: completed (``run``
-    returned), finished (``EpisodeFinished``, ``reason`` e.g. terminated), error (``reason`` load | exception: the
-    program's own failure, counted in the rate; any other reason: the host failed), timeout, boot_error,
-    interrupted (see ``settings.outcomes``). ``environment_success`` is the benchmark check, never the
-    program's claim. Times [s];
-    ``timeout_s`` the watchdog. ``host`` ``{python, cuda_device, libero_type, boot_options, rpent_root, sandbox}``;
-    ``generation`` the attached ``generation.json`` (or None)."""
+@check_result_keys
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunResult(ResultRecord):
+    """Single-shot ``result.json`` (``pyrualean-episode-v2``, contract 6.3): the shared fields of
+    :class:`~pyrua_ros.records.records.ResultRecord` plus ``policy``, the program that was run. ``status``: completed
+    (``run`` returned), finished (``EpisodeFinished``, ``reason`` e.g. terminated), error (``reason`` load |
+    exception: the program's own failure, counted in the rate; any other reason: the host failed), timeout,
+    boot_error, interrupted (see ``settings.outcomes``). ``timeout_s`` the watchdog. ``host`` is a dict ``{python,
+    cuda_device, libero_type, boot_options, rpent_root, sandbox}``; ``generation`` the attached ``generation.json``
+    (or None)."""
 
-    backend: str
-    robot: str
-    suite: str
-    task: int | str
-    seed: int
-    task_language: str | None
+    KEYS: ClassVar[tuple[str, ...]] = (
+        "schema", "system", "backend", "robot", "suite", "task", "seed", "task_language", "policy",
+        "environment_success", "status", "reason", "error", "calls", "stateful_calls", "env_steps", "env_steps_total",
+        "policy_wall_s", "startup_s", "total_wall_s", "timeout_s", "max_episode_steps", "prompt", "host",
+        "created_at", "notes", "generation", "state_digest")
+    STATUSES: ClassVar[tuple[str, ...]] = RUN_STATUSES
+
     policy: PolicyRecord
-    environment_success: bool
-    status: str
-    reason: str | None
-    error: ErrorInfo | None
-    calls: int
-    stateful_calls: int
-    env_steps: int
-    env_steps_total: int | None
-    policy_wall_s: float | None
-    startup_s: float | None
-    total_wall_s: float | None
-    timeout_s: float
-    max_episode_steps: int
-    prompt: PromptRecord | None
-    host: dict[str, Any]
-    created_at: str
-    notes: tuple[str, ...]
-    generation: dict[str, Any] | None
-    state_digest: dict[str, Any] | None = None
-    schema: str = SCHEMA
-    system: str = SYSTEM
-
-    def __post_init__(self) -> None:
-        if self.status not in RUN_STATUSES:
-            raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}; got {self.status!r}")
-
-    def to_json(self) -> dict[str, Any]:
-        """The key order of contract 6.3 (schema and system first)."""
-        data: dict[str, Any] = {"schema": self.schema, "system": self.system}
-        for field in dataclasses.fields(self):
-            if field.name not in ("schema", "system"):
-                data[field.name] = _json_value(getattr(self, field.name))
-        return data
 
 
 def error_from_text(text: str) -> ErrorInfo:
