@@ -90,7 +90,17 @@ def test_both_result_kinds_declare_the_shared_fields_once_and_keep_their_own_key
         extra: int
 
     with pytest.raises(TypeError, match=r"Forgetful.KEYS must name each field once: missing \['backend'"):
-        R.check_result_keys(Forgetful)
+        R.check_keys(Forgetful)
+
+
+def test_token_totals_are_declared_once_and_written_where_each_record_puts_them():
+    from pyrua_ros.agent.run.single_shot import GenerationRecord
+
+    assert R.TOKEN_KEYS == ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens",
+                            "total_tokens")
+    assert issubclass(R.Generation, R.TokenTotals) and issubclass(GenerationRecord, R.TokenTotals)
+    assert list(R.Generation(runtime="openai", requests=2).to_json())[:7] == ["runtime", "model", *R.TOKEN_KEYS]
+    assert GenerationRecord.KEYS[GenerationRecord.KEYS.index("turns") + 1:][:5] == R.TOKEN_KEYS
 
 
 def test_write_result_is_atomic(tmp_path):

@@ -29,9 +29,6 @@ from pyrua_ros.settings.modes import BUDGET_MODES, FINISH_STATUSES, PLAY_STATUSE
 SCHEMA = "pyrualean-episode-v2"
 SYSTEM = "pyrualean"
 
-TOKEN_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens")
-
-
 def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}")
@@ -172,19 +169,48 @@ class PromptRecord:
         return {"chars": self.chars, "sha256": self.sha256, "images": list(self.images)}
 
 
-@dataclasses.dataclass(frozen=True)
-class Generation:
-    """``generation``: the runtime's audit. Token totals use the reference's names (summed over requests;
-    ``total_tokens`` = input + output); ``requests`` model requests; ``turns`` tool turns the runtime counted;
-    ``sandbox_flags`` ``[{turn, flags}]``; ``extra`` runtime-specific keys merged in (e.g. per-request usage)."""
+def check_keys(cls):
+    """``cls`` (a record whose ``to_json`` writes the keys ``KEYS`` in that order) after checking that ``KEYS``
+    names each of its fields exactly once: a field missing from the key order would be dropped from the file
+    silently; a ``TypeError`` at import otherwise."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    if sorted(cls.KEYS) != sorted(names):
+        raise TypeError(f"{cls.__name__}.KEYS must name each field once: missing "
+                        f"{sorted(set(names) - set(cls.KEYS))}, unknown or repeated "
+                        f"{sorted(k for k in set(cls.KEYS) if cls.KEYS.count(k) != 1 or k not in names)}")
+    return cls
 
-    runtime: str
-    model: str | None = None
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TokenTotals:
+    """Token totals under the reference's names (``TOKEN_KEYS``), summed over a run's model requests, None where the
+    server reported none: ``input_tokens`` (``cached_input_tokens`` of them served from the prompt cache),
+    ``output_tokens`` (``reasoning_output_tokens`` of them reasoning), ``total_tokens`` = input + output. Shared by
+    ``result.json``'s :class:`Generation` and the single shot's ``generation.json``; each writes them where its
+    ``KEYS`` say."""
+
     input_tokens: int | None = None
     cached_input_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_output_tokens: int | None = None
     total_tokens: int | None = None
+
+
+TOKEN_KEYS = tuple(f.name for f in dataclasses.fields(TokenTotals))
+
+
+@check_keys
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Generation(TokenTotals):
+    """``generation``: the runtime's audit. The token totals (:class:`TokenTotals`); ``requests`` model requests;
+    ``turns`` tool turns the runtime counted; ``sandbox_flags`` ``[{turn, flags}]``; ``extra`` runtime-specific keys
+    merged in (e.g. per-request usage)."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("runtime", "model", *TOKEN_KEYS, "requests", "turns", "usage_source",
+                                       "sandbox_flags", "extra")
+
+    runtime: str
+    model: str | None = None
     requests: int = 0
     turns: int | None = None
     usage_source: str | None = None
@@ -192,8 +218,8 @@ class Generation:
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """All fields, ``extra`` merged at top level (its keys may not shadow a field)."""
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        """All fields in ``KEYS`` order, ``extra`` merged at top level (its keys may not shadow a field)."""
+        data = {name: getattr(self, name) for name in self.KEYS if name != "extra"}
         data["sandbox_flags"] = [dict(flag) for flag in self.sandbox_flags]
         clash = set(self.extra) & set(data)
         if clash:
@@ -250,9 +276,9 @@ class ResultRecord:
     or the single shot's attached ``generation.json``); ``created_at`` local ISO 8601; ``notes`` lines a reader
     should know.
 
-    Each kind gives its key order once, ``KEYS`` (the contract's order, ``schema`` and ``system`` first), and
-    ``to_json`` writes exactly those keys in that order: the fields are declared here once, the order stays the
-    reference's.
+    Each kind gives its key order once, ``KEYS`` (the contract's order, ``schema`` and ``system`` first, checked
+    against its fields by :func:`check_keys`), and ``to_json`` writes exactly those keys in that order: the fields
+    are declared here once, the order stays the reference's.
     """
 
     KEYS: ClassVar[tuple[str, ...]] = ()
@@ -300,18 +326,7 @@ class ResultRecord:
         return {self.json_key(name): _json_value(getattr(self, name)) for name in self.KEYS}
 
 
-def check_result_keys(cls: type[ResultRecord]) -> type[ResultRecord]:
-    """``cls`` after checking that its ``KEYS`` name each of its fields exactly once (a field missing from the key
-    order would be dropped from result.json silently); a ``TypeError`` at import otherwise."""
-    names = [f.name for f in dataclasses.fields(cls)]
-    if sorted(cls.KEYS) != sorted(names):
-        raise TypeError(f"{cls.__name__}.KEYS must name each field once: missing "
-                        f"{sorted(set(names) - set(cls.KEYS))}, unknown or repeated "
-                        f"{sorted(k for k in set(cls.KEYS) if cls.KEYS.count(k) != 1 or k not in names)}")
-    return cls
-
-
-@check_result_keys
+@check_keys
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EpisodeResult(ResultRecord):
     """One play episode's ``result.json`` (``pyrualean-episode-v2``, PYRUALEAN-CONTRACT.md 6.2): the shared

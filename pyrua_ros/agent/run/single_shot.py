@@ -36,8 +36,9 @@ from pyrua_ros.records.records import (
     ErrorInfo,
     PromptRecord,
     ResultRecord,
+    TokenTotals,
     _json_value,
-    check_result_keys,
+    check_keys,
     now_iso,
     write_json,
 )
@@ -75,13 +76,20 @@ def extract_policy(text: str | None) -> str | None:
 # ---------------------------------------------------------------------------------------------- generate
 
 
-@dataclasses.dataclass(frozen=True)
-class GenerationRecord:
+@check_keys
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GenerationRecord(TokenTotals):
     """``generation.json`` (contract 6.3 ``generate`` directory). ``mode``: per_cell | transfer; ``card``
     ``{suite, task, seed}``; ``images`` card image paths attached; ``wall_s`` seconds; ``returncode`` 0 when the
-    server answered, 1 when it did not; ``turns`` model responses (0 or 1); token totals under the reference's
-    names; ``policy`` path of ``policy.py`` (None without one), ``policy_lines``; ``error`` why no policy was
-    written (absent when one was). ``api_key_env`` is the variable's NAME, never the key."""
+    server answered, 1 when it did not; ``turns`` model responses (0 or 1); the token totals
+    (:class:`~pyrua_ros.records.records.TokenTotals`); ``policy`` path of ``policy.py`` (None without one),
+    ``policy_lines``; ``error`` why no policy was written (absent when one was). ``api_key_env`` is the variable's
+    NAME, never the key."""
+
+    KEYS: ClassVar[tuple[str, ...]] = (
+        "model", "reasoning_effort", "base_url", "api_key_env", "mode", "card", "prompt_chars", "images",
+        "started_at", "wall_s", "returncode", "turns", *TOKEN_KEYS, "policy", "policy_lines", "error", "runtime",
+        "finish_reason")
 
     model: str
     reasoning_effort: str | None
@@ -95,11 +103,6 @@ class GenerationRecord:
     wall_s: float
     returncode: int
     turns: int
-    input_tokens: int | None
-    cached_input_tokens: int | None
-    output_tokens: int | None
-    reasoning_output_tokens: int | None
-    total_tokens: int | None
     policy: str | None
     policy_lines: int
     error: str | None = None
@@ -111,8 +114,8 @@ class GenerationRecord:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")
 
     def to_json(self) -> dict[str, Any]:
-        """Fields in order; ``error`` only when set."""
-        data = {f.name: _json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """Fields in ``KEYS`` order; ``error`` only when set."""
+        data = {name: _json_value(getattr(self, name)) for name in self.KEYS}
         if self.error is None:
             data.pop("error")
         return data
@@ -194,7 +197,7 @@ class PolicyRecord:
                 "sandbox_flags": list(self.sandbox_flags)}
 
 
-@check_result_keys
+@check_keys
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunResult(ResultRecord):
     """Single-shot ``result.json`` (``pyrualean-episode-v2``, contract 6.3): the shared fields of
