@@ -75,6 +75,34 @@ def test_a_missing_field_is_a_type_error_and_bad_values_list_choices():
         R.Generation(runtime="openai", extra={"requests": 3}).to_json()
 
 
+def test_both_result_kinds_declare_the_shared_fields_once_and_keep_their_own_key_order():
+    from pyrua_ros.agent.run.single_shot import RunResult
+
+    shared = [f.name for f in dataclasses.fields(R.ResultRecord)]
+    for kind in (R.EpisodeResult, RunResult):
+        assert issubclass(kind, R.ResultRecord) and [f.name for f in dataclasses.fields(kind)][:len(shared)] == shared
+        assert sorted(kind.KEYS) == sorted(f.name for f in dataclasses.fields(kind))
+    assert RunResult.KEYS[:3] == ("schema", "system", "backend") and "policy" in RunResult.KEYS
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Forgetful(R.ResultRecord):
+        KEYS = ("schema", "system", "status")
+        extra: int
+
+    with pytest.raises(TypeError, match=r"Forgetful.KEYS must name each field once: missing \['backend'"):
+        R.check_keys(Forgetful)
+
+
+def test_token_totals_are_declared_once_and_written_where_each_record_puts_them():
+    from pyrua_ros.agent.run.single_shot import GenerationRecord
+
+    assert R.TOKEN_KEYS == ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens",
+                            "total_tokens")
+    assert issubclass(R.Generation, R.TokenTotals) and issubclass(GenerationRecord, R.TokenTotals)
+    assert list(R.Generation(runtime="openai", requests=2).to_json())[:7] == ["runtime", "model", *R.TOKEN_KEYS]
+    assert GenerationRecord.KEYS[GenerationRecord.KEYS.index("turns") + 1:][:5] == R.TOKEN_KEYS
+
+
 def test_write_result_is_atomic(tmp_path):
     path = R.write_result(tmp_path, make_result())
     assert path == tmp_path / "result.json"

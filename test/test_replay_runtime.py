@@ -118,6 +118,22 @@ def test_deadline_passed_is_a_budget_failure(tmp_path):
     assert info.value.kind == "budget"
 
 
+def test_the_loop_returns_one_frozen_outcome_the_episode_applies(tmp_path):
+    import dataclasses
+
+    from pyrua_ros.agent.loop.loop import run_loop
+    from pyrua_ros.agent.runtimes.base import LoopOutcome
+    from pyrua_ros.records.outcome import StrategyOutcome
+
+    path = tmp_path / "policy.py"
+    path.write_text(PROGRAM)
+    outcome = run_loop(ReplayRuntime(path, "cells"), None, deadline=time.monotonic() - 1, first_prompt="p",
+                       first_images=[])
+    assert outcome == LoopOutcome("timeout", "timeout") and isinstance(outcome, StrategyOutcome)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        outcome.status = "completed"
+
+
 def test_a_run_directory_is_read_without_following_links_out_of_it(tmp_path):
     """Issue 28: ``--replay RUNDIR`` followed links out of the source (a cell file linked to a secret was replayed
     as code, and sent to the kernel and the records)."""

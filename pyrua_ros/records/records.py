@@ -20,7 +20,7 @@ import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pyrua_ros.records import bounded
 from pyrua_ros.records.text import safe_data, safe_text
@@ -28,9 +28,6 @@ from pyrua_ros.settings.modes import BUDGET_MODES, FINISH_STATUSES, PLAY_STATUSE
 
 SCHEMA = "pyrualean-episode-v2"
 SYSTEM = "pyrualean"
-
-TOKEN_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens")
-
 
 def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
     if value not in choices:
@@ -172,19 +169,48 @@ class PromptRecord:
         return {"chars": self.chars, "sha256": self.sha256, "images": list(self.images)}
 
 
-@dataclasses.dataclass(frozen=True)
-class Generation:
-    """``generation``: the runtime's audit. Token totals use the reference's names (summed over requests;
-    ``total_tokens`` = input + output); ``requests`` model requests; ``turns`` tool turns the runtime counted;
-    ``sandbox_flags`` ``[{turn, flags}]``; ``extra`` runtime-specific keys merged in (e.g. per-request usage)."""
+def check_keys(cls):
+    """``cls`` (a record whose ``to_json`` writes the keys ``KEYS`` in that order) after checking that ``KEYS``
+    names each of its fields exactly once: a field missing from the key order would be dropped from the file
+    silently; a ``TypeError`` at import otherwise."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    if sorted(cls.KEYS) != sorted(names):
+        raise TypeError(f"{cls.__name__}.KEYS must name each field once: missing "
+                        f"{sorted(set(names) - set(cls.KEYS))}, unknown or repeated "
+                        f"{sorted(k for k in set(cls.KEYS) if cls.KEYS.count(k) != 1 or k not in names)}")
+    return cls
 
-    runtime: str
-    model: str | None = None
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TokenTotals:
+    """Token totals under the reference's names (``TOKEN_KEYS``), summed over a run's model requests, None where the
+    server reported none: ``input_tokens`` (``cached_input_tokens`` of them served from the prompt cache),
+    ``output_tokens`` (``reasoning_output_tokens`` of them reasoning), ``total_tokens`` = input + output. Shared by
+    ``result.json``'s :class:`Generation` and the single shot's ``generation.json``; each writes them where its
+    ``KEYS`` say."""
+
     input_tokens: int | None = None
     cached_input_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_output_tokens: int | None = None
     total_tokens: int | None = None
+
+
+TOKEN_KEYS = tuple(f.name for f in dataclasses.fields(TokenTotals))
+
+
+@check_keys
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Generation(TokenTotals):
+    """``generation``: the runtime's audit. The token totals (:class:`TokenTotals`); ``requests`` model requests;
+    ``turns`` tool turns the runtime counted; ``sandbox_flags`` ``[{turn, flags}]``; ``extra`` runtime-specific keys
+    merged in (e.g. per-request usage)."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("runtime", "model", *TOKEN_KEYS, "requests", "turns", "usage_source",
+                                       "sandbox_flags", "extra")
+
+    runtime: str
+    model: str | None = None
     requests: int = 0
     turns: int | None = None
     usage_source: str | None = None
@@ -192,8 +218,8 @@ class Generation:
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """All fields, ``extra`` merged at top level (its keys may not shadow a field)."""
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        """All fields in ``KEYS`` order, ``extra`` merged at top level (its keys may not shadow a field)."""
+        data = {name: getattr(self, name) for name in self.KEYS if name != "extra"}
         data["sandbox_flags"] = [dict(flag) for flag in self.sandbox_flags]
         clash = set(self.extra) & set(data)
         if clash:
@@ -233,25 +259,92 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-@dataclasses.dataclass(frozen=True)
-class EpisodeResult:
-    """One play episode's ``result.json`` (``pyrualean-episode-v2``, PYRUALEAN-CONTRACT.md 6.2).
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ResultRecord:
+    """What every ``result.json`` (``pyrualean-episode-v2``) holds: a play episode's (:class:`EpisodeResult`,
+    PYRUALEAN-CONTRACT.md 6.2) and a single shot's (:class:`~pyrua_ros.agent.run.single_shot.RunResult`, 6.3).
 
-    ``environment_success`` is the benchmark predicate after the loop, never the agent's claim. ``calls`` is the
-    ledger length, ``env_steps`` the sum of the ledger's env steps, ``env_steps_total`` the backend frame counter,
-    ``state_digest`` the driver's chained per-step digest of the physics state (``final``, ``per_step``: the same
-    program on the same instance reproduces it on one machine; :mod:`pyrua_ros.sim_interfaces.state_digest`).
-    Wall times [s]: ``policy_wall_s`` (agent loop), ``startup_s`` (boot), ``total_wall_s``; ``timeout_s`` =
-    ``budget_s``. ``runtime_returncode`` is written as ``<host.runtime>_returncode``.
+    ``environment_success`` is the benchmark predicate after the agent or program ran, never its claim. ``status`` /
+    ``reason`` / ``error``: how the episode ended (``STATUSES`` of the kind, :mod:`pyrua_ros.settings.outcomes`).
+    ``calls`` is the ledger length, ``stateful_calls`` the calls that moved, ``env_steps`` the sum of the ledger's env
+    steps, ``env_steps_total`` the backend frame counter, ``state_digest`` the driver's chained per-step digest of
+    the physics state (``final``, ``per_step``: the same program on the same instance reproduces it on one machine;
+    :mod:`pyrua_ros.sim_interfaces.state_digest`). Wall times [s]: ``policy_wall_s`` (agent loop or program),
+    ``startup_s`` (boot), ``total_wall_s``; ``timeout_s`` the wall-clock budget or watchdog [s];
+    ``max_episode_steps`` the simulator's step budget. ``host``: interpreter, GPU, boot options, sandbox (a
+    :class:`HostInfo`, or the single shot's plain dict); ``generation``: the runtime's audit (a :class:`Generation`,
+    or the single shot's attached ``generation.json``); ``created_at`` local ISO 8601; ``notes`` lines a reader
+    should know.
+
+    Each kind gives its key order once, ``KEYS`` (the contract's order, ``schema`` and ``system`` first, checked
+    against its fields by :func:`check_keys`), and ``to_json`` writes exactly those keys in that order: the fields
+    are declared here once, the order stays the reference's.
     """
 
-    arm: str
+    KEYS: ClassVar[tuple[str, ...]] = ()
+    STATUSES: ClassVar[tuple[str, ...]] = ()
+
     backend: str
     robot: str
     suite: str | None
     task: int | str
     seed: int
     task_language: str | None
+    environment_success: bool
+    status: str
+    reason: str | None
+    error: ErrorInfo | None
+    calls: int
+    stateful_calls: int
+    env_steps: int
+    env_steps_total: int | None
+    policy_wall_s: float | None
+    startup_s: float | None
+    total_wall_s: float | None
+    timeout_s: float
+    max_episode_steps: int
+    prompt: PromptRecord | None
+    host: HostInfo | dict[str, Any]
+    created_at: str
+    notes: tuple[str, ...]
+    generation: Generation | dict[str, Any] | None
+    state_digest: dict[str, Any] | None = None
+    schema: str = SCHEMA
+    system: str = SYSTEM
+
+    def __post_init__(self) -> None:
+        _check_choice("status", self.status, self.STATUSES)
+        if self.schema != SCHEMA:
+            raise ValueError(f"schema must be {SCHEMA!r}; got {self.schema!r}")
+
+    def json_key(self, name: str) -> str:
+        """The result.json key of field ``name`` (its name, unless a kind renames it)."""
+        return name
+
+    def to_json(self) -> dict[str, Any]:
+        """The exact key set and order of the kind's ``result.json`` (``KEYS``)."""
+        return {self.json_key(name): _json_value(getattr(self, name)) for name in self.KEYS}
+
+
+@check_keys
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EpisodeResult(ResultRecord):
+    """One play episode's ``result.json`` (``pyrualean-episode-v2``, PYRUALEAN-CONTRACT.md 6.2): the shared
+    fields of :class:`ResultRecord` plus the arm's settings (``arm``, ``model``, ``reasoning_effort``,
+    ``max_programs``, ``images``, ``feedback``, ``guides``, ``max_turns``, ``budget_mode``), the agent's ``finish``
+    claim, ``tool_turns`` and the runtime's ``runtime_returncode`` (written as ``<host.runtime>_returncode``) and
+    ``planner_attempts``. ``timeout_s`` = ``budget_s``."""
+
+    KEYS: ClassVar[tuple[str, ...]] = (
+        "schema", "system", "arm", "backend", "robot", "suite", "task", "seed", "task_language", "model",
+        "reasoning_effort", "max_programs", "images", "feedback", "guides", "max_turns", "budget_mode",
+        "environment_success", "status", "reason", "error", "finish", "calls", "stateful_calls", "env_steps",
+        "tool_turns", "policy_wall_s", "startup_s", "total_wall_s", "timeout_s", "max_episode_steps", "prompt",
+        "generation", "host", "created_at", "notes", "runtime_returncode", "planner_attempts", "env_steps_total",
+        "state_digest")
+    STATUSES: ClassVar[tuple[str, ...]] = PLAY_STATUSES
+
+    arm: str
     model: str | None
     reasoning_effort: str | None
     max_programs: int | None
@@ -260,58 +353,26 @@ class EpisodeResult:
     guides: dict[str, Any] | bool
     max_turns: int | None
     budget_mode: str
-    environment_success: bool
-    status: str
-    reason: str | None
-    error: ErrorInfo | None
     finish: FinishRecord | None
-    calls: int
-    stateful_calls: int
-    env_steps: int
     tool_turns: int
-    policy_wall_s: float | None
-    startup_s: float | None
-    total_wall_s: float | None
-    timeout_s: float
-    max_episode_steps: int
-    prompt: PromptRecord | None
-    generation: Generation | None
-    host: HostInfo
-    created_at: str
-    notes: tuple[str, ...]
     runtime_returncode: int | None
     planner_attempts: int
-    env_steps_total: int | None
-    state_digest: dict[str, Any] | None = None
-    schema: str = SCHEMA
-    system: str = SYSTEM
 
     def __post_init__(self) -> None:
-        _check_choice("status", self.status, PLAY_STATUSES)
+        super().__post_init__()
         _check_choice("budget_mode", self.budget_mode, BUDGET_MODES)
-        if self.schema != SCHEMA:
-            raise ValueError(f"schema must be {SCHEMA!r}; got {self.schema!r}")
 
-    def to_json(self) -> dict[str, Any]:
-        """The exact key set and order of the reference's ``result.json``."""
-        data: dict[str, Any] = {"schema": self.schema, "system": self.system}
-        for field in dataclasses.fields(self):
-            if field.name in ("schema", "system"):
-                continue
-            value = _json_value(getattr(self, field.name))
-            if field.name == "runtime_returncode":
-                data[f"{self.host.runtime}_returncode"] = value
-            else:
-                data[field.name] = value
-        return data
+    def json_key(self, name: str) -> str:
+        """``runtime_returncode`` is written as ``<host.runtime>_returncode``."""
+        return f"{self.host.runtime}_returncode" if name == "runtime_returncode" else name
 
 
-def write_result(path: Path | str, result: EpisodeResult | dict[str, Any]) -> Path:
+def write_result(path: Path | str, result: ResultRecord | dict[str, Any]) -> Path:
     """Write ``result.json`` atomically (text made safe); ``path`` may be the run directory or the file itself."""
     path = Path(path)
     if path.is_dir():
         path = path / "result.json"
-    return write_json(path, result.to_json() if isinstance(result, EpisodeResult) else result)
+    return write_json(path, result.to_json() if isinstance(result, ResultRecord) else result)
 
 
 class JsonlRecord:

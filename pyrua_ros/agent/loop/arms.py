@@ -153,10 +153,9 @@ class LoopAgent:
             ticker.join(2 * TICK_S)
         if self.outcome.status == "timeout":
             ep.robot.stop("timeout")
-        status = self.outcome.status
-        if status == "planner_error" and self.toolkit.finish is not None:   # the agent had finished
-            status = "completed"
-        return StrategyOutcome(status, self.outcome.reason, notes=tuple(self.outcome.notes))
+        if self.outcome.status == "planner_error" and self.toolkit.finish is not None:   # the agent had finished
+            return dataclasses.replace(self.outcome, status="completed")
+        return self.outcome
 
     def drive(self, ep):
         """Run the agent until it finishes, the budget ends or the runtime fails; a
@@ -187,11 +186,12 @@ class LoopAgent:
                 ep.robot.stop("timeout")   # a cell still running in the server ends now
             self.mcp.stop()
         if self.toolkit.turn_budget_exhausted and outcome.status == "completed":
-            outcome.status = "call_budget"
-            outcome.reason = f"call budget exhausted ({self.cfg.agent.max_turns})"
+            outcome = dataclasses.replace(outcome, status="call_budget",
+                                          reason=f"call budget exhausted ({self.cfg.agent.max_turns})")
         if getattr(self.runtime, "shell_commands", None):
-            outcome.notes.append(f"{len(self.runtime.shell_commands)} shell command(s) used; audit "
-                                 f"{self.cfg.agent.runtime}_events.jsonl")
+            outcome = dataclasses.replace(outcome, notes=(
+                *outcome.notes, f"{len(self.runtime.shell_commands)} shell command(s) used; audit "
+                                f"{self.cfg.agent.runtime}_events.jsonl"))
         return outcome
 
     def close(self, ep) -> None:

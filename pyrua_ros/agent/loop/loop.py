@@ -24,36 +24,38 @@ def run_loop(runtime, toolkit, *, deadline: float, first_prompt: str, first_imag
              on_request=None) -> LoopOutcome:
     """Drive ``runtime`` against ``toolkit`` until finish, budget end or an unrecoverable runtime failure.
 
-    ``deadline`` is a ``time.monotonic()`` value: the wall-clock budget, model thinking included.
+    ``deadline`` is a ``time.monotonic()`` value: the wall-clock budget, model thinking included. The loop keeps
+    its state to itself and returns one frozen :class:`LoopOutcome` when it ends.
     """
-    out = LoopOutcome()
+    status, reason, failure, requests, last_message = "completed", None, None, 0, ""
+    notes: list[str] = []
     runtime.start(first_prompt, first_images)
     while True:
         if time.monotonic() >= deadline:
-            out.status, out.reason = "timeout", "timeout"
+            status, reason = "timeout", "timeout"
             break
         try:
             response = runtime.respond(deadline)
-        except RuntimeFailure as failure:
-            out.failure = failure
-            if failure.kind in ("timeout", "budget") and time.monotonic() >= deadline - 1e-3:
-                out.status, out.reason = "timeout", "timeout"
+        except RuntimeFailure as exc:
+            failure = exc
+            if exc.kind in ("timeout", "budget") and time.monotonic() >= deadline - 1e-3:
+                status, reason = "timeout", "timeout"
             else:
-                out.status, out.reason = "planner_error", f"provider error mid-episode: {failure}"
+                status, reason = "planner_error", f"provider error mid-episode: {exc}"
             break
-        out.requests += 1
+        requests += 1
         if on_request:
             on_request(response)
         if response.content:
-            out.last_message = response.content
+            last_message = response.content
         if not response.tool_calls:
             why = f" (finish_reason {response.finish_reason})" if response.finish_reason not in (None, "stop") else ""
-            out.notes.append(f"the model replied without a tool call{why}; that final message ended the episode")
+            notes.append(f"the model replied without a tool call{why}; that final message ended the episode")
             break
         if any(call.source != "tool_calls" for call in response.tool_calls):
             note = "tool calls were recognised in message text (server without a tool-call parser)"
-            if note not in out.notes:
-                out.notes.append(note)
+            if note not in notes:
+                notes.append(note)
         for call in response.tool_calls:
             if toolkit.finished:
                 runtime.add_tool_result(call.id, call.name,
@@ -64,18 +66,19 @@ def run_loop(runtime, toolkit, *, deadline: float, first_prompt: str, first_imag
             runtime.add_tool_result(call.id, call.name, reply.text, [png for _name, png in reply.images])
         if toolkit.finished:
             break
-        if toolkit.turn_budget_exhausted and out.status == "completed":
-            out.status, out.reason = "call_budget", f"call budget exhausted ({toolkit.cfg.max_turns})"
+        if toolkit.turn_budget_exhausted and status == "completed":
+            status, reason = "call_budget", f"call budget exhausted ({toolkit.cfg.max_turns})"
             # The model is told to call finish; one more response gives it the chance, then the loop ends.
             try:
                 response = runtime.respond(deadline)
-                out.requests += 1
+                requests += 1
                 for call in response.tool_calls:
                     if call.name == "finish" and not toolkit.finished:
                         reply = toolkit.execute(call.name, call.arguments, call.parse_error, usage=response.usage,
                                                 latency_s=response.latency_s)
                         runtime.add_tool_result(call.id, call.name, reply.text, [])
-            except RuntimeFailure as failure:
-                out.notes.append(f"no finish after the call budget: {failure}")
+            except RuntimeFailure as exc:
+                notes.append(f"no finish after the call budget: {exc}")
             break
-    return out
+    return LoopOutcome(status, reason, notes=tuple(notes), requests=requests, last_message=last_message,
+                       failure=failure)

@@ -52,20 +52,18 @@ class McpAgent(LoopAgent):
         return None
 
     def drive(self, ep) -> LoopOutcome:
-        outcome = LoopOutcome()
         ending = self._serve_stdio() if self.cfg.serve.transport == "stdio" else self._serve_http(ep)
+        notes: tuple[str, ...] = ()
         if ending == "timeout":
-            outcome.status, outcome.reason = "timeout", "timeout"
+            status, reason = "timeout", "timeout"
         elif ending == "signal":   # its user stopped the server before the client finished: no measurement
-            outcome.status, outcome.reason = "interrupted", "interrupted"
-            outcome.notes.append("the server was stopped by a signal before the MCP client called finish")
+            status, reason = "interrupted", "interrupted"
+            notes = ("the server was stopped by a signal before the MCP client called finish",)
         else:
-            outcome.reason = {"finished": None, "client": "the MCP client disconnected"}[ending]
-        if self.toolkit.turn_budget_exhausted and outcome.status == "completed":
-            outcome.status = "call_budget"
-            outcome.reason = f"call budget exhausted ({self.cfg.agent.max_turns})"
-        outcome.requests = self.mcp.calls
-        return outcome
+            status, reason = "completed", {"finished": None, "client": "the MCP client disconnected"}[ending]
+        if self.toolkit.turn_budget_exhausted and status == "completed":
+            status, reason = "call_budget", f"call budget exhausted ({self.cfg.agent.max_turns})"
+        return LoopOutcome(status, reason, notes=notes, requests=self.mcp.calls)
 
     def _serve_stdio(self) -> str:
         import anyio

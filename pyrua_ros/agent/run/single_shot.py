@@ -27,17 +27,18 @@ import re
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from pyrua_ros.records.outcome import StrategyOutcome
 from pyrua_ros.records.records import (
-    SCHEMA,
-    SYSTEM,
     TOKEN_KEYS,
     CardRecord,
     ErrorInfo,
     PromptRecord,
+    ResultRecord,
+    TokenTotals,
     _json_value,
+    check_keys,
     now_iso,
     write_json,
 )
@@ -75,13 +76,20 @@ def extract_policy(text: str | None) -> str | None:
 # ---------------------------------------------------------------------------------------------- generate
 
 
-@dataclasses.dataclass(frozen=True)
-class GenerationRecord:
+@check_keys
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GenerationRecord(TokenTotals):
     """``generation.json`` (contract 6.3 ``generate`` directory). ``mode``: per_cell | transfer; ``card``
     ``{suite, task, seed}``; ``images`` card image paths attached; ``wall_s`` seconds; ``returncode`` 0 when the
-    server answered, 1 when it did not; ``turns`` model responses (0 or 1); token totals under the reference's
-    names; ``policy`` path of ``policy.py`` (None without one), ``policy_lines``; ``error`` why no policy was
-    written (absent when one was). ``api_key_env`` is the variable's NAME, never the key."""
+    server answered, 1 when it did not; ``turns`` model responses (0 or 1); the token totals
+    (:class:`~pyrua_ros.records.records.TokenTotals`); ``policy`` path of ``policy.py`` (None without one),
+    ``policy_lines``; ``error`` why no policy was written (absent when one was). ``api_key_env`` is the variable's
+    NAME, never the key."""
+
+    KEYS: ClassVar[tuple[str, ...]] = (
+        "model", "reasoning_effort", "base_url", "api_key_env", "mode", "card", "prompt_chars", "images",
+        "started_at", "wall_s", "returncode", "turns", *TOKEN_KEYS, "policy", "policy_lines", "error", "runtime",
+        "finish_reason")
 
     model: str
     reasoning_effort: str | None
@@ -95,11 +103,6 @@ class GenerationRecord:
     wall_s: float
     returncode: int
     turns: int
-    input_tokens: int | None
-    cached_input_tokens: int | None
-    output_tokens: int | None
-    reasoning_output_tokens: int | None
-    total_tokens: int | None
     policy: str | None
     policy_lines: int
     error: str | None = None
@@ -111,8 +114,8 @@ class GenerationRecord:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")
 
     def to_json(self) -> dict[str, Any]:
-        """Fields in order; ``error`` only when set."""
-        data = {f.name: _json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """Fields in ``KEYS`` order; ``error`` only when set."""
+        data = {name: _json_value(getattr(self, name)) for name in self.KEYS}
         if self.error is None:
             data.pop("error")
         return data
@@ -194,56 +197,25 @@ class PolicyRecord:
                 "sandbox_flags": list(self.sandbox_flags)}
 
 
-@dataclasses.dataclass(frozen=True)
-class RunResult:
-    """Single-shot ``result.json`` (``pyrualean-episode-v2``, contract 6.3). ``status``: completed (``run``
-    returned), finished (``EpisodeFinished``, ``reason`` e.g. terminated), error (``reason`` load | exception: the
-    program's own failure, counted in the rate; any other reason: the host failed), timeout, boot_error,
-    interrupted (see ``settings.outcomes``). ``environment_success`` is the benchmark check, never the
-    program's claim. Times [s];
-    ``timeout_s`` the watchdog. ``host`` ``{python, cuda_device, libero_type, boot_options, rpent_root, sandbox}``;
-    ``generation`` the attached ``generation.json`` (or None)."""
+@check_keys
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunResult(ResultRecord):
+    """Single-shot ``result.json`` (``pyrualean-episode-v2``, contract 6.3): the shared fields of
+    :class:`~pyrua_ros.records.records.ResultRecord` plus ``policy``, the program that was run. ``status``: completed
+    (``run`` returned), finished (``EpisodeFinished``, ``reason`` e.g. terminated), error (``reason`` load |
+    exception: the program's own failure, counted in the rate; any other reason: the host failed), timeout,
+    boot_error, interrupted (see ``settings.outcomes``). ``timeout_s`` the watchdog. ``host`` is a dict ``{python,
+    cuda_device, libero_type, boot_options, rpent_root, sandbox}``; ``generation`` the attached ``generation.json``
+    (or None)."""
 
-    backend: str
-    robot: str
-    suite: str
-    task: int | str
-    seed: int
-    task_language: str | None
+    KEYS: ClassVar[tuple[str, ...]] = (
+        "schema", "system", "backend", "robot", "suite", "task", "seed", "task_language", "policy",
+        "environment_success", "status", "reason", "error", "calls", "stateful_calls", "env_steps", "env_steps_total",
+        "policy_wall_s", "startup_s", "total_wall_s", "timeout_s", "max_episode_steps", "prompt", "host",
+        "created_at", "notes", "generation", "state_digest")
+    STATUSES: ClassVar[tuple[str, ...]] = RUN_STATUSES
+
     policy: PolicyRecord
-    environment_success: bool
-    status: str
-    reason: str | None
-    error: ErrorInfo | None
-    calls: int
-    stateful_calls: int
-    env_steps: int
-    env_steps_total: int | None
-    policy_wall_s: float | None
-    startup_s: float | None
-    total_wall_s: float | None
-    timeout_s: float
-    max_episode_steps: int
-    prompt: PromptRecord | None
-    host: dict[str, Any]
-    created_at: str
-    notes: tuple[str, ...]
-    generation: dict[str, Any] | None
-    state_digest: dict[str, Any] | None = None
-    schema: str = SCHEMA
-    system: str = SYSTEM
-
-    def __post_init__(self) -> None:
-        if self.status not in RUN_STATUSES:
-            raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}; got {self.status!r}")
-
-    def to_json(self) -> dict[str, Any]:
-        """The key order of contract 6.3 (schema and system first)."""
-        data: dict[str, Any] = {"schema": self.schema, "system": self.system}
-        for field in dataclasses.fields(self):
-            if field.name not in ("schema", "system"):
-                data[field.name] = _json_value(getattr(self, field.name))
-        return data
 
 
 def error_from_text(text: str) -> ErrorInfo:

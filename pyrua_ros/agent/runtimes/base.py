@@ -17,6 +17,8 @@ import pathlib
 from collections.abc import Callable
 from typing import Literal, Protocol
 
+from pyrua_ros.records.outcome import StrategyOutcome
+
 FailureKind = Literal["connection", "http", "timeout", "context", "budget"]
 FAILURE_KINDS = ("connection", "http", "timeout", "context", "budget")
 CallSource = Literal["tool_calls", "content_xml", "reasoning_xml"]
@@ -190,14 +192,16 @@ class JsonlEventSink:
         self._record.close()
 
 
-@dataclasses.dataclass
-class LoopOutcome:
-    """How the loop ended: ``status`` (completed|timeout|call_budget|planner_error), ``reason``, ``requests``
-    (model requests made), ``notes`` (things a reader of result.json should know), ``last_message``."""
+@dataclasses.dataclass(frozen=True)
+class LoopOutcome(StrategyOutcome):
+    """How a loop ended (:func:`~pyrua_ros.agent.loop.loop.run_loop`, a CLI runtime's ``run_episode``, the MCP
+    server's wait): the :class:`~pyrua_ros.records.outcome.StrategyOutcome` the episode applies (``status``
+    completed|timeout|call_budget|planner_error|interrupted, ``reason``, ``notes``; ``error`` stays None: a loop's
+    failure is its status and reason) plus what only the loop knows: ``requests`` (model requests made),
+    ``last_message`` (the model's last text, for last_message.md) and ``failure`` (the runtime failure that ended
+    it). Frozen: the loop builds it once when it ends; the arm returns it, changed only by
+    ``dataclasses.replace``."""
 
-    status: str = "completed"
-    reason: str | None = None
     requests: int = 0
-    notes: list[str] = dataclasses.field(default_factory=list)
     last_message: str = ""
     failure: RuntimeFailure | None = None

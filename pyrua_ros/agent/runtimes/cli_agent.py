@@ -343,7 +343,7 @@ class CliRuntime:
         """Run the CLI until it exits, the deadline passes, or ``finished()`` held for ``finish_grace_s``;
         returns a :class:`~pyrua_ros.agent.runtimes.base.LoopOutcome`. ``mcp_token``: the bearer token of the MCP server
         at ``mcp_url`` (:attr:`ArmMcpServer.token`)."""
-        out = LoopOutcome()
+        status, reason = "completed", None
         dead = DeadPort() if self.settings.network == "loopback" and self.settings.proxy is None else None
         proxy = self.settings.proxy or (dead.url if dead is not None else "")
         sandbox = None
@@ -372,7 +372,7 @@ class CliRuntime:
                                    "returncode": proc.returncode})
                 if ending == "timeout":
                     self.stopped = "timeout"
-                    out.status, out.reason = "timeout", "timeout"
+                    status, reason = "timeout", "timeout"
                     break
                 if ending == "finished":
                     self.stopped = "finished"
@@ -383,7 +383,7 @@ class CliRuntime:
                     self.notes.append(f"{self.name} exited {proc.returncode}")
                 ceiling = self.ceiling_hit()
                 if ceiling:
-                    out.status, out.reason = "call_budget", ceiling
+                    status, reason = "call_budget", ceiling
                     break
                 if self.attempt_failed():
                     self.notes.append(f"{self.name} reported errors; see {self.name}_events.jsonl and "
@@ -395,7 +395,7 @@ class CliRuntime:
                         time.sleep(self.settings.retry_sleep_s)
                         continue
                     if not finished():
-                        out.status, out.reason = "planner_error", "provider error mid-episode"
+                        status, reason = "planner_error", "provider error mid-episode"
                 break
         finally:
             if dead is not None:
@@ -403,10 +403,8 @@ class CliRuntime:
             if sandbox is not None:
                 sandbox.close()
                 self.notes.extend(sandbox.notes)
-        out.requests = int(self.usage_totals().get("requests") or 0)
-        out.last_message = self.last_message
-        out.notes.extend(self.notes)
-        return out
+        return LoopOutcome(status, reason, notes=tuple(self.notes),
+                           requests=int(self.usage_totals().get("requests") or 0), last_message=self.last_message)
 
     def close(self) -> None:
         self.events.close()
