@@ -1,16 +1,19 @@
 """ament_python build of pyrua_ros: works with `colcon build` on a ROS 2 install and with `pip install`.
 
-Node executables are shell wrappers installed as data files under ``lib/pyrua_ros/``, which is where
-``ros2 run`` and ``launch_ros`` look on a real install; pip keeps their executable bit, so the same files
-serve a pip venv. The console scripts ``pyrua-ros`` and ``pyrualean`` are the project's CLI.
+Node executables are shell wrappers (``bin/<executable>``, one per node) installed as data files under
+``lib/pyrua_ros/``, which is where ``ros2 run`` and ``launch_ros`` look on a real install; pip keeps their
+executable bit, so the same files serve a pip venv. The console scripts ``pyrua-ros`` and ``pyrualean`` are the
+project's CLI.
 """
 
+import os
 from glob import glob
 
 from setuptools import find_packages, setup
 
 PACKAGE = "pyrua_ros"
-NODES = ["sim_node", "agent_node", "fake_arm_node"]
+# every node's wrapper in bin/: the agent's and each registered driver's (pyrua_ros/sim_interfaces/drivers.py)
+NODES = sorted(os.listdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin")))
 # What pip installs and rosdep does not (package.xml declares the rest): the simulator, the agent's runtimes and
 # records, the VLA client, the evaluation engine. Unpinned: scripts/requirements.txt pins the tested versions, and a
 # ROS 2 machine keeps its own numpy (docs/BRINGUP.md).

@@ -16,6 +16,7 @@ import subprocess
 import pytest
 import yaml
 
+from pyrua_ros.sim_interfaces.drivers import DRIVERS
 from pyrua_ros.testing import NodeProcess
 from pyrua_ros.testing.venvs import child_env, require_venv
 from pyrua_ros.wire.distro import installed_type_hash
@@ -40,9 +41,10 @@ def run(request, tmp_path_factory):
     driver, client = DIRECTIONS[request.param]
     env = child_env()
     env["ROS_DOMAIN_ID"] = str(claim_domain_id())       # the other direction's driver is a node "sim" too
-    node = NodeProcess([_python(driver), "-m", "pyrua_ros.nodes.fake_arm_node"], env=env)
+    fake = DRIVERS["fake"]
+    node = NodeProcess([_python(driver), "-m", fake.module], env=env)
     try:
-        assert node.wait_for_output("fake arm ready", 60.0), node.output()[-3000:]
+        assert node.wait_for_output(fake.ready, fake.boot_s), node.output()[-3000:]
         out = tmp_path_factory.mktemp(request.param) / "report.json"
         proc = subprocess.run([_python(client), "-m", "pyrua_ros.testing.cross_distro", "--out", str(out)],
                               env=env, capture_output=True, text=True, timeout=240, check=False)

@@ -101,14 +101,10 @@ def test_bad_task_lists_valid_range():
 
 # ----- the node over DDS -----
 @pytest.fixture(scope="module")
-def node_proc():
-    from pyrua_ros.testing import NodeProcess
-
-    proc = NodeProcess.module("pyrua_ros.nodes.fake_arm_node")
-    assert proc.wait_for_output("fake arm ready", 30), proc.output()
-    yield proc
-    code = proc.stop()
-    assert code == 0, proc.output()
+def node_proc(fake_arm_node):
+    """The module's fake arm node (``fake_arm_node`` of :mod:`rigs.nodes`: started with its parameter file, checked
+    for a clean exit)."""
+    return fake_arm_node
 
 
 @pytest.fixture

@@ -6,16 +6,14 @@ Plus the one perception refusal only this scene can show: a pixel without depth 
 
 from __future__ import annotations
 
-import pathlib
-
 import numpy as np
 import pytest
+from rigs.nodes import start
 from robo_motion_cases import CASES
 
 from pyrua_ros.robo.errors import ToolError
-from pyrua_ros.testing import NodeProcess, spin_until
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from pyrua_ros.sim_interfaces.drivers import DRIVERS
+from pyrua_ros.testing import spin_until
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__.removeprefix("case_"))
@@ -78,13 +76,11 @@ def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(fa
 
     node = fake_arm_rig.backend.node
     assert resolve(fake_arm_rig.backend.names.driver.cartesian_move) in dict(get_action_names_and_types(node))
-    ns = ["--ros-args", "-r", "__ns:=/no_cartesian"]
-    node = NodeProcess.module("pyrua_ros.nodes.fake_arm_node", *ns, "--params-file",
-                              str(ROOT / "config" / "fake_arm.yaml"), "-p", "cartesian_goals:=false")
+    ns = ["-r", "__ns:=/no_cartesian"]
+    node = start(DRIVERS["fake"], *ns, "-p", "cartesian_goals:=false")
     backend = None
     try:
-        assert node.wait_for_output("fake arm ready", 60.0), node.output()[-3000:]
-        backend = RosBackend(context_args=ns)
+        backend = RosBackend(context_args=["--ros-args", *ns])
         twists = play(backend)
         assert backend.move_to_target([0.0, 0.0, 1.0], 0.08, tol=0.01, step_clip=0.01, action_scale=0.05,
                                       max_steps=5) is None, "no MoveToTarget server: robo streams twists"

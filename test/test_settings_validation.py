@@ -17,7 +17,6 @@ import pytest
 
 from pyrua_ros.agent.run import validate
 from pyrua_ros.cli import exit_codes
-from pyrua_ros.sim_interfaces import episodes
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "pyrua_ros.cli.main"]
@@ -262,11 +261,14 @@ def test_launch_with_an_unknown_suite_is_refused_before_anything_starts():
 
 
 def test_the_episode_table_matches_what_the_drivers_serve():
+    """The suites each registered driver declares are what its model serves (the running drivers are swept in
+    test_driver_conformance.py)."""
     from pyrua_ros.fake_arm.episode import SUITE, TASKS
     from pyrua_ros.sim.suites import available_suites
+    from pyrua_ros.sim_interfaces.drivers import DRIVERS
 
-    assert episodes.LIBERO_SUITES == available_suites()
-    assert episodes.FAKE_SUITES == {SUITE: len(TASKS)}
+    assert DRIVERS["sim"].suites == available_suites()
+    assert DRIVERS["fake"].suites == {SUITE: len(TASKS)}
 
 
 # --- run directories --------------------------------------------------------------------------------------------

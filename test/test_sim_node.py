@@ -1,7 +1,7 @@
 """Black-box tests of the real sim node (``python -m pyrua_ros.nodes.sim_node``, LIBERO-PRO libero_goal task 8)
-driven by an external rclpy client over loopback DDS. One node for the module (start-up builds LIBERO); each
-test resets the episode it needs. The driver conformance suite (test_driver_conformance.py) runs first, on the
-freshly started node, as ``pyrua-ros check-driver`` would."""
+driven by an external rclpy client over loopback DDS: what only the LIBERO sim shows. One node for the module
+(start-up builds LIBERO); each test resets the episode it needs. The driver surface itself, the conformance suite
+and the scene the sim declares, is swept with every registered driver in test_driver_conformance.py."""
 
 import json
 import threading
@@ -9,9 +9,10 @@ import time
 
 import numpy as np
 import pytest
-from test_driver_conformance import CHECK_NAMES, assert_conforms, run_checks
+from rigs.nodes import start
 
-from pyrua_ros.testing import NodeProcess, RosClient, spin_until
+from pyrua_ros.sim_interfaces.drivers import DRIVERS
+from pyrua_ros.testing import RosClient, spin_until
 from pyrua_ros.wire.goal_client import call_answered
 from pyrua_ros.wire.interfaces import load
 
@@ -177,17 +178,6 @@ def trajectory_goal(names, positions_per_point, dt=0.5):
                                                            time_from_start=Duration(sec=int(t),
                                                                                     nanosec=int((t % 1) * 1e9))))
     return goal
-
-
-@pytest.fixture(scope="module")
-def conformance(sim):
-    """The conformance suite's rows by check, run once on the module's node before the other tests use it."""
-    return run_checks()
-
-
-@pytest.mark.parametrize("check", CHECK_NAMES)
-def test_the_sim_node_conforms(conformance, check):
-    assert_conforms("sim", conformance, check)
 
 
 def test_libero_episode_state_model_and_ground_truth(sim):
@@ -500,12 +490,11 @@ def test_realtime_mode_holds_the_last_twist_then_stops():
     from pyrua_ros.wire.rosenv import claim_domain_id
 
     env = dict(os.environ, ROS_DOMAIN_ID=str(claim_domain_id()))
-    node = NodeProcess.module("pyrua_ros.nodes.sim_node", "--ros-args", "--params-file", "config/sim.yaml",
-                              "-p", "clock_mode:=realtime", "-p", f"command_timeout_s:={HOLD_S}", env=env)
+    node = start(DRIVERS["sim"], "-p", "clock_mode:=realtime", "-p", f"command_timeout_s:={HOLD_S}", env=env)
     saved = os.environ["ROS_DOMAIN_ID"]
     client = None
     try:
-        assert node.wait_for_output("sim node ready (realtime)", 180.0), node.output()[-3000:]
+        assert f"{DRIVERS['sim'].ready} (realtime)" in node.output(), node.output()[-3000:]
         os.environ["ROS_DOMAIN_ID"] = env["ROS_DOMAIN_ID"]   # rclpy.init reads the domain from the environment
         try:
             client = RosClient("realtime_test_client")

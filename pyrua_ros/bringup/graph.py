@@ -4,9 +4,10 @@ Everything a launch needs is here and nowhere else: the launch arguments (name, 
 values, type), the nodes (package, executable, node name, parameter file from ``config/``, the argument and values
 that enable it, remappings), which argument becomes which node parameter, and the environment:
 
-- ``robot:=sim`` starts ``sim_node`` (node ``sim``), ``robot:=fake`` starts ``fake_arm_node`` (also node ``sim``,
-  so the agent cannot tell them apart by name), ``robot:=external`` starts no driver: a real arm's drivers (or
-  any other stack) already serve the interfaces of ``config/interfaces.yaml``.
+- ``robot:=<driver>`` starts the node of that registered driver (:data:`pyrua_ros.sim_interfaces.drivers.DRIVERS`,
+  which the driver nodes of :data:`NODES` are made from): ``robot:=sim`` starts ``sim_node``, ``robot:=fake``
+  ``fake_arm_node``, each named ``sim`` so the agent cannot tell them apart by name; ``robot:=external`` starts no
+  driver: a real arm's drivers (or any other stack) already serve the interfaces of ``config/interfaces.yaml``.
 - ``agent_node`` (node ``agent``) always runs; when it exits, its robot's graph shuts down and its exit code is the
   launch's (under ``ros2 launch``, where one launch file may include several robots, the launch ends once every
   agent has exited: ``launch/libero_sim.launch.py``).
@@ -43,6 +44,7 @@ import yaml
 
 from pyrua_ros.settings.schema import convert_text
 from pyrua_ros.sim_interfaces import blas
+from pyrua_ros.sim_interfaces.drivers import DRIVERS
 from pyrua_ros.wire import interfaces
 
 PACKAGE = "pyrua_ros"
@@ -130,11 +132,13 @@ def settings_arguments() -> tuple[Argument, ...]:
 ARGUMENTS: tuple[Argument, ...] = (
     *settings_arguments(),
     Argument("namespace", "", "namespace of every node of this robot, e.g. robot1 (empty: the root namespace)"),
-    Argument("driver_params", "", "parameter file of the driver (empty: config/sim.yaml or config/fake_arm.yaml)"),
+    Argument("driver_params", "", "parameter file of the driver (empty: "
+             + " or ".join(f"config/{d.params_file}" for d in DRIVERS.nodes()) + ")"),
     Argument("agent_params", "", "parameter file of the agent (empty: config/agent.yaml)"),
     Argument("rviz", "false", "start rviz2 with config/libero_sim.rviz (checked before anything starts)",
              kind="bool", choices=_BOOL),
-    Argument("use_sim_time", "auto", "agent and rviz follow the driver's clock: auto = true unless robot:=external",
+    Argument("use_sim_time", "auto", "agent and rviz follow the driver's clock: auto = true unless "
+             + " or ".join(f"robot:={d.name}" for d in DRIVERS if not d.sim_clock),
              choices=("auto", "true", "false")),
     Argument("remap", "", "agent remappings, from:=to pairs separated by commas, applied to its node (docs/"
              "BRINGUP.md has an example)", to=AGENT),
@@ -187,10 +191,12 @@ class NodeSpec:
         return str(typed[arg]).lower() in values
 
 
+DRIVER_NODE_NAME = "sim"   # every driver's node is named so (the sim interfaces'): the agent cannot tell them apart
+
 NODES: tuple[NodeSpec, ...] = (
-    NodeSpec("sim", "driver", PACKAGE, "sim_node", "sim", "sim.yaml", ("robot", ("sim",)), (), True, False),
-    NodeSpec("fake", "driver", PACKAGE, "fake_arm_node", "sim", "fake_arm.yaml", ("robot", ("fake",)), (), True,
-             False),
+    # one per registered driver that we start (pyrua_ros.sim_interfaces.drivers), keyed by its --driver name
+    *(NodeSpec(d.name, "driver", PACKAGE, d.executable, DRIVER_NODE_NAME, d.params_file, ("robot", (d.name,)), (),
+               True, False) for d in DRIVERS.nodes()),
     NodeSpec("agent", "agent", PACKAGE, "agent_node", "agent", "agent.yaml", None, CLOCK_REMAP, True, True),
     NodeSpec("rviz", "viewer", "rviz2", "rviz2", "rviz2", None, ("rviz", ("true",)), TF_REMAPS + CLOCK_REMAP,
              False, True),
@@ -259,7 +265,7 @@ def resolve(values: Mapping[str, str]) -> dict[str, Any]:
         raise ValueError(f"unknown launch arguments {sorted(unknown)}; valid: {', '.join(sorted(ARGUMENTS_BY_NAME))}")
     typed = {a.name: a.convert(values.get(a.name, a.launch_default)) for a in ARGUMENTS}
     if typed["use_sim_time"] == "auto":
-        typed["use_sim_time"] = typed["robot"] != "external"
+        typed["use_sim_time"] = DRIVERS[typed["robot"]].sim_clock
     else:
         typed["use_sim_time"] = typed["use_sim_time"] == "true"
     ns = typed["namespace"].strip("/")

@@ -38,6 +38,8 @@ from pyrua_ros.evaluation.jobs import NODE_PLACEHOLDER
 from pyrua_ros.evaluation.manifest import PER_EPISODE
 from pyrua_ros.settings import schema
 from pyrua_ros.settings.config import PlayConfig
+from pyrua_ros.settings.runtimes import spoken
+from pyrua_ros.sim_interfaces.drivers import DRIVERS
 
 SettingError = schema.SettingError
 EXIT_OK, EXIT_INFRA, EXIT_BAD_INPUT = exit_codes.OK, exit_codes.ERROR, exit_codes.BAD_INPUT
@@ -152,15 +154,16 @@ def _check_engine_flags(args: argparse.Namespace, driver: str) -> None:
     if not (math.isfinite(args.cpus_per_episode) and math.isfinite(args.gpus_per_episode)) \
             or args.cpus_per_episode <= 0 or args.gpus_per_episode < 0:
         raise SettingError("--cpus-per-episode must be > 0 and --gpus-per-episode >= 0")
-    if driver == "external" and (args.workers or 1) > 1:
-        raise SettingError("--driver external (drivers you run) serves one episode at a time: use --workers 1")
+    if not DRIVERS[driver].starts_node and (args.workers or 1) > 1:
+        raise SettingError(f"--driver {driver} (drivers you run) serves one episode at a time: use --workers 1")
     if args.backend == "ray":
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
             raise SettingError("--backend ray needs Ray (pip install 'ray==2.60.0'; scripts/setup.sh installs it)")
-        if driver == "external":
-            raise SettingError("--backend ray starts its drivers on the cluster: use --driver sim or fake")
+        if not DRIVERS[driver].starts_node:
+            raise SettingError("--backend ray starts its drivers on the cluster: use --driver "
+                               + spoken([d.name for d in DRIVERS.nodes()]))
         if args.address:
             check_ray_address(args.address)
     elif args.address:

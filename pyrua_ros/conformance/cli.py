@@ -56,11 +56,14 @@ def _anything_there(probe) -> bool:
 
 def nobody_line(namespace: str) -> str:
     """The one line of a check with no driver at all: the domain and namespace looked at, and how to start one of
-    this project's drivers alone there."""
+    this project's drivers alone there (every registered driver we start, the quickest to boot first)."""
+    from pyrua_ros.sim_interfaces.drivers import DRIVERS
+
     domain = os.environ.get("ROS_DOMAIN_ID") or "0"
     ros_args = f" --ros-args -r __ns:={namespace}" if namespace.strip("/") else ""
+    ours = sorted(DRIVERS.nodes(), key=lambda d: d.boot_s)
+    starts = [f"python -m {d.module}{ros_args} ({d.about}" for d in ours]
+    starts[-1] += f"; ros2 run pyrua_ros {ours[-1].executable} on a ROS 2 install"
     return (f"pyrua-ros check-driver: nothing answers on ROS_DOMAIN_ID {domain} in namespace {namespace!r} (no driver "
             f"interface published within {PRESENCE_WAIT_S:g} s); to try the kit, start one of ours alone with the "
-            f"same ROS_DOMAIN_ID: python -m pyrua_ros.nodes.fake_arm_node{ros_args} (kinematic, no simulator) or "
-            f"python -m pyrua_ros.nodes.sim_node{ros_args} (LIBERO-PRO; ros2 run pyrua_ros sim_node on a ROS 2 "
-            "install), then run check-driver again")
+            f"same ROS_DOMAIN_ID: {') or '.join(starts)}), then run check-driver again")

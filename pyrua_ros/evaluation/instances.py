@@ -25,7 +25,7 @@ from typing import Any
 
 from pyrua_ros.agent.run.validate import check_episode, check_input_path
 from pyrua_ros.settings.schema import SettingError
-from pyrua_ros.sim_interfaces.episodes import SERVED
+from pyrua_ros.sim_interfaces.drivers import DRIVERS
 
 STANDARD = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
 PERTURBATIONS = ("lan", "object", "swap", "task")
@@ -109,12 +109,13 @@ def build_instances(driver: str, suites: Sequence[str], tasks: Any = ALL, seeds:
     naming the valid values)."""
     seed_list = parse_index_list(seeds, "--seed")
     expanded = expand_suites(suites)
+    served = DRIVERS[driver].suites if driver in DRIVERS else None   # None: the external driver's business
     for suite in expanded:   # every suite name and seed first: an unknown one is refused before any task list
         for seed in seed_list:
             check_episode(suite, 0, seed, driver)
     instances: list[Instance] = []
     for suite in expanded:
-        task_list = parse_index_list(tasks, "--task", upper=SERVED.get(driver, {}).get(suite))
+        task_list = parse_index_list(tasks, "--task", upper=(served or {}).get(suite))
         if len(instances) + len(task_list) * len(seed_list) > MAX_INDICES:
             raise SettingError(f"the evaluation would run more than {MAX_INDICES} episodes (suites x tasks x seeds); "
                                "split it into several --out")

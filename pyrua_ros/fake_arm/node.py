@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pyrua_ros.driver.node import DriverNode
 from pyrua_ros.fake_arm.arm import FakeArm
+from pyrua_ros.sim_interfaces.drivers import DRIVERS
 
 
 def _make_model(values: dict, names) -> FakeArm:
@@ -21,4 +22,4 @@ class FakeArmNode(DriverNode):
     """Kinematic Panda + table of primitives behind the driver surface and the sim interfaces."""
 
     def __init__(self, **node_kwargs):
-        super().__init__("sim", _make_model, FakeArm.DEFAULT_EPISODE, label="fake arm", **node_kwargs)
+        super().__init__("sim", _make_model, FakeArm.DEFAULT_EPISODE, label=DRIVERS["fake"].label, **node_kwargs)

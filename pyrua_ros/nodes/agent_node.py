@@ -89,6 +89,7 @@ def config_from_parameters(values: dict):
     """PlayConfig from agent parameter values (the launch started the driver, so ``driver="external"``)."""
     from pyrua_ros.settings import schema
     from pyrua_ros.settings.config import PlayConfig
+    from pyrua_ros.sim_interfaces.drivers import EXTERNAL
 
     leaves = {leaf.name: leaf for leaf in schema.leaves(PlayConfig)}
     typed = {}
@@ -100,7 +101,7 @@ def config_from_parameters(values: dict):
         parse = (leaf.kind in ("path", "json") and isinstance(value, str)) or leaf.default is None
         typed[name] = leaf.parse(value) if parse else value
     cfg = schema.build(PlayConfig, typed)
-    return dataclasses.replace(cfg, episode=dataclasses.replace(cfg.episode, driver="external"))
+    return dataclasses.replace(cfg, episode=dataclasses.replace(cfg.episode, driver=EXTERNAL.name))
 
 
 def remap_arguments(argv: list[str]) -> list[str]:

@@ -38,7 +38,6 @@ from pyrua_ros.settings.modes import (
     ARMS,
     BLAS_KERNELS,
     CLOCK_MODES,
-    DRIVERS,
     FEEDBACK_MODES,
     IMAGE_POLICIES,
     MCP_RUNTIME,
@@ -48,6 +47,7 @@ from pyrua_ros.settings.modes import (
 )
 from pyrua_ros.settings.runtimes import RUNTIMES, runtime_help, spoken
 from pyrua_ros.settings.schema import SettingError, setting
+from pyrua_ros.sim_interfaces.drivers import DRIVERS, driver_help
 
 REFERENCE_ROOT_ENV = "PYRUALEAN_REFERENCE_ROOT"   # where --reference-root is read from when unset
 
@@ -89,16 +89,16 @@ class EpisodeSettings:
     """Which episode, on which robot stack: what boots the robot (``play``, ``run``, ``eval``)."""
 
     task: int = setting(0, help="task index within the suite (0-based)", scope="episode", cli_required=True)
-    suite: str = setting("libero_goal", help="LIBERO / LIBERO-PRO suite, e.g. libero_goal_swap (fake_table for "
-                                             "--driver fake)", scope="episode")
+    suite: str = setting("libero_goal", help="LIBERO / LIBERO-PRO suite, e.g. libero_goal_swap ("
+                         + "; ".join(f"{', '.join(d.suites)} for --driver {d.name}" for d in DRIVERS.nodes()
+                                     if d is not DRIVERS.default) + ")", scope="episode")
     seed: int = setting(0, help="episode seed, >= 0 (official init state = seed modulo the suite's count)",
                         scope="episode")
     max_episode_steps: int = setting(10000, help="simulator step budget [control steps]", scope="episode")
     robot: str = setting("libero", help="robot API given to the agent", choices=ROBOTS, launch=False,
                          name="robot_api")   # "robot" is the launch's driver choice
-    driver: str = setting("sim", help="which driver serves the robot interfaces: sim (start the LIBERO-PRO sim "
-                                      "node), fake (start the kinematic fake arm), external (start nothing; drivers "
-                                      "already serve them)", choices=DRIVERS, name="robot", scope="graph")
+    driver: str = setting(DRIVERS.default.name, help=driver_help(), choices=DRIVERS.names(), name="robot",
+                          scope="graph")
     clock: str = setting("lockstep", help="driver clock: lockstep (one control step per command) or realtime "
                                           "(20 Hz wall clock, last command held)", choices=CLOCK_MODES,
                          name="clock_mode", scope="driver")
@@ -128,7 +128,7 @@ class EpisodeSettings:
 
     def __post_init__(self) -> None:
         _choice("--robot", self.robot, ROBOTS)
-        _choice("--driver", self.driver, DRIVERS)
+        _choice("--driver", self.driver, DRIVERS.names())
         _choice("--clock", self.clock, CLOCK_MODES)
         _choice("--blas-kernel", self.blas_kernel, BLAS_KERNELS)
         _choice("--primitives", self.primitives, PRIMITIVE_SETS)

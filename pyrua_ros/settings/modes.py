@@ -4,7 +4,7 @@ The primitive sets belong to the robot (``pyrua_ros.robo.libero``), the BLAS ker
 (``pyrua_ros.sim_interfaces.blas``); both are re-exported, the primitive sets on first use: robo.libero needs numpy,
 and this module must stay importable from the standard library alone (the runtime registry reads it, and the CLI
 sandbox is started under a bare interpreter as a normal user). The runtimes are declared in
-:mod:`pyrua_ros.settings.runtimes`.
+:mod:`pyrua_ros.settings.runtimes`, the drivers in :mod:`pyrua_ros.sim_interfaces.drivers`.
 """
 
 from pyrua_ros.sim_interfaces.blas import KERNELS
@@ -19,7 +19,6 @@ FEEDBACK_MODES = ("pure", "rich")
 RICH_CALL_LIMIT = 40                              # rich feedback lists at most this many robot calls
 MCP_RUNTIME = "mcp"                              # recorded by pyrua-ros mcp: an outside MCP client decides
 ROBOTS = ("libero",)
-DRIVERS = ("sim", "fake", "external")
 CLOCK_MODES = ("lockstep", "realtime")
 TOOL_CHOICES = ("auto", "required", "none")
 FINISH_STATUSES = ("success", "failure", "stuck")
@@ -27,7 +26,7 @@ PLAY_STATUSES = ("completed", "timeout", "call_budget", "planner_error", "error"
 BUDGET_MODES = ("calls", "wall")
 PROGRESS_MODES = ("auto", "rich", "plain", "off")
 
-__all__ = ["ARMS",  # noqa: F822 (PRIMITIVE_SETS comes from __getattr__ below) "BLAS_KERNELS", "BUDGET_MODES", "CLOCK_MODES", "CODE_ARMS", "DRIVERS",
+__all__ = ["ARMS",  # noqa: F822 (PRIMITIVE_SETS comes from __getattr__ below) "BLAS_KERNELS", "BUDGET_MODES", "CLOCK_MODES", "CODE_ARMS",
            "FEEDBACK_MODES",
            "FINISH_STATUSES", "IMAGE_POLICIES", "MCP_RUNTIME", "PLAY_STATUSES", "PRIMITIVE_SETS", "PROGRESS_MODES",
            "PROMPT_ARMS", "ROBOTS", "TOOL_CHOICES"]

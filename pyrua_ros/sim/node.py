@@ -22,6 +22,7 @@ from rclpy.parameter import Parameter
 
 from pyrua_ros.driver.node import DriverNode, Shot, depth_range_fields
 from pyrua_ros.sim.arm import OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD, LiberoArm
+from pyrua_ros.sim_interfaces.drivers import DRIVERS
 from pyrua_ros.wire.convert import time_msg
 
 CAPTURE_STEP = "capture_step"
@@ -42,7 +43,7 @@ class SimNode(DriverNode):
     model: LiberoArm
 
     def __init__(self, **node_kwargs):
-        super().__init__("sim", _make_model, LiberoArm.DEFAULT_EPISODE, label="sim node", **node_kwargs)
+        super().__init__("sim", _make_model, LiberoArm.DEFAULT_EPISODE, label=DRIVERS["sim"].label, **node_kwargs)
         self.declare_parameter(OSC_ACTION_SCALE, [OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD], ParameterDescriptor(
             description="[m, rad] of motion per control step that one unit of an OSC action commands (LIBERO's "
                         "OSC_POSE); a client sends action * scale / control period as the twist", read_only=True))

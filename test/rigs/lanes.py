@@ -29,6 +29,11 @@ FIXTURE_LANES = {
     "ros_client": ("graph",),
 }
 
+# what a registered driver's node needs beyond the graph (rigs.nodes.driver_params marks each swept driver so)
+DRIVER_LANES = {
+    "sim": ("libero",),
+}
+
 FILE_LANES = {
     "test_boundary_records.py": ("graph", "cli"),
     "test_cli_runtimes.py": ("graph", "cli"),

@@ -1,14 +1,17 @@
 """Driver node processes as users start them, and robo over ROS on them: one per test module.
 
-A node is started with its parameter file (``config/sim.yaml``, ``config/fake_arm.yaml``) when a module's first
-test asks for it and stopped when the module ends; it must then still be alive and exit cleanly (status 0), so a
+A node is started as users start it, from its registration in
+:data:`~pyrua_ros.sim_interfaces.drivers.DRIVERS`: ``python -m <its module>`` with its parameter file
+(``config/sim.yaml``, ``config/fake_arm.yaml``), ready once its ready line is logged, when a module's first test asks
+for it and stopped when the module ends; it must then still be alive and exit cleanly (status 0), so a
 node that died or hung under a module's tests fails that module. Module scope, not session scope: test files share a ROS
 domain per test process (see ``conftest.py``), so a node left running would serve the next file's own nodes'
 topics too.
 
 Fixtures:
 
-- ``sim_node`` / ``fake_arm_node``: the :class:`~pyrua_ros.testing.NodeProcess`, ready;
+- ``sim_node`` / ``fake_arm_node``: the :class:`~pyrua_ros.testing.NodeProcess`, ready (:func:`started` starts
+  any registered driver; :func:`driver_params` parametrizes a module fixture over every one, in its lanes);
 - ``sim_rig`` / ``fake_arm_rig``: a :class:`robo_motion_cases.Rig` (one ``RosBackend``, the scene facts the motion
   cases need) on that node: the LIBERO sim's libero_goal task 8 ("put the bowl on the plate") and the fake arm's
   fake_table task 0 ("put the red cube on the plate").
@@ -21,35 +24,55 @@ from collections.abc import Iterator
 
 import pytest
 
+from pyrua_ros.sim_interfaces.drivers import DRIVERS, DriverSpec
 from pyrua_ros.testing import NodeProcess
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SIM_READY_S = 240.0        # a cold LIBERO build on a loaded 2-core machine
-FAKE_ARM_READY_S = 60.0
 
 
-def started(module: str, params: str, ready: str, timeout_s: float) -> Iterator[NodeProcess]:
-    """Start ``module`` with its parameter file, yield it once ``ready`` is logged; stop it and check its exit."""
-    node = NodeProcess.module(module, "--ros-args", "--params-file", str(ROOT / params), cwd=ROOT)
+def start(spec: DriverSpec, *extra: str, env: dict | None = None) -> NodeProcess:
+    """``spec``'s node with its parameter file (then ``extra`` ROS arguments; ``env``: its environment), once its
+    ready line is logged (a cold start may take ``spec.boot_s``)."""
+    node = NodeProcess.module(spec.module, "--ros-args", "--params-file", str(ROOT / "config" / spec.params_file),
+                              *extra, cwd=ROOT, env=env)
     try:
-        assert node.wait_for_output(ready, timeout_s), node.output()[-3000:]
+        assert node.wait_for_output(spec.ready, spec.boot_s), node.output()[-3000:]
+    except BaseException:
+        node.stop()
+        raise
+    return node
+
+
+def started(spec: DriverSpec, *extra: str) -> Iterator[NodeProcess]:
+    """:func:`start`, yield the node; stop it and check that it was still alive and exits with status 0."""
+    node = start(spec, *extra)
+    try:
         yield node
-        assert node.alive(), f"{module} died during the tests:\n" + node.output()[-3000:]
+        assert node.alive(), f"{spec.module} died during the tests:\n" + node.output()[-3000:]
     finally:
         code = node.stop()
-    assert code == 0, f"{module} exit code {code}:\n" + node.output()[-3000:]
+    assert code == 0, f"{spec.module} exit code {code}:\n" + node.output()[-3000:]
+
+
+def driver_params() -> list:
+    """Every registered driver we start, as ``pytest.param`` with its id and the lanes its node needs (a module
+    fixture parametrized so starts each one once)."""
+    from rigs.lanes import DRIVER_LANES
+
+    return [pytest.param(spec, id=spec.name, marks=[getattr(pytest.mark, lane) for lane in DRIVER_LANES.get(
+        spec.name, ())]) for spec in DRIVERS.nodes()]
 
 
 @pytest.fixture(scope="module")
 def sim_node() -> Iterator[NodeProcess]:
     """The LIBERO-PRO sim node (``python -m pyrua_ros.nodes.sim_node``), ready; each test resets it as it needs."""
-    yield from started("pyrua_ros.nodes.sim_node", "config/sim.yaml", "sim node ready", SIM_READY_S)
+    yield from started(DRIVERS["sim"])
 
 
 @pytest.fixture(scope="module")
 def fake_arm_node() -> Iterator[NodeProcess]:
     """The kinematic fake arm node (``python -m pyrua_ros.nodes.fake_arm_node``), ready."""
-    yield from started("pyrua_ros.nodes.fake_arm_node", "config/fake_arm.yaml", "fake arm ready", FAKE_ARM_READY_S)
+    yield from started(DRIVERS["fake"])
 
 
 def _rig(**scene):

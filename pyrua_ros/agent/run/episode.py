@@ -46,6 +46,7 @@ from pyrua_ros.agent.run.watchdog import MARGIN_S as WATCHDOG_MARGIN_S
 from pyrua_ros.agent.run.watchdog import Watchdog
 from pyrua_ros.records.outcome import StrategyOutcome
 from pyrua_ros.records.records import CardRecord, ErrorInfo, RunRecords
+from pyrua_ros.sim_interfaces.drivers import DRIVERS
 from pyrua_ros.wire.rosenv import PARENT_PID_VAR
 
 STREAM_QUIET_S = 1.0        # [s] no new camera frame for this long: the driver's stream backlog is done
@@ -64,7 +65,7 @@ class BootError(RuntimeError):
 
 
 class DriverProcess:
-    """The driver node (sim or fake arm) of ``episode.driver``, started with its output appended to ``log_path``."""
+    """The node of the driver ``episode.driver`` (one we start), with its output appended to ``log_path``."""
 
     def __init__(self, episode, log_path: pathlib.Path):
         from pyrua_ros.bringup import graph, runner
@@ -74,7 +75,7 @@ class DriverProcess:
                   "clock_mode": episode.clock, "blas_kernel": episode.blas_kernel}
         if episode.video_fps is not None:
             values["camera_rate_hz"] = str(episode.video_fps)
-        nodes = [n for n in graph.plan(values) if not n.is_agent and n.key in ("sim", "fake")]
+        nodes = [n for n in graph.plan(values) if n.key in DRIVERS]   # the driver's node: keyed by its name
         if len(nodes) != 1:
             raise BootError(f"driver {episode.driver!r}: expected one driver node, planned {[n.key for n in nodes]}")
         self.name = nodes[0].executable
@@ -156,12 +157,12 @@ class EpisodeHost:
                 raise BootError(str(exc)) from exc
             self._on_phase("boot", f"VLA policy server starting on {self.vla_server.endpoint} (its output goes to "
                                    "vla_server.log)")
-        if self.settings.driver != "external":
+        if DRIVERS[self.settings.driver].starts_node:
             self.driver = DriverProcess(self.settings, log_path)
             self._on_phase("boot", f"{self.driver.name} started (pid {self.driver.pid}; its output goes to "
                                    f"{log_path.name})")
         else:
-            self._on_phase("boot", "driver external: using the drivers already running")
+            self._on_phase("boot", f"driver {self.settings.driver}: using the drivers already running")
         cputime.mark("host: driver started")
         self.backend = RosBackend(node=self.node)
         cputime.mark("host: backend ready")
