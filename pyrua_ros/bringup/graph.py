@@ -41,6 +41,8 @@ from typing import Any
 
 import yaml
 
+from pyrua_ros.settings import schema
+from pyrua_ros.settings.config import PlayConfig
 from pyrua_ros.settings.schema import convert_text
 from pyrua_ros.sim_interfaces import blas
 from pyrua_ros.wire import interfaces
@@ -114,8 +116,6 @@ def settings_arguments() -> tuple[Argument, ...]:
     Defaults, descriptions and choices are the schema's; which nodes receive a setting follows its scope. A
     setting that reaches a node is unset unless given (the node's parameter file decides).
     """
-    from pyrua_ros.settings import schema
-    from pyrua_ros.settings.config import PlayConfig
 
     out = []
     for leaf in schema.leaves(PlayConfig):

@@ -12,6 +12,8 @@ import argparse
 import os
 import sys
 
+from pyrua_ros.wire.rosenv import default_to_localhost
+
 PRESENCE_WAIT_S = 5.0   # how long discovery may take to show a driver's publishers [s]
 
 
@@ -25,8 +27,6 @@ def add_parser(sub) -> None:
 
 
 def cmd_check_driver(args: argparse.Namespace) -> int:
-    from pyrua_ros.wire.rosenv import default_to_localhost
-
     default_to_localhost()
     from pyrua_ros.conformance import checks, report
     from pyrua_ros.conformance.probe import Probe

@@ -11,6 +11,7 @@ kernel host decodes none after the cell's deadline (``host.Kernel``).
 
 from __future__ import annotations
 
+import io
 import re
 import struct
 
@@ -70,7 +71,6 @@ def accept_image(data: bytes, max_bytes: int) -> tuple[bytes | None, str | None]
     problem = structure_problem(data)
     if problem is not None:
         return None, problem
-    import io
 
     from PIL import Image
 

@@ -43,6 +43,7 @@ import platform
 import random
 import re
 import shutil
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -253,7 +254,6 @@ def problem() -> str | None:
     is installed, ``setpriv`` too when running as root, the seccomp filter has this architecture's tables, and a
     minimal sandbox with the kernel's namespaces and filter starts and exits.
     The front ends ask this before anything boots (``validate.check_sandbox``)."""
-    import subprocess
 
     bwrap = bwrap_path()
     if bwrap is None:

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import faulthandler
 import importlib
 import importlib.abc
 import io
 import linecache
 import math
 import os
+import resource
 import signal
 import struct
 import sys
@@ -168,7 +170,6 @@ def _drop_capabilities() -> str:
 
 def isolate(workspace: str, limits: dict) -> dict:
     """Apply the resource limits, Landlock and the capability drop; returns what took effect."""
-    import resource
 
     report: dict[str, Any] = {}
     wanted = {
@@ -532,7 +533,6 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     os.close(devnull)
-    import faulthandler
 
     faulthandler.enable(file=sys.__stderr__)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import socket
+import urllib.parse
 from typing import Any, Protocol
 
 import numpy as np
@@ -38,8 +40,6 @@ def connect(endpoint: str, *, timeout_s: float = 10.0) -> Policy:
 
     The openpi client itself waits without a deadline, so the TCP endpoint is checked first within ``timeout_s``.
     """
-    import socket
-    import urllib.parse
 
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 

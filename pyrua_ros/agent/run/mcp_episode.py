@@ -25,6 +25,7 @@ import sys
 import time
 
 from pyrua_ros.agent.loop.arms import LoopAgent
+from pyrua_ros.agent.run.episode import Episode
 from pyrua_ros.agent.runtimes.base import LoopOutcome
 
 FINISH_DELIVERY_S = 0.5   # time the finish reply gets to reach the client before the server ends
@@ -117,7 +118,6 @@ def serve(cfg, *, progress=None, host=None):
     Over stdio the whole episode runs with fd 0 on /dev/null and fd 1 on stderr (the real ones are the MCP wire),
     so nothing the episode, its kernel or a library prints can corrupt the protocol."""
     from pyrua_ros.agent.loop.mcp_server import wire_on_private_fds
-    from pyrua_ros.agent.run.episode import Episode
 
     stdio = cfg.serve.transport == "stdio"
     with wire_on_private_fds() if stdio else contextlib.nullcontext() as wire:
