@@ -234,7 +234,7 @@ def config_dir() -> pathlib.Path:
     source = interfaces.PACKAGE_CONFIG.parent
     if source.is_dir():
         return source
-    from ament_index_python.packages import get_package_share_directory
+    from ament_index_python.packages import get_package_share_directory  # noqa: PLC0415 (a ROS install)
 
     return pathlib.Path(get_package_share_directory(PACKAGE)) / "config"
 
@@ -362,7 +362,7 @@ def find_executable(node: PlannedNode | NodeSpec, prefix: str | os.PathLike = sy
     prefixes = [pathlib.Path(prefix)]
     if node.package != PACKAGE:
         with contextlib.suppress(Exception):
-            from ament_index_python.packages import get_package_prefix
+            from ament_index_python.packages import get_package_prefix  # noqa: PLC0415 (a ROS install)
 
             prefixes.insert(0, pathlib.Path(get_package_prefix(node.package)))
     for base in prefixes:

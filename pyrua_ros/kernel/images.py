@@ -72,7 +72,7 @@ def accept_image(data: bytes, max_bytes: int) -> tuple[bytes | None, str | None]
     if problem is not None:
         return None, problem
 
-    from PIL import Image
+    from PIL import Image  # noqa: PLC0415 (PIL)
 
     try:
         with Image.open(io.BytesIO(data)) as img:

@@ -125,7 +125,7 @@ def _requirement_names(dist: importlib.metadata.Distribution) -> list[str]:
         name, _, marker = text.partition(";")
         if marker.strip():
             try:
-                from packaging.markers import Marker
+                from packaging.markers import Marker  # noqa: PLC0415 (optional: packaging)
 
                 if not Marker(marker.strip()).evaluate({"extra": ""}):
                     continue

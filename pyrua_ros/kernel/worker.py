@@ -219,8 +219,8 @@ def to_png(image: Any) -> bytes:
         if not bytes(image[:8]).startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")):
             raise TypeError("display() got bytes that are not a PNG or JPEG image")
         return bytes(image)
-    import numpy as np
-    from PIL import Image
+    import numpy as np  # noqa: PLC0415 (numpy: images only; the kernel child)
+    from PIL import Image  # noqa: PLC0415 (PIL)
 
     if isinstance(image, np.ndarray):
         arr = image

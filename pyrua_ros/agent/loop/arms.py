@@ -171,7 +171,7 @@ class LoopAgent:
     def _run_cli(self, ep):
         """The codex / claude runtimes: serve the toolkit over MCP (streamable HTTP on loopback) and let the CLI run
         until it exits, the budget ends, or finish / the call budget ended the episode."""
-        from pyrua_ros.agent.loop.mcp_server import ArmMcpServer
+        from pyrua_ros.agent.loop.mcp_server import ArmMcpServer  # noqa: PLC0415 (mcp: the MCP arm only)
 
         self.mcp = ArmMcpServer(self.toolkit)
         url = self.mcp.start_http()

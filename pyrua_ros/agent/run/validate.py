@@ -91,7 +91,7 @@ def check_sandbox(sandbox) -> None:
     that would fail at its first cell is refused before boot."""
     if sandbox.unsafe_sandbox:
         return
-    from pyrua_ros.kernel import sandbox as boundary
+    from pyrua_ros.kernel import sandbox as boundary  # noqa: PLC0415 (on every CLI call's parse path)
 
     why = boundary.problem()
     if why:
@@ -122,7 +122,7 @@ def check_cli_runtime(runtime: str, cli, model) -> str:
     """A CLI runtime (``--runtime codex|claude``): the executable to run exists (its flag, e.g. ``--codex-bin``,
     else the pinned one setup installed, else PATH), its home folder (``--codex-home``) is a folder if it exists,
     and ``--api-key-env`` is set. Returns the executable's path."""
-    from pyrua_ros.agent.runtimes.cli_agent import find_cli
+    from pyrua_ros.agent.runtimes.cli_agent import find_cli  # noqa: PLC0415 (on every CLI call's parse path)
 
     spec = RUNTIMES[runtime]
     try:
@@ -333,7 +333,7 @@ def prepare_play(cfg, *, warn=None, progress=None):
     the run directory claimed (moved aside / created), so a refused command changes nothing on disk.
     """
 
-    from pyrua_ros.agent.run.episode import default_out
+    from pyrua_ros.agent.run.episode import default_out  # noqa: PLC0415 (on every CLI call's parse path)
 
     check_play(cfg)
     out = pathlib.Path(cfg.out or default_out(cfg.episode))

@@ -103,7 +103,7 @@ class OpenAIRuntime:
 
     def __init__(self, settings: ModelSettings, tools: list[dict], event_sink: EventSink | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
-        import openai
+        import openai  # noqa: PLC0415 (openai)
 
         self.settings = settings
         self.tools = tools
