@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import hashlib
 import json
 import os
 import pathlib
@@ -89,7 +90,6 @@ IDENTITY_TOPICS = ("/ee_pose", "/joint_states", "/sim/capture/")   # determinist
 def fingerprint(run_dir: pathlib.Path) -> dict:
     """What must not change when a cut saves CPU: the driver's per-step state digests, the prompt, the card images
     and the captures the model saw (in episode.mcap, with the robot state messages: the set of their payloads)."""
-    import hashlib
 
     from mcap.reader import make_reader
 

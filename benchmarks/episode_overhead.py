@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import io
 import json
 import os
 import pathlib
+import pstats
 import statistics
 import subprocess
 import sys
@@ -134,7 +136,6 @@ WRAPPERS = ("importlib", "<frozen", "runpy", "{built-in method builtins.exec}", 
 def _top(stats, top: int) -> list[str]:
     """The ``top`` entries by cumulative time, leaving out module loading and the executor / CLI wrappers whose
     cumulative time is the whole run (they say nothing about where the time goes)."""
-    import pstats
 
     stream = io.StringIO()
     pstats.Stats(stats, stream=stream).sort_stats("cumulative").print_stats(200)
@@ -146,7 +147,6 @@ def profile_episode(suite: str, task: int, out: pathlib.Path, top: int = 10) -> 
     """One episode over ROS with both processes under cProfile: the sim node started here (``--driver external``;
     the whole process, its startup included), the episode in this process (only the policy, ``run(robo)``: robo,
     RosBackend, the kernel host, recording). Returns the top ``top`` functions by cumulative time of each."""
-    import cProfile
 
     from pyrua_ros.agent.run.single_shot import SingleShotAgent
     from pyrua_ros.testing import NodeProcess

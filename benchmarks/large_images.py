@@ -14,6 +14,7 @@ compares p90 with the profile to p90 without it in the same run (these machines 
 from __future__ import annotations
 
 import argparse
+import array
 import json
 import os
 import pathlib
@@ -57,7 +58,6 @@ def apply_profile() -> None:
 def serve() -> None:
     """Publisher role: answer each request with one color image, one depth image and one CameraInfo."""
     apply_profile()
-    import array
 
     import numpy as np
     import rclpy

@@ -28,6 +28,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CELLS = [
@@ -79,7 +80,6 @@ def _median(values: list[float]) -> float:
 
 def kernel_costs(sandbox: str, *, restarts: int = 5, calls: int = 500) -> dict:
     """Start/restart time, empty-cell round trip and per-call overhead of one kernel in ``sandbox`` mode."""
-    import time
 
     from pyrua_ros.kernel import Kernel
 

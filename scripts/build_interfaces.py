@@ -54,7 +54,7 @@ ament_package()
 
 def patch_cmake_exports(venv: pathlib.Path) -> int:
     """Point the wheels' exported cmake files at this venv's Python and NumPy include folders."""
-    import numpy
+    import numpy  # noqa: PLC0415 (numpy: this step only)
 
     py_inc = sysconfig.get_paths()["include"]
     np_inc = numpy.get_include()
@@ -76,7 +76,7 @@ KINDS = ("msg", "srv", "action")
 
 def load_distros(src: pathlib.Path) -> dict:
     """``interfaces/distros.yaml``: per distro, the upstream package releases matched and their type hashes."""
-    import yaml
+    import yaml  # noqa: PLC0415 (yaml: this step only)
 
     return yaml.safe_load((src / "distros.yaml").read_text())
 

@@ -205,7 +205,7 @@ def test_no_import_cycle_among_pyrua_ros_modules():
 def test_the_checks_see_function_level_imports_and_circles():
     """The checks above would catch what they claim: an import inside a function, a relative import, and a
     two-module circle (a check that finds nothing because it looks at nothing would pass as well)."""
-    assert "pyrua_ros.records.recorder" in imports_of("pyrua_ros.agent.run.episode")   # in a method
+    assert "pyrua_ros.agent.run.episode" in imports_of("pyrua_ros.agent.run.validate")   # in a function
     assert "pyrua_ros.agent.runtimes.base" in imports_of("pyrua_ros.agent.runtimes")     # `from .base import`
     assert _cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
     assert RANK[group_of("pyrua_ros.agent.loop.arms")] > RANK[group_of("pyrua_ros.agent.prompting.prompt")]

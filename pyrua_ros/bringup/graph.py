@@ -42,6 +42,8 @@ from typing import Any
 
 import yaml
 
+from pyrua_ros.settings import schema
+from pyrua_ros.settings.config import PlayConfig
 from pyrua_ros.settings.schema import convert_text
 from pyrua_ros.sim_interfaces import blas
 from pyrua_ros.sim_interfaces.drivers import DRIVERS
@@ -116,8 +118,6 @@ def settings_arguments() -> tuple[Argument, ...]:
     Defaults, descriptions and choices are the schema's; which nodes receive a setting follows its scope. A
     setting that reaches a node is unset unless given (the node's parameter file decides).
     """
-    from pyrua_ros.settings import schema
-    from pyrua_ros.settings.config import PlayConfig
 
     out = []
     for leaf in schema.leaves(PlayConfig):
@@ -240,7 +240,7 @@ def config_dir() -> pathlib.Path:
     source = interfaces.PACKAGE_CONFIG.parent
     if source.is_dir():
         return source
-    from ament_index_python.packages import get_package_share_directory
+    from ament_index_python.packages import get_package_share_directory  # noqa: PLC0415 (a ROS install)
 
     return pathlib.Path(get_package_share_directory(PACKAGE)) / "config"
 
@@ -368,7 +368,7 @@ def find_executable(node: PlannedNode | NodeSpec, prefix: str | os.PathLike = sy
     prefixes = [pathlib.Path(prefix)]
     if node.package != PACKAGE:
         with contextlib.suppress(Exception):
-            from ament_index_python.packages import get_package_prefix
+            from ament_index_python.packages import get_package_prefix  # noqa: PLC0415 (a ROS install)
 
             prefixes.insert(0, pathlib.Path(get_package_prefix(node.package)))
     for base in prefixes:

@@ -28,6 +28,7 @@ from typing import TextIO
 
 from pyrua_ros.bringup import graph
 from pyrua_ros.bringup.process import stop_process_groups
+from pyrua_ros.sim_interfaces.episodes import check_episode
 from pyrua_ros.wire.rosenv import PARENT_PID_VAR, claim_domain_id, default_to_localhost
 
 POLL_S = 0.05            # how often the supervisor looks at its children [s]
@@ -205,7 +206,6 @@ def check_episode_arguments(values: Mapping[str, str]) -> None:
     """Refuse, before anything starts, an episode the chosen driver does not serve (ValueError naming the valid
     suites / tasks / seeds): the episode the agent will reset to (given, else the driver's or the agent's parameter
     file's); ``robot:=external`` leaves the suites to the external driver."""
-    from pyrua_ros.sim_interfaces.episodes import check_episode
 
     typed = graph.resolve(values)
     episode = graph.agent_episode(graph.plan(values))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -30,13 +31,24 @@ import sys
 from typing import Any
 
 from pyrua_ros.agent.run.interrupts import FirstSignalInterrupts
-from pyrua_ros.agent.run.validate import check_play, check_play_model, check_ray_address
+from pyrua_ros.agent.run.validate import (
+    check_play,
+    check_play_model,
+    check_ray_address,
+    check_run_directory,
+    probe_writable,
+)
 from pyrua_ros.cli import exit_codes
 from pyrua_ros.cli.args import add_settings, settings_from_args
+from pyrua_ros.cli.common import prepare_ros_environment, refuse
 from pyrua_ros.evaluation.instances import NAMED_SETS, Instance, build_instances, load_instance_file
 from pyrua_ros.evaluation.jobs import NODE_PLACEHOLDER
-from pyrua_ros.evaluation.manifest import PER_EPISODE
-from pyrua_ros.settings import schema
+from pyrua_ros.evaluation.manifest import PER_EPISODE, Manifest
+from pyrua_ros.records.records import read_result
+from pyrua_ros.reports.metrics import metrics_from_result
+from pyrua_ros.reports.report import format_report
+from pyrua_ros.reports.summarize import summary_json
+from pyrua_ros.settings import outcomes, schema
 from pyrua_ros.settings.config import PlayConfig
 from pyrua_ros.settings.runtimes import spoken
 from pyrua_ros.sim_interfaces.drivers import DRIVERS
@@ -157,7 +169,6 @@ def _check_engine_flags(args: argparse.Namespace, driver: str) -> None:
     if not DRIVERS[driver].starts_node and (args.workers or 1) > 1:
         raise SettingError(f"--driver {driver} (drivers you run) serves one episode at a time: use --workers 1")
     if args.backend == "ray":
-        import importlib.util
 
         if importlib.util.find_spec("ray") is None:
             raise SettingError("--backend ray needs Ray (pip install 'ray==2.60.0'; scripts/setup.sh installs it)")
@@ -172,8 +183,6 @@ def _check_engine_flags(args: argparse.Namespace, driver: str) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Validate everything, then run the evaluation and print its report (see the module docstring)."""
-    from pyrua_ros.cli.common import refuse
-    from pyrua_ros.evaluation.manifest import Manifest
 
     warnings: list[str] = []
     try:
@@ -200,7 +209,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def check_eval_out(out: pathlib.Path) -> None:
     """``--out`` of an evaluation: a folder (or nothing yet) under a folder where files can be made; SettingError
     with one line otherwise (what exists is kept: eval resumes from it)."""
-    from pyrua_ros.agent.run.validate import check_run_directory, probe_writable
 
     out = pathlib.Path(out)
     if not (out / "eval.json").is_file():   # an evaluation directory resumes (the manifest checks it); else: a
@@ -217,7 +225,6 @@ def run_evaluation(args: argparse.Namespace, manifest, instances: list[Instance]
                    progress_mode: str = "auto") -> int:
     """Skip finished instances, run the rest on the chosen engine, record the invocation, print the report.
     ``progress_mode`` is play's ``--progress`` (auto: the live view on a terminal, plain lines otherwise)."""
-    from pyrua_ros.cli.common import prepare_ros_environment
     from pyrua_ros.evaluation.progress import EvalProgress
     from pyrua_ros.evaluation.runner import Coordinator, finished_summary
 
@@ -279,12 +286,6 @@ def _engine(args: argparse.Namespace, workers: int | None, out: pathlib.Path, ma
 
 
 def _report(args: argparse.Namespace, out: pathlib.Path, instances: list[Instance], outcome) -> int:
-    from pyrua_ros.records.records import read_result
-    from pyrua_ros.reports.metrics import metrics_from_result
-    from pyrua_ros.reports.report import format_report
-    from pyrua_ros.reports.summarize import summary_json
-    from pyrua_ros.settings import outcomes
-
     metrics, missing = [], []
     for instance in instances:
         try:

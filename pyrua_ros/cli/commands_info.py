@@ -18,19 +18,23 @@ from pyrua_ros.agent.prompting.api_reference import render_reference
 from pyrua_ros.agent.prompting.contract import NO_TOOLS_NOTE, PromptOptions
 from pyrua_ros.agent.prompting.prompt import build_prompt, reference_root_from_env
 from pyrua_ros.agent.prompting.reference_source import ReferenceDocs, ReferenceSource
+from pyrua_ros.agent.run.validate import check_reference_root
 from pyrua_ros.records.records import CardRecord
 from pyrua_ros.reports import compare as compare_mod
 from pyrua_ros.reports import summarize as summarize_mod
 from pyrua_ros.reports import viewer as viewer_mod
+from pyrua_ros.robo import libero
+from pyrua_ros.settings.config import EpisodeSettings
 from pyrua_ros.settings.modes import FEEDBACK_MODES, IMAGE_POLICIES, PRIMITIVE_SETS
 from pyrua_ros.settings.modes import PROMPT_ARMS as ARMS
+from pyrua_ros.settings.schema import SettingError
+from pyrua_ros.sim_interfaces import episodes
 
 
 def robot_class(robot: str = "libero", primitives: str = "full") -> type:
     """The ``robo`` class of a robot name and primitive set (imported lazily); ValueError listing the choices."""
     if robot != "libero":
         raise ValueError(f"robot must be one of libero; got {robot!r}")
-    from pyrua_ros.robo import libero
 
     return libero.robot_class(primitives)
 
@@ -54,8 +58,6 @@ def _add_reference_root(parser: argparse.ArgumentParser) -> None:
 
 def _refused_reference_root(command: str, root: str | None) -> int | None:
     """Exit code 2 with one line when ``--reference-root`` (or its variable) holds no PyRUA-Lean sources."""
-    from pyrua_ros.agent.run.validate import check_reference_root
-    from pyrua_ros.settings.schema import SettingError
 
     try:
         check_reference_root(root)
@@ -102,7 +104,6 @@ def episode_card(suite: str, task: int, seed: int, max_episode_steps: int) -> Ca
 def _served_primitives(args: argparse.Namespace) -> tuple[str, str | None]:
     """(the primitive set an episode with these flags serves, the note play prints when it falls back to no-vla):
     the episode settings' own rule, so the prompt cannot name a set the episode would not serve."""
-    from pyrua_ros.settings.config import EpisodeSettings
 
     episode = EpisodeSettings(primitives=args.primitives, vla_endpoint=args.vla_endpoint,
                               vla_server_cmd=args.vla_server_cmd)
@@ -112,7 +113,6 @@ def _served_primitives(args: argparse.Namespace) -> tuple[str, str | None]:
 def cmd_prompt(args: argparse.Namespace) -> int:
     """Print the prompt an arm would get: system part, then the task card (``--card``, or ``--suite``/``--task``/
     ``--seed`` to make the card of that episode from the simulator, as ``play`` would)."""
-    from pyrua_ros.settings.schema import SettingError
 
     refused = _refused_reference_root("prompt", args.reference_root)
     if refused is not None:
@@ -143,7 +143,6 @@ def cmd_prompt(args: argparse.Namespace) -> int:
             print(f"prompt: cannot read card {args.card}: {exc}", file=sys.stderr)
             return 2
     elif args.task is not None:
-        from pyrua_ros.sim_interfaces import episodes
 
         suite, seed = args.suite or "libero_goal", args.seed or 0
         try:

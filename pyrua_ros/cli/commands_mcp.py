@@ -17,13 +17,15 @@ import argparse
 import json
 import sys
 
+from pyrua_ros.agent.run.validate import prepare_play
 from pyrua_ros.cli import exit_codes
 from pyrua_ros.cli.args import add_settings, settings_from_args
+from pyrua_ros.cli.common import episode_summary, prepare_ros_environment, refuse
+from pyrua_ros.settings.config import McpConfig
+from pyrua_ros.settings.schema import SettingError
 
 
 def add_mcp_parser(subparsers, formatter_class=None) -> None:
-    from pyrua_ros.settings.config import McpConfig
-
     p = subparsers.add_parser("mcp", help="serve one episode's tools to an MCP client (stdio or HTTP)",
                               description="Boot one episode as play does and serve its tools (python, run_program "
                                           "or one per robo primitive, and finish) to an MCP client.",
@@ -35,10 +37,6 @@ def add_mcp_parser(subparsers, formatter_class=None) -> None:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from pyrua_ros.agent.run.progress import make_progress
-    from pyrua_ros.agent.run.validate import prepare_play
-    from pyrua_ros.cli.common import episode_summary, prepare_ros_environment, refuse
-    from pyrua_ros.settings.config import McpConfig
-    from pyrua_ros.settings.schema import SettingError
 
     try:
         cfg = settings_from_args(McpConfig, args)

@@ -13,13 +13,26 @@ raised is a measured outcome (exit 0), its timeout is the budget code (5), a boo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import sys
 from typing import Any
 
+from pyrua_ros.agent.run.validate import (
+    check_episode,
+    check_input_path,
+    check_model_server,
+    check_run_directory,
+    check_sandbox,
+    check_vla_server_cmd,
+    claim_run_directory,
+)
 from pyrua_ros.cli import exit_codes
 from pyrua_ros.cli.args import add_settings, settings_from_args
+from pyrua_ros.cli.common import prepare_ros_environment, stamp_provenance
+from pyrua_ros.settings.config import GenerateConfig, RunConfig
+from pyrua_ros.settings.schema import SettingError
 
 
 def _fail(command: str, message: str) -> int:
@@ -30,14 +43,6 @@ def _fail(command: str, message: str) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     """``generate --card PATH --out DIR ...``: one completion, the largest python block -> ``DIR/policy.py``."""
     from pyrua_ros.agent.run.single_shot import generate
-    from pyrua_ros.agent.run.validate import (
-        check_input_path,
-        check_model_server,
-        check_run_directory,
-        claim_run_directory,
-    )
-    from pyrua_ros.settings.config import GenerateConfig
-    from pyrua_ros.settings.schema import SettingError
 
     try:
         cfg = settings_from_args(GenerateConfig, args)
@@ -65,20 +70,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``run --policy PATH [--timeout-s] [--generation]`` + cell args."""
-    import dataclasses
 
     from pyrua_ros.agent.run.episode import default_out
     from pyrua_ros.agent.run.progress import make_progress
-    from pyrua_ros.agent.run.validate import (
-        check_episode,
-        check_input_path,
-        check_run_directory,
-        check_sandbox,
-        check_vla_server_cmd,
-        claim_run_directory,
-    )
-    from pyrua_ros.settings.config import RunConfig
-    from pyrua_ros.settings.schema import SettingError
 
     try:
         cfg = settings_from_args(RunConfig, args)
@@ -100,14 +94,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                     "policy_wall_s")} | {"out": str(out)}))
         return exit_codes.for_result(data.get("status", "error"), data.get("reason"))
     cfg = dataclasses.replace(cfg, output=dataclasses.replace(o, out=out))
-    from pyrua_ros.cli.common import prepare_ros_environment
 
     prepare_ros_environment()
     from pyrua_ros.agent.run.single_shot import run_policy
 
     progress = make_progress(o.progress)
     result = run_policy(cfg, progress=progress)
-    from pyrua_ros.cli.common import stamp_provenance
 
     stamp_provenance("run", out, None)
     code = exit_codes.for_result(result.status, result.reason)
@@ -125,7 +117,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def add_single_parsers(subparsers: Any) -> None:
     """Register ``generate`` and ``run`` on an ``add_subparsers()`` object (flags from the settings schema)."""
-    from pyrua_ros.settings.config import GenerateConfig, RunConfig
 
     gen = subparsers.add_parser("generate", help="single shot: one chat completion writes policy.py (no tools)")
     add_settings(gen, GenerateConfig)

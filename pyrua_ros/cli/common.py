@@ -7,6 +7,7 @@ import os
 import sys
 
 from pyrua_ros.cli import exit_codes
+from pyrua_ros.wire.rosenv import claim_domain_id, default_to_localhost
 
 
 def refuse(command: str, message: str) -> int:
@@ -17,7 +18,6 @@ def refuse(command: str, message: str) -> int:
 
 def prepare_ros_environment() -> None:
     """Loopback discovery by default and a domain of this episode's own (before rclpy is imported)."""
-    from pyrua_ros.wire.rosenv import claim_domain_id, default_to_localhost
 
     default_to_localhost()
     if not os.environ.get("ROS_DOMAIN_ID"):

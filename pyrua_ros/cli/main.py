@@ -23,6 +23,7 @@ from pyrua_ros.cli import exit_codes
 from pyrua_ros.cli.args import add_settings, settings_from_args
 from pyrua_ros.cli.common import episode_summary, prepare_ros_environment, refuse, stamp_provenance
 from pyrua_ros.settings.runtimes import RUNTIMES
+from pyrua_ros.settings.schema import SettingError
 from pyrua_ros.wire.rosenv import dump_stacks_on_sigusr1
 
 DESCRIPTION = "Run PyRUA-Lean robot agents on ROS 2 (PyRUA-Lean-compatible command lines)."
@@ -32,7 +33,6 @@ def cmd_play(args: argparse.Namespace) -> int:
     from pyrua_ros.agent.run.progress import make_progress
     from pyrua_ros.agent.run.validate import prepare_play
     from pyrua_ros.settings.config import PlayConfig
-    from pyrua_ros.settings.schema import SettingError
 
     try:
         cfg = settings_from_args(PlayConfig, args)
@@ -136,8 +136,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pyrua_ros.settings.schema import SettingError
-
     dump_stacks_on_sigusr1()
     try:
         parser = build_parser()

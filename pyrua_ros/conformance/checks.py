@@ -22,6 +22,7 @@ import numpy as np
 from pyrua_ros.conformance import report
 from pyrua_ros.conformance.probe import Probe
 from pyrua_ros.conformance.report import Row
+from pyrua_ros.wire.move_law import move_action, osc_twist
 
 RELIABLE, TRANSIENT_LOCAL = "RELIABLE", "TRANSIENT_LOCAL"
 MOVE_SPEED = 0.1         # [m/s] of the motion checks
@@ -399,7 +400,6 @@ def check_cartesian_move(probe: Probe, skip_sim: bool) -> list[Row]:
     canceled when canceled and takes no step after."""
     from action_msgs.msg import GoalStatus
 
-    from pyrua_ros.wire.move_law import move_action, osc_twist
 
     name = probe.names.driver.cartesian_move
     resolved = probe.resolve(name)

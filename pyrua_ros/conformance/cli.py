@@ -12,6 +12,9 @@ import argparse
 import os
 import sys
 
+from pyrua_ros.sim_interfaces.drivers import DRIVERS
+from pyrua_ros.wire.rosenv import default_to_localhost
+
 PRESENCE_WAIT_S = 5.0   # how long discovery may take to show a driver's publishers [s]
 
 
@@ -25,11 +28,9 @@ def add_parser(sub) -> None:
 
 
 def cmd_check_driver(args: argparse.Namespace) -> int:
-    from pyrua_ros.wire.rosenv import default_to_localhost
-
     default_to_localhost()
-    from pyrua_ros.conformance import checks, report
-    from pyrua_ros.conformance.probe import Probe
+    from pyrua_ros.conformance import checks, report  # noqa: PLC0415 (CLI parse path: the kit loads to run)
+    from pyrua_ros.conformance.probe import Probe  # noqa: PLC0415 (CLI parse path: the kit loads to run)
 
     probe = Probe(args.namespace)
     try:
@@ -57,8 +58,6 @@ def _anything_there(probe) -> bool:
 def nobody_line(namespace: str) -> str:
     """The one line of a check with no driver at all: the domain and namespace looked at, and how to start one of
     this project's drivers alone there (every registered driver we start, the quickest to boot first)."""
-    from pyrua_ros.sim_interfaces.drivers import DRIVERS
-
     domain = os.environ.get("ROS_DOMAIN_ID") or "0"
     ros_args = f" --ros-args -r __ns:={namespace}" if namespace.strip("/") else ""
     ours = sorted(DRIVERS.nodes(), key=lambda d: d.boot_s)

@@ -17,6 +17,7 @@ import numpy as np
 
 from pyrua_ros.wire.goal_client import action_client, call_answered, new_goal_id, send_goal_answered
 from pyrua_ros.wire.interfaces import Interfaces, load
+from pyrua_ros.wire.spin_thread import spin_until_shutdown
 
 LOCKSTEP_POSE_TIMEOUT_S = 10.0   # longest wait for a lockstep driver's pose after a twist [s]
 
@@ -117,8 +118,6 @@ class Probe:
                 into.append(msg.feedback)
 
     def _spin(self) -> None:
-        from pyrua_ros.wire.spin_thread import spin_until_shutdown
-
         spin_until_shutdown(self.executor, self.context, name="conformance probe")
 
     # ------------------------------------------------------------------ graph

@@ -57,6 +57,7 @@ from pyrua_ros.wire.convert import (
     transform_stamped_msg,
 )
 from pyrua_ros.wire.interfaces import Interfaces, load
+from pyrua_ros.wire.publishers import sample_origin
 
 try:   # pyrua_ros's own action type (interfaces/pyrua_ros_msgs); a driver built without it serves twists only
     from pyrua_ros_msgs.action import MoveToTarget
@@ -410,7 +411,6 @@ class DriverNode(Node):
 
     def on_estop(self, msg: Bool, info) -> None:   # info: who published it (rclpy passes it to a 2-arg callback)
         if self.core.on_estop(bool(msg.data)):   # applied first; then the log names who did it
-            from pyrua_ros.wire.publishers import sample_origin
 
             self.get_logger().warn(f"e-stop {'latched' if msg.data else 'released'} "
                                    f"{sample_origin(self, self.names.driver.estop, info)}")

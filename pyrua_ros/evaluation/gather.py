@@ -11,6 +11,8 @@ import shutil
 import tarfile
 from typing import Any
 
+from pyrua_ros.records.records import read_result, write_json
+
 
 def pack(folder: pathlib.Path) -> bytes:
     """``folder`` as a gzipped tar (an actor's scratch run directory, for the coordinator)."""
@@ -24,7 +26,6 @@ def unpack_into(archive: bytes, target: pathlib.Path, origin: dict[str, str] | N
     """Unpack a gathered run directory into ``target`` (replacing it; only regular files and folders below it).
     Paths in its result.json that pointed into the actor's scratch folder (``origin["path"]``) are made to point
     into ``target``, and a note says where the episode ran."""
-    from pyrua_ros.records.records import read_result, write_json
 
     target = pathlib.Path(target)
     if target.exists():

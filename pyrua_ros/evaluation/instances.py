@@ -135,7 +135,7 @@ def _read_file(path: Path) -> Any:
     try:
         if Path(path).suffix.lower() == ".json":
             return json.loads(text)
-        import yaml
+        import yaml  # noqa: PLC0415 (yaml: a YAML file only)
 
         return yaml.safe_load(text)
     except Exception as exc:   # json.JSONDecodeError (a ValueError) or yaml.YAMLError

@@ -22,11 +22,14 @@ import pathlib
 import secrets
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from typing import Any
 
 from pyrua_ros.evaluation.gather import pack
+from pyrua_ros.evaluation.runner import EngineError
+from pyrua_ros.evaluation.worker import EpisodeWorker, isolate_ros_domain
 
 #: ``RAY_USAGE_STATS_REPORT_URL``: a head started by ``ray start --head`` with usage statistics off still posts a
 #: "disabled" notice to Ray's usage server (https://usage-stats.ray.io): this one is a loopback port nothing serves
@@ -140,8 +143,6 @@ class EpisodeActor:
     """The actor body (wrapped by ``ray.remote`` in :class:`RayEngine`): one EpisodeWorker for its lifetime."""
 
     def __init__(self, slot: int, log_dir: str):
-        from pyrua_ros.evaluation.worker import EpisodeWorker, isolate_ros_domain
-
         home = os.environ.pop(USER_HOME_ENV, None)   # a private instance's actor: the user's home again
         if home:
             os.environ["HOME"] = home
@@ -160,8 +161,6 @@ class EpisodeActor:
                                     node_address=ray.util.get_node_ip_address())
 
     def info(self) -> dict[str, Any]:
-        import socket
-
         return {"pid": os.getpid(), "host": socket.gethostname(), "node_address": self.worker.node_address,
                 "ros_domain_id": self.domain}
 
@@ -358,7 +357,6 @@ class RayEngine:
             elif self.unplaced_since is None:
                 self.unplaced_since = time.monotonic()
             elif time.monotonic() - self.unplaced_since > self.placement_timeout_s:
-                from pyrua_ros.evaluation.runner import EngineError
 
                 raise EngineError(f"no episode actor found room in the Ray cluster for "
                                   f"{self.placement_timeout_s:.0f} s (each needs {self.cpus:g} CPU, "
@@ -369,8 +367,6 @@ class RayEngine:
         return True
 
     def _interrupt_running(self) -> None:
-        import socket
-
         import ray
 
         here = socket.gethostname()

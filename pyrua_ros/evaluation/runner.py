@@ -23,6 +23,7 @@ from typing import Any
 
 from pyrua_ros import cputime
 from pyrua_ros.agent.run.watchdog import is_placeholder
+from pyrua_ros.evaluation.gather import unpack_into
 from pyrua_ros.evaluation.instances import Instance
 from pyrua_ros.evaluation.jobs import episode_summary, make_job
 from pyrua_ros.records.records import SCHEMA, SYSTEM, now_iso, read_result, write_json
@@ -176,7 +177,6 @@ class Coordinator:
             return
         instance, attempt = self.running.pop(slot)
         if event.get("archive") is not None:
-            from pyrua_ros.evaluation.gather import unpack_into
 
             unpack_into(event["archive"], instance.run_dir(self.out), event.get("gathered_from"))
         detail = event.get("detail") or event.get("error") or ""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import pathlib
@@ -26,8 +27,10 @@ from collections.abc import Callable
 from typing import Any
 
 from pyrua_ros import cputime
+from pyrua_ros.agent.run.episode import EpisodeHost, play
 from pyrua_ros.agent.run.interrupts import SIGNALS, FirstSignalInterrupts
 from pyrua_ros.evaluation.jobs import NODE_PLACEHOLDER, config_from_json, episode_summary
+from pyrua_ros.records.records import read_result
 from pyrua_ros.wire.rosenv import claim_domain_id, default_to_localhost, die_with_parent
 
 
@@ -78,7 +81,6 @@ def on_node(cfg, node_address: str):
     points its episodes at its own model server (``http://{node}:30000/v1``). A loopback URL
     (``http://127.0.0.1:30000/v1``) needs no placeholder: an episode runs where its actor runs, so it already
     reaches the server on its own node."""
-    import dataclasses
 
     model = getattr(cfg, "model", None)
     if model is None or not model.base_url or NODE_PLACEHOLDER not in model.base_url:
@@ -114,7 +116,6 @@ class EpisodeWorker:
     def _open_host(self, episode, cuda_device: str | None = None, on_phase=None) -> None:
         """An open host for ``episode`` (EpisodeSettings): the current one, or a new one when the driver, its
         clock or the VLA server command differ or the driver died (``cuda_device``: the server's GPU)."""
-        from pyrua_ros.agent.run.episode import EpisodeHost
 
         key = (episode.driver, episode.clock, episode.blas_kernel, episode.vla_server_cmd, cuda_device)
         driver = self.host.driver if self.host is not None else None
@@ -134,8 +135,6 @@ class EpisodeWorker:
     def run(self, job: dict[str, Any], on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Run one job's episode (``job["out"]``, if given, replaces its run directory); returns
         :func:`episode_summary` of the result.json it wrote."""
-        from pyrua_ros.agent.run.episode import play
-        from pyrua_ros.records.records import read_result
 
         cfg = on_node(config_from_json(job["config"], out=job.get("out")), self.node_address)
         progress = _StatusRelay(on_status) if on_status else None

@@ -16,6 +16,8 @@ import importlib.util
 import pathlib
 from collections.abc import Callable
 
+from pyrua_ros.robo.errors import EpisodeFinished
+
 HERE = pathlib.Path(__file__).resolve().parent
 
 EXAMPLES = {
@@ -50,7 +52,6 @@ def run_program(program: Callable | pathlib.Path | str, robo) -> str:
     """Run a ``run(robo)`` program in this process to its end, as ``pyrualean run`` does in the kernel: returns
     ``"returned"``, or the reason of the ``EpisodeFinished`` that ended it (``terminated`` when the task was solved
     before the program's last motion call). Any other exception propagates."""
-    from pyrua_ros.robo.errors import EpisodeFinished
 
     run = program if callable(program) else load_program(program)
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import time
 from pathlib import Path
 
 CONTROLLERS = ("memory", "cpu", "pids")
@@ -111,7 +112,6 @@ class KernelCgroup:
 
     def remove(self) -> None:
         """Remove the group once its processes have ended (a few tries: the last exit is asynchronous)."""
-        import time
 
         for _ in range(50):
             try:

@@ -11,6 +11,7 @@ kernel host decodes none after the cell's deadline (``host.Kernel``).
 
 from __future__ import annotations
 
+import io
 import re
 import struct
 
@@ -70,9 +71,8 @@ def accept_image(data: bytes, max_bytes: int) -> tuple[bytes | None, str | None]
     problem = structure_problem(data)
     if problem is not None:
         return None, problem
-    import io
 
-    from PIL import Image
+    from PIL import Image  # noqa: PLC0415 (PIL)
 
     try:
         with Image.open(io.BytesIO(data)) as img:

@@ -90,7 +90,7 @@ def describe_error(exc: BaseException) -> dict:
 def host_results(name: str, fields: dict) -> Any:
     """Result dataclasses the child sends back (e.g. as an argument) become the real class when known."""
     try:
-        from pyrua_ros.robo.results import RESULT_TYPES
+        from pyrua_ros.robo.results import RESULT_TYPES  # noqa: PLC0415 (optional: pyrua_ros.robo may be absent)
     except ImportError:
         return fields
     cls = next((c for c in RESULT_TYPES if c.__name__ == name), None)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import importlib
 import os
 import re
 import string
@@ -305,7 +306,6 @@ class ModuleViews:
     def lazy(self, name: str) -> types.ModuleType:
         """A stand-in for the view of the allowed module ``name`` that imports it on first use (numpy takes
         about 0.3 s to import: a kernel that does not use it starts without paying that)."""
-        import importlib
 
         stand_in = types.ModuleType(name, f"{name} (imported on first use)")
         views = self

@@ -107,7 +107,7 @@ def _decode(obj: Any, buffers: list[bytes], result_factory: ResultFactory | None
         return _decode(v, buffers, result_factory, text, depth + 1)
 
     if "__ndarray__" in obj:
-        import numpy as np
+        import numpy as np  # noqa: PLC0415 (numpy: arrays only; the kernel child)
 
         dtype = np.dtype(str(obj["dtype"]))
         if dtype.kind not in _DTYPE_KINDS:

@@ -34,8 +34,8 @@ _BUILTIN_ERRORS = frozenset((
 
 def _robo_errors() -> tuple[type, type]:
     try:
-        from pyrua_ros.robo.errors import EpisodeFinished as real_finished
-        from pyrua_ros.robo.errors import ToolError as real_tool_error
+        from pyrua_ros.robo.errors import EpisodeFinished as real_finished  # noqa: PLC0415 (optional: pyrua_ros.robo may be absent)
+        from pyrua_ros.robo.errors import ToolError as real_tool_error  # noqa: PLC0415 (optional: pyrua_ros.robo may be absent)
     except ImportError:
         return ToolError, EpisodeFinished
     return real_tool_error, real_finished
@@ -73,7 +73,7 @@ def result_factory() -> Callable[[str, dict], Any]:
     """Rebuilds ``{"__result__": name, "fields"}`` as the real result dataclass; an unknown name (or no
     ``pyrua_ros.robo.results``) becomes a frozen dataclass of that name and those fields."""
     try:
-        from pyrua_ros.robo.results import RESULT_TYPES
+        from pyrua_ros.robo.results import RESULT_TYPES  # noqa: PLC0415 (optional: pyrua_ros.robo may be absent)
         known = {cls.__name__: cls for cls in RESULT_TYPES}
     except ImportError:
         known = {}

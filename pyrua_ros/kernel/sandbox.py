@@ -43,6 +43,7 @@ import platform
 import random
 import re
 import shutil
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -124,7 +125,7 @@ def _requirement_names(dist: importlib.metadata.Distribution) -> list[str]:
         name, _, marker = text.partition(";")
         if marker.strip():
             try:
-                from packaging.markers import Marker
+                from packaging.markers import Marker  # noqa: PLC0415 (optional: packaging)
 
                 if not Marker(marker.strip()).evaluate({"extra": ""}):
                     continue
@@ -253,7 +254,6 @@ def problem() -> str | None:
     is installed, ``setpriv`` too when running as root, the seccomp filter has this architecture's tables, and a
     minimal sandbox with the kernel's namespaces and filter starts and exits.
     The front ends ask this before anything boots (``validate.check_sandbox``)."""
-    import subprocess
 
     bwrap = bwrap_path()
     if bwrap is None:

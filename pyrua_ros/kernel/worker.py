@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import faulthandler
 import importlib
 import importlib.abc
 import io
 import linecache
 import math
 import os
+import resource
 import signal
 import struct
 import sys
@@ -168,7 +170,6 @@ def _drop_capabilities() -> str:
 
 def isolate(workspace: str, limits: dict) -> dict:
     """Apply the resource limits, Landlock and the capability drop; returns what took effect."""
-    import resource
 
     report: dict[str, Any] = {}
     wanted = {
@@ -218,8 +219,8 @@ def to_png(image: Any) -> bytes:
         if not bytes(image[:8]).startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")):
             raise TypeError("display() got bytes that are not a PNG or JPEG image")
         return bytes(image)
-    import numpy as np
-    from PIL import Image
+    import numpy as np  # noqa: PLC0415 (numpy: images only; the kernel child)
+    from PIL import Image  # noqa: PLC0415 (PIL)
 
     if isinstance(image, np.ndarray):
         arr = image
@@ -532,7 +533,6 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     os.close(devnull)
-    import faulthandler
 
     faulthandler.enable(file=sys.__stderr__)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

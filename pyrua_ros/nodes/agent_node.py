@@ -31,6 +31,16 @@ import dataclasses
 import signal
 import sys
 
+from pyrua_ros.agent.run.episode import play
+from pyrua_ros.agent.run.interrupts import FirstSignalInterrupts
+from pyrua_ros.agent.run.progress import PlainProgress
+from pyrua_ros.agent.run.validate import prepare_play
+from pyrua_ros.bringup import graph
+from pyrua_ros.cli import exit_codes
+from pyrua_ros.settings import schema
+from pyrua_ros.settings.config import PlayConfig
+from pyrua_ros.settings.schema import SettingError
+from pyrua_ros.sim_interfaces.drivers import EXTERNAL
 from pyrua_ros.wire.rosenv import node_preamble, rclpy_session
 
 NODE_SCOPES = ("episode", "agent")
@@ -38,16 +48,12 @@ NODE_SCOPES = ("episode", "agent")
 
 def node_leaves():
     """The schema settings this node declares as parameters."""
-    from pyrua_ros.settings import schema
-    from pyrua_ros.settings.config import PlayConfig
 
     return [leaf for leaf in schema.leaves(PlayConfig) if leaf.spec.launch and leaf.spec.scope in NODE_SCOPES]
 
 
 def parameters_yaml() -> str:
     """config/agent.yaml: this node's parameters with their schema defaults (scripts/generate_config.py writes it)."""
-    from pyrua_ros.settings import schema
-    from pyrua_ros.settings.config import PlayConfig
 
     header = ("Parameters of the agent node (node name `agent`, in any namespace), generated from the settings\n"
               "schema (pyrua_ros/settings/config.py) by scripts/generate_config.py: "
@@ -87,10 +93,6 @@ def declare_parameters(node) -> dict:
 
 def config_from_parameters(values: dict):
     """PlayConfig from agent parameter values (the launch started the driver, so ``driver="external"``)."""
-    from pyrua_ros.settings import schema
-    from pyrua_ros.settings.config import PlayConfig
-    from pyrua_ros.sim_interfaces.drivers import EXTERNAL
-
     leaves = {leaf.name: leaf for leaf in schema.leaves(PlayConfig)}
     typed = {}
     for name, value in values.items():
@@ -111,7 +113,6 @@ def remap_arguments(argv: list[str]) -> list[str]:
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
-    from pyrua_ros.bringup import graph
 
     context = rclpy.Context()
     rclpy.init(args=argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
@@ -132,12 +133,6 @@ def main(args: list[str] | None = None) -> int:
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
-    from pyrua_ros.agent.run.episode import play
-    from pyrua_ros.agent.run.interrupts import FirstSignalInterrupts
-    from pyrua_ros.agent.run.progress import PlainProgress
-    from pyrua_ros.agent.run.validate import prepare_play
-    from pyrua_ros.cli import exit_codes
-    from pyrua_ros.settings.schema import SettingError
 
     signal.signal(signal.SIGINT, FirstSignalInterrupts("the agent stops its episode"))
     node = None

@@ -16,6 +16,7 @@ import json
 import math
 
 from pyrua_ros.records.text import safe_text
+from pyrua_ros.wire.followed_clock import FollowedClock
 from pyrua_ros.wire.interfaces import Interfaces, load
 
 OUTPUT_LIMIT = 2000
@@ -30,7 +31,6 @@ class AgentPublisher:
         from visualization_msgs.msg import MarkerArray
 
         from pyrua_ros.wire import qos
-        from pyrua_ros.wire.followed_clock import FollowedClock
 
         self.names = names or load()
         # ``clock``: a FollowedClock that already saw the reset's /clock (RosBackend.followed_clock); one made

@@ -45,7 +45,9 @@ from typing import Any
 import yaml
 
 from pyrua_ros import cputime
+from pyrua_ros.records.records import open_record
 from pyrua_ros.wire import interfaces
+from pyrua_ros.wire.distro import installed_type_hash, ros_distro
 
 SEPARATOR = "=" * 80
 _BOUNDED_SEQUENCE = re.compile(r"^sequence<(.+), (\d+)>$")
@@ -305,7 +307,6 @@ class EpisodeRecorder:
         self.topics = dict(topics)
         self._node = node
         self._lock = threading.Lock()
-        from pyrua_ros.records.records import open_record
 
         self._file = open_record(self.path)
         self._writer = Writer(self._file)
@@ -402,7 +403,6 @@ class EpisodeRecorder:
         Called with the lock held."""
         if topic in self._channels:
             return self._channels[topic]
-        from pyrua_ros.wire.distro import installed_type_hash
 
         cls = self._classes[topic]
         full_name = type_name_of(cls)
@@ -461,7 +461,6 @@ class EpisodeRecorder:
 
     def _bag_metadata(self) -> str:
         """rosbag2's ``serialized_metadata`` YAML (``rosbag2_bagfile_information``) for the ``rosbag2`` record."""
-        from pyrua_ros.wire.distro import installed_type_hash, ros_distro
 
         try:
             distro = ros_distro()
@@ -499,7 +498,6 @@ class EpisodeRecorder:
             self._node.destroy_subscription(sub)
         self._subscriptions.clear()
         with self._lock:
-            from pyrua_ros.wire.distro import ros_distro
 
             try:
                 distro = ros_distro()

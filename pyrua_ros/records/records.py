@@ -18,6 +18,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -383,8 +384,6 @@ class JsonlRecord:
     the record ends with exactly its own rows. ``failures`` says what could not be repaired. Thread-safe."""
 
     def __init__(self, path: Path | str):
-        import threading
-
         self.path = Path(path)
         self.rows: list[Any] = []
         self.failures: list[str] = []

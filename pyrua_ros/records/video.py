@@ -23,6 +23,7 @@ import threading
 import numpy as np
 
 from pyrua_ros import cputime
+from pyrua_ros.wire.convert import image_to_numpy, stamp_to_seconds
 from pyrua_ros.wire.interfaces import Interfaces, load
 
 MAX_FRAMES = 8000          # per camera (256x256x3 = 192 KiB each)
@@ -76,8 +77,6 @@ class EpisodeVideo:
                 receive(msg)
 
         def receive(msg) -> None:
-            from pyrua_ros.wire.convert import image_to_numpy, stamp_to_seconds
-
             stamp = stamp_to_seconds(msg.header.stamp)
             with self._lock:
                 if self._last_stream.get(camera) == stamp:   # a lockstep driver re-publishes the same frame while

@@ -358,8 +358,8 @@ def screenshot(page: Path, png: Path, *, width: int = 1280, height: int = 1600, 
 
 def _crop_blank_bottom(png: Path, margin: int = 24, least: int = 200) -> None:
     """Cut the rows below the last one that differs from the bottom row's colour (the page's background)."""
-    import cv2
-    import numpy as np
+    import cv2  # noqa: PLC0415 (cv2: screenshots only)
+    import numpy as np  # noqa: PLC0415 (numpy: screenshots only)
 
     image = cv2.imread(str(png), cv2.IMREAD_UNCHANGED)
     if image is None:

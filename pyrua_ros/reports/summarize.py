@@ -18,6 +18,7 @@ from pyrua_ros.reports import episodes as episodes_mod
 from pyrua_ros.reports import report as report_mod
 from pyrua_ros.reports.metrics import EpisodeMetrics, aggregate, format_table, load_metrics
 from pyrua_ros.reports.report import suite_report
+from pyrua_ros.reports.viewer import write_view
 
 DEFAULT_TITLE = "Evaluation report"
 
@@ -64,7 +65,6 @@ def summary_json(metrics: Sequence[EpisodeMetrics], *, count_errors_as_failures:
 def write_views(rows) -> None:
     """The viewer page (``view.html``) of every episode read from a run directory, for the report's links; one that
     cannot be written is left out of the links (one line on stderr)."""
-    from pyrua_ros.reports.viewer import write_view
 
     for row in rows:
         if row.run_dir is None:

@@ -48,11 +48,11 @@ def from_mcap(path: Path, finger_joints: Sequence[str] | None = None) -> Traject
     """The trajectory in an episode bag; None when the file or the ``mcap`` packages are missing or the bag has no
     end-effector pose."""
     try:
-        from mcap.reader import make_reader
-        from mcap_ros2.decoder import DecoderFactory
+        from mcap.reader import make_reader  # noqa: PLC0415 (optional: mcap)
+        from mcap_ros2.decoder import DecoderFactory  # noqa: PLC0415 (optional: mcap)
     except ImportError:
         return None
-    from pyrua_ros.wire.interfaces import load
+    from pyrua_ros.wire.interfaces import load  # noqa: PLC0415 (yaml: bags only)
 
     names = load()
     finger_joints = tuple(finger_joints if finger_joints is not None else names.robot.finger_joints)

@@ -28,6 +28,7 @@ from urllib.parse import quote
 from pyrua_ros.records.records import RunRecords
 from pyrua_ros.reports import highlight, trajectory
 from pyrua_ros.reports.episode_view import EpisodeView, Image, TurnView, load_episode
+from pyrua_ros.reports.report import screenshot
 
 PAGE_NAME = "view.html"
 RESULT_TEXT_LIMIT = 20_000   # characters of one tool result shown (the rest is cut, with a note)
@@ -377,7 +378,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Write the page; 0 on success, 2 (one line on stderr) when RUN is not a run directory or a file cannot be
     written. Prints the page's path."""
-    from pyrua_ros.reports.report import screenshot
 
     try:
         page = write_view(args.run, args.out)

@@ -12,7 +12,7 @@ from pyrua_ros import cputime
 
 def encode_png(rgb: np.ndarray) -> bytes:
     """PNG bytes of an (H, W, 3) or (H, W) image (other dtypes are clipped to uint8)."""
-    from PIL import Image
+    from PIL import Image  # noqa: PLC0415 (PIL)
 
     arr = np.asarray(rgb)
     if arr.dtype != np.uint8:
@@ -25,7 +25,7 @@ def encode_png(rgb: np.ndarray) -> bytes:
 
 def decode_png(data: bytes) -> np.ndarray:
     """(H, W, 3) uint8 RGB array of PNG (or any PIL-readable) bytes."""
-    from PIL import Image
+    from PIL import Image  # noqa: PLC0415 (PIL)
 
     with cputime.section("images: PNG decode"), Image.open(io.BytesIO(data)) as img:
         return np.asarray(img.convert("RGB"), dtype=np.uint8).copy()

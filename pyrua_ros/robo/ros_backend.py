@@ -49,8 +49,15 @@ from pyrua_ros.robo.backend import (
     MoveOutcome,
     SegmentationFrame,
 )
-from pyrua_ros.wire.goal_client import action_client
-from pyrua_ros.wire.interfaces import Interfaces, load
+from pyrua_ros.sim_interfaces.state_digest import StateTrace
+from pyrua_ros.sim_interfaces.status import EpisodeStatus
+from pyrua_ros.wire.convert import camera_info_to_K, image_to_numpy, pose_to_numpy, stamp_to_seconds, time_msg
+from pyrua_ros.wire.followed_clock import FollowedClock
+from pyrua_ros.wire.goal_client import action_client, call_answered, future_done_within
+from pyrua_ros.wire.interfaces import Interfaces, load, resolve
+from pyrua_ros.wire.publishers import publisher_node, sample_gid
+from pyrua_ros.wire.spin_thread import spin_until_shutdown
+from pyrua_ros.wire.tf_buffer import TfBuffer
 
 _instance_counter = itertools.count(1)
 RESEND_AFTER_S = 5.0   # [s] an idempotent service request unanswered this long is sent again (see _call)
@@ -114,7 +121,6 @@ class RosBackend:
         from std_srvs.srv import Trigger
 
         from pyrua_ros.wire import qos
-        from pyrua_ros.wire.tf_buffer import TfBuffer
 
         self.names = interfaces or load()
         self.control_period_s = float(self.names.robot.control_period_s)
@@ -126,7 +132,6 @@ class RosBackend:
         self._deadline: float | None = None   # set by the host around each robo call (set_deadline)
         self._status_source: bytes | None = None   # GID of the driver's episode-status publisher, once known
         self.foreign_status: dict[str, dict] = {}  # other publishers of the episode status: {gid hex: info}
-        from pyrua_ros.sim_interfaces.state_digest import StateTrace
 
         self.state_trace = StateTrace()   # the per-step state digests of the driver's statuses (result.json)
 
@@ -143,7 +148,6 @@ class RosBackend:
         # name is its own (a node-local __node remap wins over a global one such as the launch's __node:=agent).
         self._state_node = rclpy.create_node(f"{name}_state", context=self._context,
                                              cli_args=["--ros-args", "-r", f"__node:={name}_state"])
-        from pyrua_ros.wire.followed_clock import FollowedClock
 
         # The driver's /clock from the start (the reset publishes one): what the agent side stamps (markers,
         # goal events) shares the driver's time line. On the main node, off the per-step state executor.
@@ -262,21 +266,15 @@ class RosBackend:
     def _spin(self, executor) -> None:
         """Spin until shutdown; a callback that raises (a malformed message, say) is reported and the backend keeps
         receiving instead of going deaf."""
-        from pyrua_ros.wire.spin_thread import spin_until_shutdown
 
         with cputime.section(f"rclpy executor: {threading.current_thread().name}"):   # the thread's whole CPU
             spin_until_shutdown(executor, self._context, name="robo backend")
 
     def _on_pose(self, msg) -> None:
-        from pyrua_ros.wire.convert import pose_to_numpy, stamp_to_seconds
-
         pos, quat = pose_to_numpy(msg.pose)
         self._pose.put(EePose(pos=pos, quat_xyzw=quat, stamp=stamp_to_seconds(msg.header.stamp)))
 
     def _on_status(self, msg, info) -> None:
-        from pyrua_ros.sim_interfaces.status import EpisodeStatus
-        from pyrua_ros.wire.publishers import sample_gid
-
         gid = sample_gid(info)
         if gid is not None and not self._from_driver(gid):
             return
@@ -295,8 +293,6 @@ class RosBackend:
         if key in self.foreign_status:
             self.foreign_status[key]["samples"] += 1
             return False
-        from pyrua_ros.wire.interfaces import resolve
-        from pyrua_ros.wire.publishers import publisher_node
 
         node = publisher_node(self.node, self.names.sim.episode_status, gid, wait_s=2.0)
         driver = resolve(self.names.sim.node, self.node.get_namespace())   # relative: the robot's namespace
@@ -328,7 +324,6 @@ class RosBackend:
     @staticmethod
     def _done_within(future, timeout: float) -> bool:
         """Wait for an rclpy future (completed by the executor thread) at most ``timeout`` s."""
-        from pyrua_ros.wire.goal_client import future_done_within
 
         return future_done_within(future, timeout)
 
@@ -350,7 +345,6 @@ class RosBackend:
         again while no answer came for that long. A server that has not yet matched this client's response reader
         (discovery, slow under load) drops its answer ("failed to send response"), so the first request of a
         fresh client can go unanswered; a resend after discovery is answered."""
-        from pyrua_ros.wire.goal_client import call_answered
 
         self._wait_service(client, what, server_wait)
         budget = self._within_deadline(timeout)
@@ -375,7 +369,6 @@ class RosBackend:
         """Wait (at most ``SETTLE_S``) until the pose and joint states of sim time ``sim_time`` arrived: the
         driver publishes them before the status / goal result, but on separate topics that may be delivered
         later, and a State built from a stale joint state would show the fingers a few steps behind."""
-        from pyrua_ros.wire.convert import stamp_to_seconds
 
         self._pose.wait(lambda p: p.stamp >= sim_time - 1e-6, SETTLE_S)
         self._joints.wait(lambda m: stamp_to_seconds(m.header.stamp) >= sim_time - 1e-6, SETTLE_S)
@@ -385,7 +378,6 @@ class RosBackend:
         from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
         from rcl_interfaces.srv import SetParametersAtomically
 
-        from pyrua_ros.sim_interfaces.status import EpisodeStatus
 
         def param(name, kind, **value):
             return Parameter(name=name, value=ParameterValue(type=kind, **value))
@@ -477,8 +469,6 @@ class RosBackend:
             return sum(1 for event in self._events if event.get("kind") == "clipped")
 
     def servo(self, linear: np.ndarray, angular: np.ndarray) -> EePose:
-        from pyrua_ros.wire.convert import time_msg
-
         if self._cancelled.is_set():
             raise BackendRefused("servo: cancelled", reason="cancelled")
         self._check_deadline("servo")
@@ -505,7 +495,6 @@ class RosBackend:
         """Block until the step after ``last_stamp`` is in (pose, its status, its joint states) and return its pose;
         BackendRefused for a refusal reported after event ``n_events`` or a cancel; BackendTimeout at the
         deadline. One condition wait, woken by each state message."""
-        from pyrua_ros.wire.convert import stamp_to_seconds
 
         pose_t = [None]
 
@@ -742,15 +731,11 @@ class RosBackend:
         return sec + nanosec * 1e-9, int(info.get("step", -1)), info
 
     def _frame(self, topic: str, stamp: float):
-        from pyrua_ros.wire.convert import stamp_to_seconds
-
         return self._require(self._frames[topic], topic,
                              lambda m: abs(stamp_to_seconds(m.header.stamp) - stamp) < 1e-6,
                              timeout=self._timeouts.capture_s)
 
     def capture(self, camera: str, resolution: str, env_step: int | None = None) -> CaptureFrame:
-        from pyrua_ros.wire.convert import camera_info_to_K, image_to_numpy
-
         self._check_view(camera, resolution)
         stamp, step, info = self._trigger_capture("color", camera, resolution, env_step)
         topics = self.names.sim.capture_topics(camera, resolution)
@@ -769,8 +754,6 @@ class RosBackend:
                             depth_far=None if far is None else float(far))
 
     def segmentation(self, camera: str, resolution: str, env_step: int | None = None) -> SegmentationFrame:
-        from pyrua_ros.wire.convert import image_to_numpy
-
         self._check_view(camera, resolution)
         stamp, _step, _info = self._trigger_capture("segmentation", camera, resolution, env_step)
         topics = self.names.sim.capture_topics(camera, resolution)

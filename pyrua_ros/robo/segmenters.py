@@ -50,6 +50,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from pyrua_ros.robo.backend import SegmentationFrame
+from pyrua_ros.robo.codecs import decode_png, encode_png
 from pyrua_ros.sim_interfaces.labels import PART_WORDS, is_part_of
 
 STOPWORDS = frozenset({"the", "a", "an", "of", "please", "this", "that", "its", "some", "one", "object's"})
@@ -278,8 +279,6 @@ class HttpSegmenter:
         self.timeout_s = timeout_s
 
     def segment(self, request: SegmentRequest) -> MaskResult:
-        from pyrua_ros.robo.codecs import decode_png, encode_png
-
         body = json.dumps({
             "image_png_b64": base64.b64encode(encode_png(request.color)).decode("ascii"),
             "prompt": request.prompt,

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import socket
+import urllib.parse
 from typing import Any, Protocol
 
 import numpy as np
@@ -38,10 +40,8 @@ def connect(endpoint: str, *, timeout_s: float = 10.0) -> Policy:
 
     The openpi client itself waits without a deadline, so the TCP endpoint is checked first within ``timeout_s``.
     """
-    import socket
-    import urllib.parse
 
-    from openpi_client.websocket_client_policy import WebsocketClientPolicy
+    from openpi_client.websocket_client_policy import WebsocketClientPolicy  # noqa: PLC0415 (openpi_client)
 
     if endpoint.startswith("ws"):
         parsed = urllib.parse.urlparse(endpoint)
@@ -61,7 +61,7 @@ def connect(endpoint: str, *, timeout_s: float = 10.0) -> Policy:
 def pi0_image(upright_rgb: np.ndarray) -> np.ndarray:
     """224x224 uint8 policy input from an upright camera image. LIBERO's training data is the raw (bottom-up)
     render rotated by 180 degrees, i.e. the upright image mirrored left-right; then resized with padding."""
-    from openpi_client import image_tools
+    from openpi_client import image_tools  # noqa: PLC0415 (openpi_client)
 
     img = np.ascontiguousarray(np.asarray(upright_rgb)[:, ::-1])
     return image_tools.convert_to_uint8(image_tools.resize_with_pad(img, PI0_IMAGE_SIZE, PI0_IMAGE_SIZE))

@@ -34,7 +34,7 @@ __all__ = ["ARMS",  # noqa: F822 (PRIMITIVE_SETS comes from __getattr__ below) "
 
 def __getattr__(name: str):
     if name == "PRIMITIVE_SETS":
-        from pyrua_ros.robo.libero import PRIMITIVE_SETS
+        from pyrua_ros.robo.libero import PRIMITIVE_SETS  # noqa: PLC0415 (numpy: bare Python)
 
         return PRIMITIVE_SETS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -36,10 +36,10 @@ def environment(kernel: str) -> dict[str, str]:
 def in_use() -> str:
     """The BLAS this process runs NumPy on, e.g. ``"openblas 0.3.31 SkylakeX"`` (``"unknown"`` when not
     inspectable). Imports NumPy, so OpenBLAS is loaded and its kernel fixed."""
-    import numpy  # loads the BLAS that threadpoolctl inspects
+    import numpy  # noqa: PLC0415 (numpy: bare Python; it loads the BLAS that threadpoolctl inspects)
 
     try:
-        from threadpoolctl import threadpool_info
+        from threadpoolctl import threadpool_info  # noqa: PLC0415 (optional: threadpoolctl)
     except ImportError:   # a venv without it (the cross-distro one): the kernel is not known, so say so
         return "unknown"
 

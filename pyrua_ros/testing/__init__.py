@@ -19,7 +19,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+from pyrua_ros.bringup.process import stop_process_groups
+from pyrua_ros.wire.goal_client import call_answered
 from pyrua_ros.wire.rosenv import claim_domain_id, default_fastdds_profile
+from pyrua_ros.wire.spin_thread import spin_until_shutdown
 
 
 def apply_loopback_environment(env: dict | None = None) -> dict:
@@ -77,7 +80,6 @@ class NodeProcess:
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGINT, then SIGTERM, then SIGKILL to this child's process group; returns the exit code."""
-        from pyrua_ros.bringup.process import stop_process_groups
 
         stop_process_groups([self.proc], sigint_grace_s=timeout)
         self._log.close()
@@ -111,8 +113,6 @@ class RosClient:
         self._thread.start()
 
     def _spin(self) -> None:
-        from pyrua_ros.wire.spin_thread import spin_until_shutdown
-
         spin_until_shutdown(self.executor, self.context, name=self.node.get_name())
 
     def wait_future(self, future, timeout: float):
@@ -125,7 +125,6 @@ class RosClient:
     def call(self, srv_type, name: str, request=None, timeout: float = 60.0):
         """Call an idempotent service (parameters, captures) as a fresh client and return its answer; the request
         is resent while unanswered, since a server that has not matched this client yet drops its answer."""
-        from pyrua_ros.wire.goal_client import call_answered
 
         cli = self.node.create_client(srv_type, name)
         try:

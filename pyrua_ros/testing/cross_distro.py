@@ -19,6 +19,10 @@ import threading
 import time
 import traceback
 
+from pyrua_ros.wire.distro import endpoint_type_hashes, installed_type_hash, ros_distro
+from pyrua_ros.wire.goal_client import action_client, send_goal_answered
+from pyrua_ros.wire.rosenv import node_preamble
+
 # Types whose wire layout the two ends must agree on, and the topic each is advertised on.
 WIRE_TYPES = {
     "control_msgs/action/FollowJointTrajectory_FeedbackMessage": "follow_joint_trajectory",
@@ -85,7 +89,6 @@ def latched_topics(report: Report, backend) -> None:
 
 def type_hashes(report: Report, backend) -> None:
     """This venv's installed hashes and what the driver's endpoints advertise, per wire type."""
-    from pyrua_ros.wire.distro import endpoint_type_hashes, installed_type_hash
 
     d = backend.names.driver
     wire = {}
@@ -103,7 +106,6 @@ def follow_joint_trajectory(report: Report, backend) -> None:
     from control_msgs.action import FollowJointTrajectory
     from trajectory_msgs.msg import JointTrajectoryPoint
 
-    from pyrua_ros.wire.goal_client import action_client, send_goal_answered
 
     names = backend.names
     client = action_client(backend.node, FollowJointTrajectory, names.driver.follow_joint_trajectory)
@@ -229,11 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt", default="the red cube", help="an object of the task to segment")
     args = ap.parse_args(argv)
 
-    from pyrua_ros.wire.rosenv import node_preamble
 
     node_preamble()                      # loopback rules and this distro's Fast DDS profile, before rclpy loads
     from pyrua_ros.robo.ros_backend import RosBackend
-    from pyrua_ros.wire.distro import installed_type_hash, ros_distro
 
     report = Report()
     report.data["distro"] = ros_distro()

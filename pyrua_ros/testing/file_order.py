@@ -22,6 +22,8 @@ import json
 import pathlib
 import sys
 
+from pyrua_ros.testing.cpu_report import per_file
+
 COSTS_FILE = "file_costs.json"   # next to the conftest.py of the test directory
 
 
@@ -44,7 +46,6 @@ def order(nodeids: list[str], costs: dict[str, float]) -> list[int]:
 
 def costs_from_report(lines: list[dict]) -> dict[str, float]:
     """``{file: wall seconds}`` from ``--cpu-report`` lines, longest first, rounded to 0.1 s."""
-    from pyrua_ros.testing.cpu_report import per_file
 
     walls = {name: round(wall, 1) for name, _tests, wall, _own, _children in per_file(lines)}
     return dict(sorted(walls.items(), key=lambda kv: -kv[1]))

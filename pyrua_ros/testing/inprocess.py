@@ -32,6 +32,8 @@ from pyrua_ros.robo.backend import (
     MoveOutcome,
     SegmentationFrame,
 )
+from pyrua_ros.sim.arm import OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD, LiberoArm
+from pyrua_ros.sim_interfaces import blas
 from pyrua_ros.sim_interfaces.state_digest import StateTrace
 from pyrua_ros.wire.convert import quat_to_matrix
 from pyrua_ros.wire.interfaces import load
@@ -84,8 +86,6 @@ class InProcessDriver:
         """``blas_kernel``: the kernel this process must run on (``haswell``: started with
         ``blas.environment("haswell")``; a clear BlasKernelError otherwise, as the pin cannot be set once NumPy is
         loaded)."""
-        from pyrua_ros.sim.arm import LiberoArm
-        from pyrua_ros.sim_interfaces import blas
 
         blas.require(blas_kernel)
 
@@ -102,7 +102,6 @@ class InProcessDriver:
         self.state_trace = StateTrace()
         self.clipped = 0
         self.cartesian_goals = cartesian_goals
-        from pyrua_ros.sim.arm import OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD
 
         # what RosBackend reads from the sim node's osc_action_scale parameter: LIBERO's OSC_POSE scale
         self.osc_action_scale = (OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD)

@@ -8,7 +8,12 @@ from ``policy(obs)``; every observation is kept in ``observations``. ``close()``
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import signal
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -63,11 +68,6 @@ def scripted_pick(obs: dict) -> np.ndarray:
 def main(argv: list[str] | None = None) -> int:
     """``python -m pyrua_ros.testing.policy_server --port N [--info FILE]``: serve the scripted pick policy until
     stopped; ``--info`` gets a JSON line with this process's pid and CUDA_VISIBLE_DEVICES once it serves."""
-    import argparse
-    import json
-    import os
-    import signal
-    import time
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--port", type=int, required=True)

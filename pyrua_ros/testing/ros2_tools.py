@@ -16,6 +16,7 @@ import functools
 import itertools
 import pathlib
 import subprocess
+import sys
 import time
 
 from .venvs import child_env
@@ -59,7 +60,6 @@ def require_tools() -> dict:
 def extend_python_path() -> None:
     """Make launch and launch_ros importable in this process (tests of the launch description itself): the
     Python folders of ``.venv-launch`` go to the end of ``sys.path``, so nothing of ``.venv`` is shadowed."""
-    import sys
 
     for folder in (*sorted(PREFIX.glob("lib/python3*/site-packages")), PREFIX / "deps"):
         if str(folder) not in sys.path:

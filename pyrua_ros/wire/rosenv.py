@@ -18,6 +18,7 @@ ignore ``ROS_LOCALHOST_ONLY``) and a ``ROS_DOMAIN_ID`` of the process's own, set
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import faulthandler
 import fcntl
 import os
@@ -166,8 +167,6 @@ def die_with_parent(env: MutableMapping[str, str] | None = None) -> None:
     parent = env.pop(PARENT_PID_VAR, None)
     if not parent or not parent.isdigit():
         return
-    import ctypes
-    import signal
 
     pr_set_pdeathsig = 1
     try:

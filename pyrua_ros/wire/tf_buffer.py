@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
 
 from pyrua_ros.wire.convert import quat_to_matrix, stamp_to_seconds
+from pyrua_ros.wire.interfaces import load
 
 
 class TransformError(LookupError):
@@ -138,7 +140,6 @@ class TfBuffer(TransformStore):
         from tf2_msgs.msg import TFMessage
 
         from pyrua_ros.wire import qos
-        from pyrua_ros.wire.interfaces import load
 
         names = load().driver
         self._node = node
@@ -169,7 +170,6 @@ class TfBuffer(TransformStore):
 
     def wait_for(self, target: str, source: str, stamp: float | None, timeout_s: float) -> np.ndarray:
         """Like :meth:`lookup`, waiting up to ``timeout_s`` for the transform to arrive; raises TransformError."""
-        import time
 
         deadline = time.monotonic() + timeout_s
         while True:

@@ -21,6 +21,13 @@ import threading
 import time
 
 from pyrua_ros import cputime
+from pyrua_ros.agent.loop.loop import run_loop
+from pyrua_ros.agent.loop.toolkit import ArmToolkit
+from pyrua_ros.agent.prompting import contract as contract_mod
+from pyrua_ros.agent.prompting import guides as guides_mod
+from pyrua_ros.agent.prompting import prompt as prompt_mod
+from pyrua_ros.agent.runtimes import cli_reasoning, make_cli_runtime, make_runtime
+from pyrua_ros.agent.runtimes.base import JsonlEventSink
 from pyrua_ros.records.outcome import StrategyOutcome
 from pyrua_ros.records.records import EpisodeResult, Generation, HostInfo, PromptRecord, now_iso
 from pyrua_ros.settings.modes import CODE_ARMS, MCP_RUNTIME
@@ -53,11 +60,6 @@ class LoopAgent:
 
     # ------------------------------------------------------------------ AgentStrategy
     def start(self, ep) -> None:
-        from pyrua_ros.agent.loop.toolkit import ArmToolkit
-        from pyrua_ros.agent.prompting import contract as contract_mod
-        from pyrua_ros.agent.prompting import guides as guides_mod
-        from pyrua_ros.agent.prompting import prompt as prompt_mod
-
         self._ep = ep
         agent = self.cfg.agent
         if self._spec is not None and self._spec.note:
@@ -88,8 +90,6 @@ class LoopAgent:
     def start_runtime(self, ep) -> None:
         """The runtime of ``cfg.agent.runtime``, offered the toolkit's tools (the CLI runtimes write their own
         ``<runtime>_events.jsonl``)."""
-        from pyrua_ros.agent.runtimes import make_cli_runtime, make_runtime
-        from pyrua_ros.agent.runtimes.base import JsonlEventSink
 
         agent = self.cfg.agent
         if self._spec.kind == "cli":
@@ -160,7 +160,6 @@ class LoopAgent:
     def drive(self, ep):
         """Run the agent until it finishes, the budget ends or the runtime fails; a
         :class:`~pyrua_ros.agent.runtimes.base.LoopOutcome`."""
-        from pyrua_ros.agent.loop.loop import run_loop
 
         if self._spec is not None and self._spec.kind == "cli":
             return self._run_cli(ep)
@@ -171,7 +170,7 @@ class LoopAgent:
     def _run_cli(self, ep):
         """The codex / claude runtimes: serve the toolkit over MCP (streamable HTTP on loopback) and let the CLI run
         until it exits, the budget ends, or finish / the call budget ended the episode."""
-        from pyrua_ros.agent.loop.mcp_server import ArmMcpServer
+        from pyrua_ros.agent.loop.mcp_server import ArmMcpServer  # noqa: PLC0415 (mcp: the MCP arm only)
 
         self.mcp = ArmMcpServer(self.toolkit)
         url = self.mcp.start_http()
@@ -220,8 +219,6 @@ class LoopAgent:
             records.write_text("last_message.md", (self.outcome.last_message if self.outcome else "") or "")
 
     def result(self, ep, placeholder: bool = False) -> EpisodeResult:
-        from pyrua_ros.agent.runtimes import cli_reasoning
-
         cfg, agent = self.cfg, self.cfg.agent
         calls = ep.calls_for_result()
         turns = self.turns_written if self.turns_written is not None else (

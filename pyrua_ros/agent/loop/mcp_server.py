@@ -38,10 +38,14 @@ from collections.abc import Callable
 
 import anyio
 import anyio.to_thread
+import uvicorn
 from mcp import types
 from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 
 from pyrua_ros import __version__
+from pyrua_ros.agent.loop.toolkit import ToolReply
 
 SERVER_NAME = "pyrualean"
 AFTER_FINISH_ERROR = "the episode already finished; this call was not run"
@@ -127,8 +131,6 @@ class ArmMcpServer:
         return types.CallToolResult(content=content, is_error=is_error)
 
     def _execute(self, name: str, arguments: dict) -> tuple[str, list[bytes], bool]:
-        from pyrua_ros.agent.loop.toolkit import ToolReply
-
         with self._lock:
             if self.toolkit.finished:
                 reply = ToolReply({"error": AFTER_FINISH_ERROR}, [])
@@ -143,7 +145,6 @@ class ArmMcpServer:
     async def serve_stdio(self, stdin_fd: int | None = None, stdout_fd: int | None = None) -> None:
         """Serve one client over stdio until its input ends. ``stdin_fd`` / ``stdout_fd``: file descriptors of
         the wire (default: the process's own stdin/stdout, which the SDK diverts while serving)."""
-        from mcp.server.stdio import stdio_server
 
         streams = {}
         if stdin_fd is not None:
@@ -158,7 +159,6 @@ class ArmMcpServer:
         (``http://127.0.0.1:<port>/mcp``) once the server accepts connections. Every request must carry
         ``Authorization: Bearer <self.token>``, a token drawn here for this run only: the caller hands it to its
         client and writes it to no file."""
-        import uvicorn
 
         if self._thread is not None:
             raise RuntimeError("the HTTP server is already running")
@@ -168,7 +168,6 @@ class ArmMcpServer:
         port = sock.getsockname()[1]
         # DNS rebinding: only requests addressed to this very socket (Host) from no page or a loopback page of
         # this port (Origin) are served; a browser tab on another name gets 421 / 403
-        from mcp.server.transport_security import TransportSecuritySettings
 
         security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                              allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}"],

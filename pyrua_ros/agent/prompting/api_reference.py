@@ -13,6 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from pyrua_ros.robo.arguments import MAX_PLANAR_MOVE_M
+from pyrua_ros.robo.errors import EPISODE_END_REASONS
 from pyrua_ros.settings.modes import PRIMITIVE_SETS
 
 REFERENCE_HEADING = "# API reference (the `robo` object)"
@@ -251,14 +253,10 @@ def _reachable_types(members: Sequence[Member], result_types: Sequence[type]) ->
 
 
 def _episode_reasons() -> tuple[str, ...]:
-    from pyrua_ros.robo.errors import EPISODE_END_REASONS
-
     return EPISODE_END_REASONS
 
 
 def _planar_limit() -> float:
-    from pyrua_ros.robo.arguments import MAX_PLANAR_MOVE_M
-
     return MAX_PLANAR_MOVE_M
 
 

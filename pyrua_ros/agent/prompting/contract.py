@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 from pyrua_ros.agent.prompting.api_reference import _check_choice
 from pyrua_ros.agent.prompting.guides import guides_note
+from pyrua_ros.kernel.policy import ALLOWED_MODULES, PREDEFINED_NAMES, REFERENCE_BLOCKED_NAMES
+from pyrua_ros.robo.libero import LiberoRobot
 from pyrua_ros.settings.modes import (
     FEEDBACK_MODES,
     FINISH_STATUSES,
@@ -44,8 +46,6 @@ class RobotWording:
 
 
 def _libero_cameras() -> tuple[str, ...]:
-    from pyrua_ros.robo.libero import LiberoRobot
-
     return tuple(LiberoRobot.CAMERAS)
 
 
@@ -101,14 +101,12 @@ class PromptOptions:
 
 def kernel_names() -> tuple[str, ...]:
     """The names the kernel defines before the first cell (its namespace, in order)."""
-    from pyrua_ros.kernel.policy import PREDEFINED_NAMES
 
     return PREDEFINED_NAMES
 
 
 def sandbox_sentence(arm: str) -> str:
     """What the sandbox allows, from the kernel's allow-list and blocked names."""
-    from pyrua_ros.kernel.policy import ALLOWED_MODULES, REFERENCE_BLOCKED_NAMES
 
     allowed = [m for m in NAMED_MODULES if m in ALLOWED_MODULES]
     refused = [m for m in NAMED_REFUSED_MODULES if m not in ALLOWED_MODULES]

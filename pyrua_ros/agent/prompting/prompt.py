@@ -41,6 +41,7 @@ from pyrua_ros.agent.prompting.api_reference import (
 from pyrua_ros.agent.prompting.card import render_card
 from pyrua_ros.agent.prompting.contract import ROBOT_WORDING, PromptOptions, contract_text
 from pyrua_ros.agent.prompting.guides import KNOWLEDGE_DIR
+from pyrua_ros.agent.prompting.reference_source import ReferenceDocs, ReferenceSource
 from pyrua_ros.records.records import CardRecord
 from pyrua_ros.settings.config import REFERENCE_ROOT_ENV
 from pyrua_ros.settings.modes import PRIMITIVE_SETS
@@ -53,7 +54,6 @@ def knowledge_text(robot: str = "libero", primitives: str = "full", *, reference
     _check_choice("primitives", primitives, PRIMITIVE_SETS)
     name = f"{robot}.md" if primitives == "full" else f"{robot}-novla.md"
     if reference_root:
-        from pyrua_ros.agent.prompting.reference_source import ReferenceSource
 
         text = ReferenceSource.locate(reference_root).knowledge(name)
         if text is not None:
@@ -118,7 +118,6 @@ def build_prompt(robot: Any, card: CardRecord | None, options: PromptOptions, *,
     docs: LiveDocs = LiveDocs()
     contract = None
     if options.reference_root:
-        from pyrua_ros.agent.prompting.reference_source import ReferenceDocs, ReferenceSource
 
         source = ReferenceSource.locate(options.reference_root)
         docs = ReferenceDocs(source)

@@ -41,11 +41,25 @@ import traceback
 from typing import Any, Protocol
 
 from pyrua_ros import cputime
+from pyrua_ros.agent.loop.arms import LoopAgent
 from pyrua_ros.agent.run.interrupts import FirstSignalInterrupts
+from pyrua_ros.agent.run.vla_server import VlaServer
 from pyrua_ros.agent.run.watchdog import MARGIN_S as WATCHDOG_MARGIN_S
 from pyrua_ros.agent.run.watchdog import Watchdog
+from pyrua_ros.bringup import graph, runner
+from pyrua_ros.bringup.process import stop_process_groups
+from pyrua_ros.kernel import Kernel, KernelLimits
 from pyrua_ros.records.outcome import StrategyOutcome
-from pyrua_ros.records.records import CardRecord, ErrorInfo, RunRecords
+from pyrua_ros.records.publisher import AgentPublisher
+from pyrua_ros.records.recorder import record_episode, state_topics
+from pyrua_ros.records.records import CardRecord, ErrorInfo, RunRecords, open_record
+from pyrua_ros.records.video import EpisodeVideo
+from pyrua_ros.robo.codecs import decode_png
+from pyrua_ros.robo.libero import libero_host
+from pyrua_ros.robo.ros_backend import RosBackend
+from pyrua_ros.robo.segmenters import HttpSegmenter
+from pyrua_ros.robo.vla import connect
+from pyrua_ros.settings.config import CompatSettings, OutputSettings, SandboxSettings
 from pyrua_ros.sim_interfaces.drivers import DRIVERS
 from pyrua_ros.wire.rosenv import PARENT_PID_VAR
 
@@ -68,8 +82,6 @@ class DriverProcess:
     """The node of the driver ``episode.driver`` (one we start), with its output appended to ``log_path``."""
 
     def __init__(self, episode, log_path: pathlib.Path):
-        from pyrua_ros.bringup import graph, runner
-
         values = {"robot": episode.driver, "suite": episode.suite, "task": str(episode.task),
                   "seed": str(episode.seed), "max_episode_steps": str(episode.max_episode_steps),
                   "clock_mode": episode.clock, "blas_kernel": episode.blas_kernel}
@@ -84,7 +96,6 @@ class DriverProcess:
         env = dict(os.environ, **nodes[0].env)
         env[PARENT_PID_VAR] = str(os.getpid())   # the node exits if this process dies, even by SIGKILL
         env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
-        from pyrua_ros.records.records import open_record
 
         self._log = open_record(self.log_path)   # a fresh file of this run, never a link planted there
         self.proc = subprocess.Popen(self.argv, env=env, stdout=self._log, stderr=subprocess.STDOUT,
@@ -118,8 +129,6 @@ class DriverProcess:
         return f"the {self.name} exited with {status}" + (f": {line}" if line else f" (see {self.log_path})")
 
     def stop(self) -> None:
-        from pyrua_ros.bringup.process import stop_process_groups
-
         stop_process_groups([self.proc], sigint_grace_s=15.0)
         self._log.close()
 
@@ -144,11 +153,8 @@ class EpisodeHost:
         self._on_phase = on_phase or (lambda *_a: None)
 
     def open(self, log_path: pathlib.Path) -> None:
-        from pyrua_ros.robo.ros_backend import RosBackend
-
         e = self.settings
         if e.primitive_set == "full" and e.vla_server_cmd:   # boots while the driver boots
-            from pyrua_ros.agent.run.vla_server import VlaServer
 
             try:
                 self.vla_server = VlaServer(e.vla_server_cmd, log=log_path.parent / "vla_server.log",
@@ -212,17 +218,14 @@ class EpisodeHost:
 
     def robot(self, episode):
         """A fresh robot host for one episode (primitive set, segmenter and VLA client of ``episode``)."""
-        from pyrua_ros.robo.libero import libero_host
 
         segmenter = None
         if episode.sam3_endpoint:
-            from pyrua_ros.robo.segmenters import HttpSegmenter
 
             endpoint = episode.sam3_endpoint
             segmenter = HttpSegmenter(endpoint if "://" in endpoint else f"http://{endpoint}/segment")
         vla = None
         if episode.primitive_set == "full":
-            from pyrua_ros.robo.vla import connect
 
             vla = self.vla_client if self.vla_client is not None else connect(episode.vla_endpoint)
         return libero_host(self.backend, primitives=episode.primitive_set, segmenter=segmenter, vla=vla)
@@ -272,7 +275,6 @@ class Episode:
 
     def __init__(self, settings, strategy: AgentStrategy, *, out: pathlib.Path, output=None, compat=None,
                  host: EpisodeHost | None = None, progress=None, node=None):
-        from pyrua_ros.settings.config import CompatSettings, OutputSettings
 
         self.settings = settings
         self.strategy = strategy
@@ -343,11 +345,9 @@ class Episode:
             self.recorder.start_at(status.sim_time)   # stream frames stamped before the reset are an earlier one's
         self.task_language = status.task_language
         self.robot = self.host.robot(e)
-        from pyrua_ros.records.publisher import AgentPublisher
 
         self.publisher = AgentPublisher(node, self.robot.ledger, clock=self.host.backend.followed_clock)
         if self.output.video:
-            from pyrua_ros.records.video import EpisodeVideo
 
             self.video = EpisodeVideo(node, task=self.task_language or "")
         self.phase("card", f'"{self.task_language}": capturing the card images')
@@ -355,7 +355,6 @@ class Episode:
         self.host.while_driver_alive(lambda: self.robot.capture_boot_images("high"), "card capture")
         self.card = self._write_card(state)
         if self.video is not None:   # the first state of the video is the card view
-            from pyrua_ros.robo.codecs import decode_png
 
             for camera in self.host.backend.cameras:
                 self.video.add_frame(camera, status.sim_time, decode_png(self.robot.artifact(f"{camera}_high.png",
@@ -365,7 +364,6 @@ class Episode:
     def _start_recorder(self, backend) -> None:
         """Record before the reset, matched with the driver's state publishers, so the bag holds the step-0 state
         the reset publishes (a driver still booting gets the reset's deadline to appear)."""
-        from pyrua_ros.records.recorder import record_episode, state_topics
 
         self.recorder = record_episode(backend.node, self.out / "episode.mcap", held=True)
         unmatched = self.recorder.wait_for_publishers(state_topics(), backend.names.timeouts.reset_s)
@@ -392,8 +390,6 @@ class Episode:
         """The sandboxed cell kernel for this episode's ``robo`` (the strategy closes it): the bubblewrap boundary
         of ``sandbox`` (a :class:`~pyrua_ros.settings.config.SandboxSettings`; ``--unsafe-sandbox`` is noted in
         result.json), every robo call bounded by the running cell's deadline."""
-        from pyrua_ros.kernel import Kernel, KernelLimits
-        from pyrua_ros.settings.config import SandboxSettings
 
         sandbox = sandbox or SandboxSettings()
         with cputime.section("kernel start (this process)"):
@@ -667,7 +663,6 @@ def play(cfg, *, progress=None, host: EpisodeHost | None = None, node=None):
     ``node``: without a lent host, the process's own ROS node for robo (the launched ``agent`` node: one node per
     process role); else robo makes one.
     """
-    from pyrua_ros.agent.loop.arms import LoopAgent
 
     out = cfg.out or default_out(cfg.episode)
     return Episode(cfg.episode, LoopAgent(cfg), out=out, output=cfg.output, compat=cfg.compat, host=host,

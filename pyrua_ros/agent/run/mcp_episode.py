@@ -25,6 +25,7 @@ import sys
 import time
 
 from pyrua_ros.agent.loop.arms import LoopAgent
+from pyrua_ros.agent.run.episode import Episode
 from pyrua_ros.agent.runtimes.base import LoopOutcome
 
 FINISH_DELIVERY_S = 0.5   # time the finish reply gets to reach the client before the server ends
@@ -39,7 +40,7 @@ class McpAgent(LoopAgent):
         self.wire = wire
 
     def start_runtime(self, ep) -> None:
-        from pyrua_ros.agent.loop.mcp_server import ArmMcpServer
+        from pyrua_ros.agent.loop.mcp_server import ArmMcpServer  # noqa: PLC0415 (mcp)
 
         ep.notes.append(f"agent: an MCP client over {self.cfg.serve.transport}; pyrua_ros did not run a model")
         self.mcp = ArmMcpServer(self.toolkit, instructions=ep.prompt.text)
@@ -66,7 +67,7 @@ class McpAgent(LoopAgent):
         return LoopOutcome(status, reason, notes=notes, requests=self.mcp.calls)
 
     def _serve_stdio(self) -> str:
-        import anyio
+        import anyio  # noqa: PLC0415 (anyio: stdio serving only)
 
         ending = {"why": "client"}
         stdin_fd, stdout_fd = self.wire
@@ -114,8 +115,7 @@ def serve(cfg, *, progress=None, host=None):
 
     Over stdio the whole episode runs with fd 0 on /dev/null and fd 1 on stderr (the real ones are the MCP wire),
     so nothing the episode, its kernel or a library prints can corrupt the protocol."""
-    from pyrua_ros.agent.loop.mcp_server import wire_on_private_fds
-    from pyrua_ros.agent.run.episode import Episode
+    from pyrua_ros.agent.loop.mcp_server import wire_on_private_fds  # noqa: PLC0415 (mcp)
 
     stdio = cfg.serve.transport == "stdio"
     with wire_on_private_fds() if stdio else contextlib.nullcontext() as wire:

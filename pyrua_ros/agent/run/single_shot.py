@@ -29,6 +29,11 @@ import threading
 import time
 from typing import Any, ClassVar
 
+from pyrua_ros.agent.prompting.contract import NO_TOOLS_NOTE, PromptOptions
+from pyrua_ros.agent.prompting.prompt import build_prompt
+from pyrua_ros.agent.run.episode import Episode, default_out
+from pyrua_ros.agent.runtimes.base import JsonlEventSink, RuntimeFailure
+from pyrua_ros.agent.runtimes.openai_runtime import OpenAIRuntime
 from pyrua_ros.records.outcome import StrategyOutcome
 from pyrua_ros.records.records import (
     TOKEN_KEYS,
@@ -42,6 +47,7 @@ from pyrua_ros.records.records import (
     now_iso,
     write_json,
 )
+from pyrua_ros.robo.libero import robot_class
 from pyrua_ros.settings.config import GenerateConfig, RunConfig
 
 RUN_STATUSES = ("completed", "finished", "error", "timeout", "boot_error", "interrupted")
@@ -57,8 +63,6 @@ def single_shot_prompt(robot: Any, card: CardRecord, *, card_dir: pathlib.Path |
                        transfer: bool = False, primitives: str = "full"):
     """The single-shot prompt text (system + card + the no-tools sentence) and its PromptBundle; ``robot`` is the
     ``robo`` class or a live instance, ``budget_s`` the run's wall-clock budget [s] told to the model."""
-    from pyrua_ros.agent.prompting.contract import NO_TOOLS_NOTE, PromptOptions
-    from pyrua_ros.agent.prompting.prompt import build_prompt
 
     options = PromptOptions(arm="single-shot", primitives=primitives, budget_s=budget_s, transfer=transfer)
     bundle = build_prompt(robot, card, options, card_dir=card_dir)
@@ -125,9 +129,6 @@ def generate(cfg: GenerateConfig) -> GenerationRecord:
     """Render, send once, extract; returns the record written to ``<out>/generation.json``.
 
     The output directory is used as given (the front door applies the run-directory rules before)."""
-    from pyrua_ros.agent.runtimes.base import JsonlEventSink, RuntimeFailure
-    from pyrua_ros.agent.runtimes.openai_runtime import OpenAIRuntime
-    from pyrua_ros.robo.libero import robot_class
 
     g, settings = cfg.generate, cfg.model
     out = pathlib.Path(g.out).resolve()
@@ -336,7 +337,6 @@ class SingleShotAgent:
 
 def run_policy(cfg: RunConfig, *, progress=None, host=None) -> RunResult:
     """Run one single-shot episode; the result is also written to ``<out>/result.json``."""
-    from pyrua_ros.agent.run.episode import Episode, default_out
 
     out = cfg.out or default_out(cfg.episode, "single")
     episode = Episode(cfg.episode, SingleShotAgent(cfg), out=out, output=cfg.output, compat=cfg.compat, host=host,

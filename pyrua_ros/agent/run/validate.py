@@ -20,19 +20,26 @@ valid, and each is meant to finish well under a second (the endpoint check is on
 from __future__ import annotations
 
 import dataclasses
+import dataclasses as dc
 import http.client
 import json
+import os
 import pathlib
 import shlex
 import shutil
+import socket
+import tempfile
 import time
 import urllib.error
 import urllib.request
 
 from pyrua_ros.agent import runtimes
 from pyrua_ros.agent.prompting import guides as guides_mod
+from pyrua_ros.agent.prompting.prompt import reference_root_from_env
+from pyrua_ros.agent.prompting.reference_source import ReferenceSource
 from pyrua_ros.records import bounded
 from pyrua_ros.settings import outcomes
+from pyrua_ros.settings.model import key_from_env
 from pyrua_ros.settings.modes import CODE_ARMS
 from pyrua_ros.settings.paths import check_input_path
 from pyrua_ros.settings.runtimes import RUNTIMES
@@ -68,8 +75,6 @@ def check_vla_server_cmd(command: str | None) -> None:
 def check_reference_root(root) -> None:
     """``root`` (else ``$PYRUALEAN_REFERENCE_ROOT``), when set, holds PyRUA-Lean's sources (a checkout or the
     installed ``pyrualean`` package folder)."""
-    from pyrua_ros.agent.prompting.prompt import reference_root_from_env
-    from pyrua_ros.agent.prompting.reference_source import ReferenceSource
 
     root = reference_root_from_env(str(root) if root else None)
     if root is None:
@@ -86,7 +91,7 @@ def check_sandbox(sandbox) -> None:
     that would fail at its first cell is refused before boot."""
     if sandbox.unsafe_sandbox:
         return
-    from pyrua_ros.kernel import sandbox as boundary
+    from pyrua_ros.kernel import sandbox as boundary  # noqa: PLC0415 (on every CLI call's parse path)
 
     why = boundary.problem()
     if why:
@@ -117,8 +122,7 @@ def check_cli_runtime(runtime: str, cli, model) -> str:
     """A CLI runtime (``--runtime codex|claude``): the executable to run exists (its flag, e.g. ``--codex-bin``,
     else the pinned one setup installed, else PATH), its home folder (``--codex-home``) is a folder if it exists,
     and ``--api-key-env`` is set. Returns the executable's path."""
-    from pyrua_ros.agent.runtimes.cli_agent import find_cli
-    from pyrua_ros.settings.model import key_from_env
+    from pyrua_ros.agent.runtimes.cli_agent import find_cli  # noqa: PLC0415 (on every CLI call's parse path)
 
     spec = RUNTIMES[runtime]
     try:
@@ -210,8 +214,6 @@ def _pseudo_file_system(path: pathlib.Path) -> bool:
 
 
 def _writable(path: pathlib.Path) -> bool:
-    import os
-
     return os.access(path, os.W_OK | os.X_OK)
 
 
@@ -243,7 +245,6 @@ def claim_run_directory(flag: str, out: pathlib.Path, *, overwrite: bool = False
 def probe_writable(flag: str, folder: pathlib.Path) -> None:
     """Create and remove one file in ``folder``: OSError when files cannot be made there (a pseudo file system such
     as /sys accepts no files even for root, whom ``os.access`` always answers yes)."""
-    import tempfile
 
     with tempfile.NamedTemporaryFile(dir=folder, prefix=".pyrua-probe-"):
         pass
@@ -296,7 +297,6 @@ def check_model_server(model, *, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list
 
 def check_ray_address(address: str, *, timeout_s: float = 0.5) -> None:
     """``--address HOST:PORT`` of a Ray head accepts a TCP connection (``auto`` is left to Ray)."""
-    import socket
 
     if address == "auto":
         return
@@ -332,9 +332,8 @@ def prepare_play(cfg, *, warn=None, progress=None):
     Order: local checks (episode, files), the run directory (read only), the model server; only when all passed is
     the run directory claimed (moved aside / created), so a refused command changes nothing on disk.
     """
-    import dataclasses as dc
 
-    from pyrua_ros.agent.run.episode import default_out
+    from pyrua_ros.agent.run.episode import default_out  # noqa: PLC0415 (on every CLI call's parse path)
 
     check_play(cfg)
     out = pathlib.Path(cfg.out or default_out(cfg.episode))

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from pyrua_ros.bringup.process import stop_process_groups
+from pyrua_ros.robo.vla import connect
 
 POLL_S = 0.2
 
@@ -73,7 +74,6 @@ class VlaServer:
     def wait_ready(self, timeout_s: float):
         """Block until the server answers, then return a connected policy client; RuntimeError when the server
         exits or does not answer within ``timeout_s``."""
-        from pyrua_ros.robo.vla import connect
 
         host, _, port = self.endpoint.rpartition(":")
         deadline = time.monotonic() + timeout_s

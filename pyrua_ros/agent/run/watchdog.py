@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+from pyrua_ros.records.records import now_iso, read_result, write_json
+
 MARGIN_S = 120.0   # past the budget: stopping the robot, the shutdown of the recorder and video, the records
 PLACEHOLDER_REASON = "killed:"   # how the reserved result.json's reason starts until the episode replaces it
 
@@ -82,7 +84,6 @@ def is_placeholder(record: dict) -> bool:
 def finish_record(out: pathlib.Path, after_s: float) -> bool:
     """Turn the placeholder ``out/result.json`` into the watchdog's record; False when the episode's own final
     record is there (left as it is) or none can be read."""
-    from pyrua_ros.records.records import now_iso, read_result, write_json
 
     try:
         record = read_result(out)

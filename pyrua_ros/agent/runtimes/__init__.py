@@ -70,7 +70,7 @@ def make_cli_runtime(cfg, *, out_dir, workspace, tool_names: list[str], kernel=N
     arm's; given to a class whose ``wants_tool_names`` is set); ``kernel``: the episode's cell kernel, whose
     workspace the CLI's sandbox shares (None on the tools arm); ``--unsafe-sandbox`` runs the CLI outside any
     sandbox too."""
-    from .cli_agent import CliSettings, find_cli
+    from .cli_agent import CliSettings, find_cli  # noqa: PLC0415 (the registry: a runtime loads when chosen)
 
     agent, model, cli = cfg.agent, cfg.model, cfg.cli
     spec = RUNTIMES[agent.runtime]

@@ -175,7 +175,7 @@ class JsonlEventSink:
     line is always one line, a failed write is repaired at ``close()``)."""
 
     def __init__(self, path: str | pathlib.Path):
-        from pyrua_ros.records.records import JsonlRecord
+        from pyrua_ros.records.records import JsonlRecord  # noqa: PLC0415 (the CLI sandbox's package: bare Python)
 
         self.path = pathlib.Path(path)
         self._record = JsonlRecord(self.path)

@@ -48,6 +48,8 @@ from pyrua_ros.records import bounded
 from pyrua_ros.records.records import JsonlRecord
 from pyrua_ros.settings.model import is_loopback_url, key_from_env
 
+from .cli_sandbox import CliSandbox, loopback_port
+
 if TYPE_CHECKING:
     from pyrua_ros.kernel.outcomes import KernelLimits
 
@@ -309,7 +311,6 @@ class CliRuntime:
         """The CLI's :class:`~.cli_sandbox.CliSandbox` for this episode (None under ``--unsafe-sandbox``)."""
         if not self.isolated:
             return None
-        from .cli_sandbox import CliSandbox, loopback_port
 
         ports = [p for p in (loopback_port(u) for u in (self.settings.base_url, mcp_url, proxy)) if p]
         user_home = pathlib.Path(self.settings.home) if self.settings.home is not None else None

@@ -46,6 +46,7 @@ from pyrua_ros.settings.model import NO_KEY_PLACEHOLDER, ModelSettings
 from .base import EventSink, ModelResponse, RuntimeFailure, ToolCall, Usage, UsageTotals
 from .context import ContextWindow
 from .qwen_xml import has_xml_call, param_types_of, parse_xml_calls, split_think
+from .tools import tool_specs
 
 CONTEXT_ERROR_MARKERS = ("context length", "context_length", "maximum context", "too long", "too many tokens",
                          "exceeds the model")
@@ -102,7 +103,7 @@ class OpenAIRuntime:
 
     def __init__(self, settings: ModelSettings, tools: list[dict], event_sink: EventSink | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
-        import openai
+        import openai  # noqa: PLC0415 (openai)
 
         self.settings = settings
         self.tools = tools
@@ -130,7 +131,6 @@ class OpenAIRuntime:
     def from_config(cls, cfg, events: EventSink | None = None, tools: list[dict] | None = None) -> OpenAIRuntime:
         """The runtime of a PlayConfig: ``cfg.model`` as is (the schema's ModelSettings) and ``tools`` (default:
         the code arm's own specs)."""
-        from .tools import tool_specs
 
         agent = cfg.agent
         if tools is None:

@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Callable
 
+from pyrua_ros.examples import program_for
 from pyrua_ros.kernel import workspace as wsfiles
 from pyrua_ros.records import bounded
 from pyrua_ros.settings.paths import check_input_path
@@ -211,7 +212,6 @@ def replay_source(agent, episode) -> pathlib.Path:
     """The replay runtime's source: ``--replay``, else the packaged example program of (suite, task)."""
     if agent.replay is not None:
         return pathlib.Path(agent.replay)
-    from pyrua_ros.examples import program_for
 
     try:
         return program_for(episode.suite, episode.task)
