@@ -14,10 +14,10 @@ that need the file system. ``test_runtime_registry`` sweeps every registered run
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from typing import Literal
 
 from pyrua_ros.settings.modes import ARMS
+from pyrua_ros.sim_interfaces.registry import Registry
 
 PACKAGE = "pyrua_ros.agent.runtimes"   # where every implementation lives
 
@@ -83,32 +83,12 @@ class RuntimeSpec:
         return f"--{self.executable_setting.replace('_', '-')}" if self.executable_setting else None
 
 
-class RuntimeRegistry:
+class RuntimeRegistry(Registry[RuntimeSpec]):
     """The registered :class:`RuntimeSpec` by name, in registration order (the order of the ``--runtime``
-    choices)."""
+    choices); an unknown name's refusal lists the valid ones sorted."""
 
     def __init__(self) -> None:
-        self._specs: dict[str, RuntimeSpec] = {}
-
-    def add(self, spec: RuntimeSpec) -> RuntimeSpec:
-        """Register ``spec``; a second runtime of the same name is refused."""
-        if spec.name in self._specs:
-            raise ValueError(f"runtime {spec.name!r} is registered twice")
-        self._specs[spec.name] = spec
-        return spec
-
-    def __getitem__(self, name: str) -> RuntimeSpec:
-        """The spec of ``name``; ValueError listing the valid names otherwise."""
-        try:
-            return self._specs[name]
-        except KeyError:
-            raise ValueError(f"unknown runtime {name!r}; valid runtimes: {', '.join(sorted(self._specs))}") from None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._specs
-
-    def __iter__(self) -> Iterator[RuntimeSpec]:
-        return iter(self._specs.values())
+        super().__init__("runtime", sort_valid=True)
 
     def names(self, *, kind: str | None = None, uses_model: bool | None = None) -> tuple[str, ...]:
         """The registered names, optionally only those of ``kind`` / ``uses_model``."""

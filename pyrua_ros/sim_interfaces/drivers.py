@@ -13,7 +13,9 @@ file ``config/<params_file>``; ``test_driver_conformance`` sweeps every register
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+
+from pyrua_ros.sim_interfaces.registry import Registry
 
 NODES_PACKAGE = "pyrua_ros.nodes"   # where every driver's node module lives (python -m pyrua_ros.nodes.<executable>)
 
@@ -72,46 +74,21 @@ class DriverSpec:
         return f"{self.label} ready"
 
 
-class DriverRegistry:
+class DriverRegistry(Registry[DriverSpec]):
     """The registered :class:`DriverSpec` by name, in registration order (the order of the ``--driver``
-    choices; the first is the default)."""
+    choices; the first is the default); no two share a name, an executable or a label."""
 
     def __init__(self) -> None:
-        self._specs: dict[str, DriverSpec] = {}
-
-    def add(self, spec: DriverSpec) -> DriverSpec:
-        """Register ``spec``; a second driver of the same name, executable or label is refused."""
-        for other in self._specs.values():
-            for field in ("name", "executable", "label"):
-                if getattr(spec, field) is not None and getattr(spec, field) == getattr(other, field):
-                    raise ValueError(f"driver {spec.name!r}: {field} {getattr(spec, field)!r} is registered twice")
-        self._specs[spec.name] = spec
-        return spec
-
-    def __getitem__(self, name: str) -> DriverSpec:
-        """The spec of ``name``; ValueError listing the valid names otherwise."""
-        try:
-            return self._specs[name]
-        except KeyError:
-            raise ValueError(f"unknown driver {name!r}; valid drivers: {', '.join(self._specs)}") from None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._specs
-
-    def __iter__(self) -> Iterator[DriverSpec]:
-        return iter(self._specs.values())
-
-    def get(self, name: str) -> DriverSpec | None:
-        return self._specs.get(name)
+        super().__init__("driver", unique=("name", "executable", "label"))
 
     @property
     def default(self) -> DriverSpec:
         """The first registered driver: ``--driver``'s default."""
-        return next(iter(self._specs.values()))
+        return next(iter(self))
 
     def names(self) -> tuple[str, ...]:
         """The registered names (the ``--driver`` choices)."""
-        return tuple(self._specs)
+        return tuple(s.name for s in self)
 
     def nodes(self) -> tuple[DriverSpec, ...]:
         """The drivers we start a node for, in registration order."""
