@@ -22,7 +22,7 @@ import shutil
 from typing import Any
 
 from pyrua_ros import cputime
-from pyrua_ros.agent.run.watchdog import is_placeholder
+from pyrua_ros.agent.run.watchdog import end_placeholder, is_placeholder
 from pyrua_ros.evaluation.gather import unpack_into
 from pyrua_ros.evaluation.instances import Instance
 from pyrua_ros.evaluation.jobs import episode_summary, make_job
@@ -51,23 +51,27 @@ def finished_summary(instance: Instance, out: pathlib.Path) -> dict[str, Any] | 
     return episode_summary(data)
 
 
+def killed_status(reason: str) -> str:
+    """The status of an episode the evaluation ended from outside: ``interrupted`` when the evaluation was
+    interrupted (``reason`` "interrupted"), else ``killed``."""
+    return "interrupted" if reason == "interrupted" else "killed"
+
+
 def write_killed_record(instance: Instance, cfg: PlayConfig, reason: str,
                         placeholder: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The ``result.json`` of an episode whose host died before finishing its record: status ``killed``, or
-    ``interrupted`` when the evaluation was interrupted (``reason`` "interrupted"). The host's ``placeholder``
-    record, when it reserved one, keeps its facts (settings, counts so far); else a minimal record is written."""
-    status = "interrupted" if reason == "interrupted" else "killed"
-    note = "the evaluation worker died before the episode host wrote its record"
+    """The ``result.json`` of an episode whose host died before finishing its record (status
+    :func:`killed_status`). The host's ``placeholder`` record, when it reserved one, keeps its facts (settings,
+    counts so far); else a minimal record is written."""
     if placeholder is not None:
-        notes = placeholder.get("notes") if isinstance(placeholder.get("notes"), list) else []
-        record = {**placeholder, "status": status, "reason": reason,
-                  "notes": [*notes, f"{now_iso()}: {note.replace('wrote', 'finished')}"]}
+        record = end_placeholder(placeholder, killed_status(reason), reason,
+                                 "the evaluation worker died before the episode host finished its record")
     else:
         record = {"schema": SCHEMA, "system": SYSTEM, "arm": cfg.agent.arm, "backend": "ros2",
                   "robot": cfg.episode.robot, "suite": instance.suite, "task": instance.task, "seed": instance.seed,
-                  "environment_success": False, "status": status, "reason": reason, "error": None,
+                  "environment_success": False, "status": killed_status(reason), "reason": reason, "error": None,
                   "calls": None, "stateful_calls": None, "env_steps": None, "policy_wall_s": None,
-                  "created_at": now_iso(), "notes": [note]}
+                  "created_at": now_iso(),
+                  "notes": ["the evaluation worker died before the episode host wrote its record"]}
     write_json(pathlib.Path(cfg.out) / "result.json", record)
     return record
 
@@ -219,7 +223,7 @@ class Coordinator:
             return episode_summary(found)
         with contextlib.suppress(OSError):
             return episode_summary(write_killed_record(instance, self.configs[instance], reason, found))
-        return {"status": "interrupted" if reason == "interrupted" else "killed", "reason": reason}
+        return {"status": killed_status(reason), "reason": reason}
 
     def _set_aside_earlier_attempts(self) -> None:
         """Run directories of instances about to run again (crashed, interrupted, infrastructure failures of an

@@ -81,6 +81,13 @@ def is_placeholder(record: dict) -> bool:
     return record.get("status") == "error" and str(record.get("reason") or "").startswith(PLACEHOLDER_REASON)
 
 
+def end_placeholder(record: dict, status: str, reason: str, note: str) -> dict:
+    """The placeholder ``record`` ended from outside its host (the watchdog, the eval coordinator): its facts so
+    far kept, ``status`` and ``reason`` set, ``note`` appended to its notes with the time."""
+    notes = record.get("notes") if isinstance(record.get("notes"), list) else []
+    return {**record, "status": status, "reason": reason, "notes": [*notes, f"{now_iso()}: {note}"]}
+
+
 def finish_record(out: pathlib.Path, after_s: float) -> bool:
     """Turn the placeholder ``out/result.json`` into the watchdog's record; False when the episode's own final
     record is there (left as it is) or none can be read."""
@@ -91,13 +98,11 @@ def finish_record(out: pathlib.Path, after_s: float) -> bool:
         return False
     if not is_placeholder(record):
         return False
-    record.update(status="timeout", reason=(
-        f"watchdog: the agent process was still running {after_s:g} s after the agent started (the budget plus "
-        f"{MARGIN_S:g} s) and was killed"))
-    notes = record.get("notes") if isinstance(record.get("notes"), list) else []
-    record["notes"] = [*notes, f"{now_iso()}: ended by the episode watchdog (a process outside the agent "
-                                "process); counts and the environment outcome are those of the placeholder"]
-    write_json(out / "result.json", record)
+    reason = (f"watchdog: the agent process was still running {after_s:g} s after the agent started (the budget "
+              f"plus {MARGIN_S:g} s) and was killed")
+    write_json(out / "result.json", end_placeholder(
+        record, "timeout", reason, "ended by the episode watchdog (a process outside the agent process); counts "
+                                   "and the environment outcome are those of the placeholder"))
     return True
 
 
