@@ -62,11 +62,13 @@ def private_ray_home(folder: pathlib.Path, env: dict[str, str] | None = None) ->
     as HOME, holding an empty autoscaler config, and keep the user's home in ``PYRUA_RAY_USER_HOME`` for the
     actors (:class:`EpisodeActor` restores it).
 
-    Why: the head's dashboard process always runs Ray's usage-statistics module (``include_dashboard=False`` loads
+    Why: a head's dashboard process always runs Ray's usage-statistics module (``include_dashboard=False`` loads
     that one alone), and it reads ``~/ray_bootstrap_config.yaml`` *before* it checks that usage statistics are off;
     without that file it asks the cloud metadata services which cloud it runs on (a DNS query for
     metadata.google.internal, HTTP to 169.254.169.254), on any machine with a default route. With the file there
-    it reads it and asks nothing. Returns ``env``."""
+    it reads it and asks nothing. A private instance (:func:`start_private_head`) starts no dashboard process, but
+    the tests' multi-node cluster does, and the private HOME keeps every Ray process of an instance out of the
+    user's home (``~/.ray``). Returns ``env``."""
     env = os.environ if env is None else env
     folder = pathlib.Path(folder)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -117,16 +119,26 @@ def start_private_head(num_cpus: int, temp_dir: pathlib.Path):
     multi-node test tooling uses it) does. Each is an interpreter importing Ray while the rest starts: on a loaded
     2-core machine they cost about a second of CPU and of wall time of the start (``benchmarks/ray_start.py``).
 
+    Nor does it start the head's API server (Ray's "dashboard" process): with ``include_dashboard=False`` it
+    serves no port and runs only Ray's usage-statistics module, whose report is off here. The start waited for
+    its Python start (1.3-1.9 s of the 5-6 s to the driver's join on a 2-core machine) before it started the
+    raylet (``benchmarks/ray_start.py``). Without it there is no job-submission or state API, which a private
+    instance had no port for anyway.
+
     Its workers (the episode actors, and so their driver nodes and cell kernels) run at the coordinator's
     priority, as local workers do: Ray's default niceness for workers, 15, made every episode yield its CPU to
     whatever else ran on the machine."""
     from ray._private.node import Node
     from ray._private.parameter import RayParams
 
+    class HeadWithoutApiServer(Node):
+        def start_api_server(self, *, include_dashboard, raise_on_failure):   # (Ray's signature)
+            self._webui_url = None
+
     params = RayParams(node_ip_address="127.0.0.1", num_cpus=num_cpus, include_dashboard=False,
                        temp_dir=str(temp_dir), include_log_monitor=False, no_monitor=True,
                        _system_config={"worker_niceness": 0})
-    return Node(params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True)
+    return HeadWithoutApiServer(params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True)
 
 
 def cluster_token_environment(env: dict[str, str] | None = None) -> dict[str, str]:
