@@ -393,6 +393,8 @@ class RayEngine:
                     ray.cancel(ref, force=False)
 
     def poll(self, timeout: float) -> list[dict[str, Any]]:
+        """The episodes finished now, else the first to finish within ``timeout`` s (returned as soon as it did, so
+        its actor gets its next job at once, as a local worker does), with the per-turn statuses queued meanwhile."""
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
@@ -402,7 +404,10 @@ class RayEngine:
         if not self.running:
             time.sleep(min(timeout, 0.2))
             return events
-        ready, _ = ray.wait(list(self.running), num_returns=len(self.running), timeout=timeout)
+        refs = list(self.running)
+        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
+        if ready and rest:   # the others that finished meanwhile, without waiting
+            ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
         for ref in ready:
             slot = self.running.pop(ref)
             try:
