@@ -11,7 +11,8 @@ Each configuration writes a fresh evaluation directory; its wall time is the who
 and nodes included), and episodes/hour = episodes / wall. The ratios ``local2 / local1`` (goal >= 1.6 on a 2-core
 machine) and ``ray2 / local2`` are what to compare: absolute figures move with the machine's load, which is
 sampled (1-minute load average, before and after each configuration) and reported next to them, with the CPU
-seconds the local process tree used per episode and the cores it kept busy (``cpu_s / wall``): on a machine others
+seconds the process tree used per episode (Ray's workers, whose CPU the raylet's ignored SIGCHLD keeps out of any
+rusage, sampled from /proc) and the cores it kept busy (``cpu_s / wall``): on a machine others
 load, a worker gets a share of the cores, so ``cores_busy`` says how much of the 2x the configuration could reach.
 Usage::
 
@@ -37,6 +38,10 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from process_tree import UnaccountedChildren  # noqa: E402
+
 CONFIGS = {
     "local1": ["--workers", "1"],
     "local2": ["--workers", "2"],
@@ -52,12 +57,14 @@ def run_config(name: str, instance_args: list[str], out: pathlib.Path, code: pat
            "--progress", "off", "--json", *CONFIGS[name]]
     load_before = os.getloadavg()[0]
     usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    unaccounted = UnaccountedChildren().start()   # Ray's workers: the raylet's children count in no rusage
     t0 = time.monotonic()
     proc = subprocess.run(cmd, check=False, cwd=code or ROOT, capture_output=True, text=True, env=env_with_code(code))
     wall = time.monotonic() - t0
+    unaccounted.stop()
     usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # CPU of the whole local process tree (every level reaps its children); Ray actors are the raylet's children
-    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
+    # CPU of the whole local process tree (every level reaps its children), plus Ray's workers, sampled
+    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime) + unaccounted.total_s()
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{name}: eval exited {proc.returncode}: {proc.stderr[-2000:]}")
     report = json.loads(proc.stdout)

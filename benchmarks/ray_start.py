@@ -11,7 +11,8 @@ importing the package and claiming its ROS domain; no driver boots) and ``RayEng
   for the first), ``raylet_ready``, ``log_monitor``, ``workers`` (the raylet prestarts one per CPU; the last one
   up), ``driver`` (this process joined);
 - ``cpu_s``: CPU seconds of the trial's whole process tree, Ray's processes included (this script is a child
-  subreaper: whatever the trial leaves behind is reaped here and counted), and ``wall_s`` of the trial process.
+  subreaper: whatever the trial leaves behind is reaped here and counted; the raylet's children, the workers, whose
+  CPU the raylet's ignored SIGCHLD keeps out of any rusage, are sampled from /proc), and ``wall_s`` of the trial.
 
 Configurations alternate trial by trial (the machine is shared and its load drifts; the 1-minute load average
 before each trial is printed): the working tree, and with ``--baseline-rev REV`` that git revision of the package.
@@ -25,7 +26,6 @@ The last line printed is JSON with every figure.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime
 import json
 import os
@@ -39,7 +39,10 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PR_SET_CHILD_SUBREAPER = 36
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from process_tree import UnaccountedChildren, become_subreaper, reap_all  # noqa: E402
+
 #: phase name -> (log file name pattern, regular expression of the line, or None: the file's first line)
 PHASES = {
     "gcs": (r"gcs_server\.out", None),
@@ -101,35 +104,24 @@ def trial() -> dict:
     return {"start_s": round(t["ray_init_s"] + t["actors_start_s"], 2), **t, "phases": phases}
 
 
-def _reap_all(timeout_s: float = 30.0) -> bool:
-    """Wait for every child and orphaned descendant (we are their subreaper); False if some outlived the timeout."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            pid, _status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return True
-        if pid == 0:
-            time.sleep(0.05)
-    return False
-
-
 def run_trial(code: pathlib.Path | None) -> dict:
     from pyrua_ros.testing import env_with_code
 
     load = os.getloadavg()[0]
     usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    unaccounted = UnaccountedChildren().start()   # the raylet's children (the actors) count in no rusage
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, str(pathlib.Path(__file__).resolve()), "--trial"], check=False,
                           cwd=code or ROOT,
                           capture_output=True, text=True, env=env_with_code(code))
     wall = time.monotonic() - t0
-    reaped = _reap_all()
+    reaped = reap_all()
+    unaccounted.stop()
     usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"trial exited {proc.returncode}: {proc.stderr[-3000:]}")
     row = json.loads(proc.stdout.strip().splitlines()[-1])
-    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
+    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime) + unaccounted.total_s()
     return {**row, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "load_1min": round(load, 2),
             "all_reaped": reaped}
 
@@ -145,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.trial:
         print(json.dumps(trial()))
         return 0
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    become_subreaper()
     from pyrua_ros.testing import checkout_revision
 
     baseline = checkout_revision(args.baseline_rev, ROOT) if args.baseline_rev else None

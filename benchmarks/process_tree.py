@@ -1,0 +1,95 @@
+"""The CPU of a benchmark's whole process tree: orphans re-parented to the benchmark (a child subreaper) and reaped
+there count in its ``RUSAGE_CHILDREN``; the children of Ray's raylet, which ignores SIGCHLD, count nowhere and are
+sampled from ``/proc`` instead (:class:`UnaccountedChildren`)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants of this process's children become this process's children (Linux)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def reap_all(timeout_s: float = 30.0) -> bool:
+    """Wait for every child and orphaned descendant; False if some outlived the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if pid == 0:
+            time.sleep(0.05)
+    return False
+
+
+class UnaccountedChildren:
+    """The CPU of processes whose CPU no ``RUSAGE_CHILDREN`` ever gets: the children of a descendant that ignores
+    SIGCHLD (Ray's raylet does), which the kernel reaps without adding their CPU to any parent. Sampled from
+    ``/proc`` every ``period_s`` while running (each such child's own CPU and that of the children it reaped);
+    what one spends after its last sample is missed. ``total_s()`` after ``stop()``."""
+
+    def __init__(self, period_s: float = 0.2):
+        self.period_s = period_s
+        self._last: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="unaccounted-children", daemon=True)
+
+    def start(self) -> UnaccountedChildren:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def total_s(self) -> float:
+        return sum(self._last.values())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self._sample()
+
+    def _sample(self) -> None:
+        parents: dict[int, int] = {}
+        cpu: dict[int, float] = {}
+        ignoring: set[int] = set()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+                with open(f"/proc/{entry}/status") as f:
+                    ignored = int(f.read().split("SigIgn:")[1].split()[0], 16)
+            except (OSError, IndexError, ValueError):
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            pid = int(entry)
+            parents[pid] = int(fields[1])
+            cpu[pid] = sum(int(x) for x in fields[11:15]) / CLOCK_TICKS   # utime stime cutime cstime
+            if ignored & (1 << (signal.SIGCHLD - 1)):
+                ignoring.add(pid)
+        me = os.getpid()
+
+        def ours(pid: int) -> bool:
+            for _ in range(64):
+                pid = parents.get(pid, 0)
+                if pid == me:
+                    return True
+                if pid <= 1:
+                    return False
+            return False
+
+        for pid, parent in parents.items():
+            if parent in ignoring and ours(parent):
+                self._last[pid] = cpu[pid]
