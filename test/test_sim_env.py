@@ -6,6 +6,7 @@ One module-scoped LiberoEpisode is shared; tests reset it to what they need (a r
 
 from __future__ import annotations
 
+import os
 import time
 import xml.etree.ElementTree as ET
 
@@ -106,6 +107,31 @@ def test_same_actions_give_identical_poses(ep):
 
     first, second = run(), run()
     np.testing.assert_array_equal(np.array(first), np.array(second))
+
+
+def test_a_scene_loaded_from_the_model_cache_steps_bit_for_bit_like_the_compiled_one(tmp_path, monkeypatch):
+    from pyrua_ros.sim import model_cache
+
+    monkeypatch.setenv(model_cache.ENV, str(tmp_path / "cache"))
+    rng = np.random.default_rng(3)
+    actions = [rng.uniform(-1, 1, 7) for _ in range(20)]
+    states = []
+    for build in ("compiled", "loaded"):
+        episode = LiberoEpisode()
+        try:
+            episode.reset(GOAL, BOWL_TASK, 0)
+            files = list((tmp_path / "cache").glob("*.mjb"))
+            assert len(files) == 1, files                 # the first build wrote it, the second found it
+            if build == "compiled":
+                os.utime(files[0], (1_000_000, 1_000_000))
+            else:
+                assert files[0].stat().st_mtime > 1_000_000   # loaded (and marked as used), not compiled again
+            for action in actions:
+                episode.step(action)
+            states.append(episode.physics_state().tobytes())
+        finally:
+            episode.close()
+    assert states[0] == states[1]
 
 
 def test_plus_x_action_moves_eef_plus_x(bowl_episode):

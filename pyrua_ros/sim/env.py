@@ -202,15 +202,18 @@ class LiberoEpisode:
             from libero.libero import get_libero_path
             from libero.libero.envs.env_wrapper import ControlEnv
 
+            from pyrua_ros.sim import model_cache
+
             cputime.mark("sim: libero imported")
             t = benchmark.get_task(task)
             bddl = os.path.join(get_libero_path("bddl_files"), t.problem_folder, t.bddl_file)
             self._init_states = benchmark.get_task_init_states(task)
             # LIBERO's OffScreenRenderEnv is this env with robosuite's offscreen renderer; rendering here is the
             # Renderer's (its own thread and GL context), so the env gets none (faster to build and to reset)
-            self._env = ControlEnv(
-                bddl_file_name=bddl, hard_reset=False, has_offscreen_renderer=False, use_camera_obs=False,
-                camera_heights=self.stream_resolution, camera_widths=self.stream_resolution, ignore_done=True)
+            with model_cache.cached_compiles():   # the scene's compiled model, from the last build of it
+                self._env = ControlEnv(
+                    bddl_file_name=bddl, hard_reset=False, has_offscreen_renderer=False, use_camera_obs=False,
+                    camera_heights=self.stream_resolution, camera_widths=self.stream_resolution, ignore_done=True)
         cputime.mark("sim: env created")
         inner = self._env.env
         self._renderer = render.Renderer(
