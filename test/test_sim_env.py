@@ -7,7 +7,6 @@ One module-scoped LiberoEpisode is shared; tests reset it to what they need (a r
 from __future__ import annotations
 
 import os
-import time
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -697,14 +696,12 @@ BUILT_SUITES = ("libero_spatial", "libero_10", "libero_object_lan", "libero_goal
 
 @pytest.mark.parametrize("suite", BUILT_SUITES)
 def test_suites_of_every_kind_reset_and_step(ep, suite):
-    start = time.monotonic()
     info = ep.reset(suite, 0, 0)
     assert info.task_language and info.object_names
     for a in _hold(3):
         last = ep.step(a)
     assert last.step == 3 and not last.truncated
     assert np.all(np.isfinite(ep.eef_pose()[0]))
-    assert time.monotonic() - start < 60
 
 
 # libero_goal_swap task 1, seeds 0 and 1: fixture positions as RPent's env server makes them (RLinf LiberoEnv,
