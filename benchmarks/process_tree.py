@@ -33,10 +33,10 @@ def reap_all(timeout_s: float = 30.0) -> bool:
 
 
 class UnaccountedChildren:
-    """The CPU of processes whose CPU no ``RUSAGE_CHILDREN`` ever gets: the children of a descendant that ignores
-    SIGCHLD (Ray's raylet does), which the kernel reaps without adding their CPU to any parent. Sampled from
-    ``/proc`` every ``period_s`` while running (each such child's own CPU and that of the children it reaped);
-    what one spends after its last sample is missed. ``total_s()`` after ``stop()``."""
+    """The CPU of processes whose CPU no ``RUSAGE_CHILDREN`` of ours ever gets: everything below a descendant that
+    ignores SIGCHLD (Ray's raylet does: the kernel reaps its children without adding their CPU to any parent).
+    Each such process's own CPU is sampled from ``/proc`` every ``period_s`` while running; what one spends after
+    its last sample is missed. ``total_s()`` after ``stop()``."""
 
     def __init__(self, period_s: float = 0.2):
         self.period_s = period_s
@@ -76,20 +76,22 @@ class UnaccountedChildren:
             fields = stat[stat.rindex(")") + 2:].split()
             pid = int(entry)
             parents[pid] = int(fields[1])
-            cpu[pid] = sum(int(x) for x in fields[11:15]) / CLOCK_TICKS   # utime stime cutime cstime
+            cpu[pid] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS   # its own utime + stime
             if ignored & (1 << (signal.SIGCHLD - 1)):
                 ignoring.add(pid)
         me = os.getpid()
 
-        def ours(pid: int) -> bool:
+        def below_an_ignoring_one_of_ours(pid: int) -> bool:
+            under = False
             for _ in range(64):
                 pid = parents.get(pid, 0)
                 if pid == me:
-                    return True
+                    return under
                 if pid <= 1:
                     return False
+                under = under or pid in ignoring
             return False
 
-        for pid, parent in parents.items():
-            if parent in ignoring and ours(parent):
+        for pid in parents:
+            if below_an_ignoring_one_of_ours(pid):
                 self._last[pid] = cpu[pid]
