@@ -82,8 +82,9 @@ def _own_folder(where: pathlib.Path) -> bool:
 
 def compile_model(xml: str) -> mujoco.MjModel:
     """``mujoco.MjModel.from_xml_string(xml)``, loaded from the cache when it holds this scene."""
-    where, name = folder(), key(xml)
-    if where is None or name is None or limit_bytes() == 0 or not _own_folder(where):
+    where = folder()
+    name = None if where is None or limit_bytes() == 0 or not _own_folder(where) else key(xml)
+    if name is None:   # off, a folder not to trust, or a scene naming what may change unseen
         return mujoco.MjModel.from_xml_string(xml)
     path = where / f"{name}.mjb"
     if path.is_file():
