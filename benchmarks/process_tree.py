@@ -19,17 +19,20 @@ def become_subreaper() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def reap_all(timeout_s: float = 30.0) -> bool:
-    """Wait for every child and orphaned descendant; False if some outlived the timeout."""
+def reap_all(timeout_s: float = 30.0) -> tuple[bool, set[int]]:
+    """Wait for every child and orphaned descendant: whether all ended within the timeout, and the pids reaped."""
     deadline = time.monotonic() + timeout_s
+    reaped: set[int] = set()
     while time.monotonic() < deadline:
         try:
             pid, _status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return True
+            return True, reaped
         if pid == 0:
             time.sleep(0.05)
-    return False
+        else:
+            reaped.add(pid)
+    return False, reaped
 
 
 class UnaccountedChildren:
@@ -41,6 +44,7 @@ class UnaccountedChildren:
     def __init__(self, period_s: float = 0.2):
         self.period_s = period_s
         self._last: dict[int, float] = {}
+        self._parents: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="unaccounted-children", daemon=True)
 
@@ -52,8 +56,20 @@ class UnaccountedChildren:
         self._stop.set()
         self._thread.join()
 
-    def total_s(self) -> float:
-        return sum(self._last.values())
+    def total_s(self, reaped: set[int] = frozenset()) -> float:
+        """The sampled CPU [s], without the processes in ``reaped`` (:func:`reap_all`) and those below them: an
+        orphan that outlived the raylet and was reaped by this subreaper counts in ``RUSAGE_CHILDREN`` already,
+        with the CPU of the children it reaped."""
+        def counted_by_reaping(pid: int | None) -> bool:
+            for _ in range(64):
+                if pid is None:
+                    return False
+                if pid in reaped:
+                    return True
+                pid = self._parents.get(pid)
+            return False
+
+        return sum(cpu for pid, cpu in self._last.items() if not counted_by_reaping(pid))
 
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):
@@ -92,6 +108,6 @@ class UnaccountedChildren:
                 under = under or pid in ignoring
             return False
 
-        for pid in parents:
+        for pid, parent in parents.items():
             if below_an_ignoring_one_of_ours(pid):
-                self._last[pid] = cpu[pid]
+                self._last[pid], self._parents[pid] = cpu[pid], parent

@@ -115,15 +115,15 @@ def run_trial(code: pathlib.Path | None) -> dict:
                           cwd=code or ROOT,
                           capture_output=True, text=True, env=env_with_code(code))
     wall = time.monotonic() - t0
-    reaped = reap_all()
     unaccounted.stop()
+    all_reaped, reaped = reap_all()
     usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"trial exited {proc.returncode}: {proc.stderr[-3000:]}")
     row = json.loads(proc.stdout.strip().splitlines()[-1])
-    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime) + unaccounted.total_s()
+    cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime) + unaccounted.total_s(reaped)
     return {**row, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "load_1min": round(load, 2),
-            "all_reaped": reaped}
+            "all_reaped": all_reaped}
 
 
 def main(argv: list[str] | None = None) -> int:
