@@ -536,4 +536,4 @@ def test_realtime_mode_holds_the_last_twist_then_stops():
         if client is not None:
             client.close()
         rc = node.stop()
-    assert rc == 0, f"realtime sim node exit code {rc}"
+    assert rc == 0, f"realtime sim node exit code {rc}:\n" + node.output()[-3000:]

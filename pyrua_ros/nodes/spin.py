@@ -2,7 +2,8 @@
 
 Written for every supported distro: ``rclpy_session`` rather than ``with rclpy.init(...)``, which Jazzy's rclpy
 (7.1.6) does not support. Ctrl-C and an external shutdown are a normal exit (status 0), even when
-they interrupt a callback; the node is closed (``close()`` frees its model) and destroyed before the context shuts down.
+they interrupt a callback, and even when compiled code in that callback turned the KeyboardInterrupt into an error
+of its own; the node is closed (``close()`` frees its model) and destroyed before the context shuts down.
 Further interrupts are ignored during that teardown: a terminal's Ctrl-C reaches a node twice under ``ros2 launch``
 (once from the terminal, once forwarded by launch), and the second must not break the teardown with a traceback.
 """
@@ -34,11 +35,13 @@ def spin_node(make_node: Callable[[], object], args: list[str] | None = None) ->
             executor.spin()
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
-        except Exception:
-            if rclpy.ok():
+        except Exception as exc:
+            if rclpy.ok() and not _caused_by_interrupt(exc):
                 raise
             # Ctrl-C shut the context down while a callback was publishing (a realtime driver is almost always
-            # inside its control step): the callback's error is that shutdown, a normal exit.
+            # inside its control step), or interrupted compiled code that wrapped the KeyboardInterrupt in its own
+            # error (numba, inside robosuite's OSC step, raises SystemError "returned a result with an exception
+            # set" from it): the callback's error is that Ctrl-C, a normal exit.
         finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             cputime.mark("node: stopping")
@@ -50,3 +53,14 @@ def spin_node(make_node: Callable[[], object], args: list[str] | None = None) ->
                     close()
                 node.destroy_node()
     return 0
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is in ``exc``'s chain of causes and contexts."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False

@@ -47,6 +47,7 @@ FILE_LANES = {
     "test_interrupt_phases.py": ("graph",),
     "test_launch.py": ("graph",),
     "test_launch_as_users_run_it.py": ("graph", "cli"),
+    "test_node_spin.py": ("graph",),
     "test_mcp_server.py": ("graph", "cli"),
     "test_outcome_corpus.py": ("graph", "cli"),
     "test_play.py": ("graph", "cli"),

@@ -1,0 +1,78 @@
+"""Ctrl-C ends a driver node with status 0 wherever it lands, and a real fault still ends it with an error.
+
+The bug this pins: SIGINT that landed in robosuite's OSC step, inside numba-compiled code, came out of the realtime
+control callback as ``SystemError: CPUDispatcher(...) returned a result with an exception set`` (the KeyboardInterrupt
+as its cause) before the signal had shut the ROS context down, and the node exited with status 1 (seen in CI under
+load: ``test_realtime_mode_holds_the_last_twist_then_stops``). The node here runs the real ``spin_node`` body every
+driver executable shares, with a timer callback that wraps an interrupt as numba does. The interrupt comes from
+``_thread.interrupt_main`` inside the callback: Python's SIGINT handling without rclpy's, so the ROS context is still
+up when the error leaves the callback, as it was in CI (rclpy shuts it down from a thread of its own, late under load).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+from pyrua_ros.testing import NodeProcess
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+NODE = '''
+import _thread, sys, time
+from pyrua_ros.nodes.spin import spin_node
+
+def make():
+    from rclpy.node import Node
+
+    class Busy(Node):
+        def __init__(self):
+            super().__init__("busy")
+            self.ticks = 0
+            self.create_timer(0.001, self.tick)
+
+        def tick(self):
+            self.ticks += 1
+            if self.ticks == 3:
+                print("ticking", flush=True)
+            if sys.argv[1] == "fault" and self.ticks == 5:
+                raise SystemError("a fault of the callback itself")
+            try:
+                if self.ticks == 5:
+                    _thread.interrupt_main()   # Ctrl-C, as Python sees it; rclpy has not seen it
+                t = time.monotonic()
+                while time.monotonic() - t < 0.05:   # as compiled code busy in a control step
+                    pass
+            except KeyboardInterrupt as exc:
+                raise SystemError("CPUDispatcher(<function f>) returned a result with an exception set") from exc
+
+    return Busy()
+
+sys.exit(spin_node(make, []))
+'''
+
+
+def _run(mode: str) -> NodeProcess:
+    node = NodeProcess([sys.executable, "-c", NODE, mode], cwd=ROOT)
+    assert node.wait_for_output("ticking", 60), node.output()[-3000:]
+    return node
+
+
+def test_ctrl_c_inside_compiled_code_that_wraps_the_interrupt_is_a_clean_exit():
+    node = _run("interrupt")
+    try:
+        node.proc.wait(60)
+    finally:
+        rc = node.stop()
+    assert rc == 0, f"exit code {rc}:\n" + node.output()[-3000:]
+    assert "Traceback" not in node.output()
+
+
+def test_a_fault_of_a_callback_still_ends_the_node_with_its_traceback():
+    node = _run("fault")
+    try:
+        node.proc.wait(60)
+    finally:
+        rc = node.stop()
+    assert rc == 1
+    assert "SystemError: a fault of the callback itself" in node.output()
