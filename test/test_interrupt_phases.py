@@ -92,6 +92,45 @@ def test_an_interrupt_at_every_phase_is_interrupted_and_carries_nothing_of_the_e
         assert data["outcomes"] == {"success": 2, "failure": 0, "infra": 0, "interrupted": 6, "unknown": 0}
 
 
+class WrappedInterruptAt(InterruptAt):
+    """The interrupt as a library may hand it on: an error of its own raised from the KeyboardInterrupt (numba's
+    ``SystemError ... returned a result with an exception set``), or an exception group holding it (a task group)."""
+
+    def __init__(self, where: str, how: str):
+        super().__init__(where)
+        self.how = how
+
+    def _raise(self):
+        try:
+            raise KeyboardInterrupt("signal 15")
+        except KeyboardInterrupt as exc:
+            if self.how == "group":
+                raise ExceptionGroup("unhandled errors in a TaskGroup", [RuntimeError("a sibling task")]) from exc
+            raise SystemError("CPUDispatcher(<function f>) returned a result with an exception set") from exc
+
+    def phase(self, name: str, detail: str = "", *, elapsed_s: float | None = None) -> None:
+        if name == self.where:
+            self._raise()
+
+    def turn(self, status) -> None:
+        if self.where == "turn":
+            self._raise()
+
+
+@pytest.mark.parametrize("where", ["card", "turn", "shutdown"])
+@pytest.mark.parametrize("how", ["chained", "group"])
+def test_an_interrupt_a_library_wrapped_in_its_error_is_still_interrupted(tmp_path, episode_host, where, how):
+    """Not an infrastructure error left out of every rate by mistake, nor a fault: the user's interrupt, by the
+    signal that raised it."""
+    from pyrua_ros.agent.run.episode import play
+
+    play(_config(tmp_path / "run"), progress=WrappedInterruptAt(where, how), host=episode_host)
+    r = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert (r["status"], r["reason"], r["environment_success"], r["error"]) == \
+        ("interrupted", "interrupted", False, None), r
+    assert "interrupted by SIGTERM" in r["notes"], r
+
+
 def _summarize(path: Path, flags: list[str]) -> dict:
     import contextlib
     import io

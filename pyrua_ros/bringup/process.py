@@ -1,4 +1,5 @@
-"""Ending child processes we started: by their own process group (their PID), escalating signals.
+"""Ending processes: children we started, by their own process group (their PID), escalating signals; our own,
+without the interpreter's teardown; and telling an interrupt from an error on the way.
 
 Every child that pyrua_ros starts (driver nodes, the launch graph's nodes, test nodes) is the leader of its own
 process group (``start_new_session=True``), so it and only its descendants are ended, by PID, never by name.
@@ -55,3 +56,23 @@ def exit_now(code: int) -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code)
+
+
+def interrupt_in(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt behind ``exc``: itself, one in its chain of causes and contexts, or one in an exception
+    group on the way; None when there is none. Compiled code that a Ctrl-C interrupts may raise an error of its own
+    from it (numba, inside robosuite's controller: ``SystemError: CPUDispatcher(...) returned a result with an
+    exception set``), and task groups gather it into an exception group: that error is the interrupt, not a fault."""
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt):
+            return e
+        if isinstance(e, BaseExceptionGroup):
+            stack.extend(e.exceptions)
+        stack.extend((e.__cause__, e.__context__))
+    return None

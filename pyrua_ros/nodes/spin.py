@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 
 from pyrua_ros import cputime
+from pyrua_ros.bringup.process import interrupt_in
 from pyrua_ros.wire.rosenv import node_preamble, rclpy_session
 
 
@@ -36,7 +37,7 @@ def spin_node(make_node: Callable[[], object], args: list[str] | None = None) ->
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
         except Exception as exc:
-            if rclpy.ok() and not _caused_by_interrupt(exc):
+            if rclpy.ok() and interrupt_in(exc) is None:
                 raise
             # Ctrl-C shut the context down while a callback was publishing (a realtime driver is almost always
             # inside its control step), or interrupted compiled code that wrapped the KeyboardInterrupt in its own
@@ -54,13 +55,3 @@ def spin_node(make_node: Callable[[], object], args: list[str] | None = None) ->
                 node.destroy_node()
     return 0
 
-
-def _caused_by_interrupt(exc: BaseException) -> bool:
-    """Whether a KeyboardInterrupt is in ``exc``'s chain of causes and contexts."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False

@@ -47,7 +47,7 @@ from pyrua_ros.agent.run.vla_server import VlaServer
 from pyrua_ros.agent.run.watchdog import MARGIN_S as WATCHDOG_MARGIN_S
 from pyrua_ros.agent.run.watchdog import Watchdog
 from pyrua_ros.bringup import graph, runner
-from pyrua_ros.bringup.process import stop_process_groups
+from pyrua_ros.bringup.process import interrupt_in, stop_process_groups
 from pyrua_ros.kernel import Kernel, KernelLimits
 from pyrua_ros.records.outcome import StrategyOutcome
 from pyrua_ros.records.publisher import AgentPublisher
@@ -503,15 +503,11 @@ class Episode:
                 interrupts.done = True
                 self._mark_interrupted(exc)
             except Exception as exc:
-                self.status = "boot_error" if stage == "boot" else "error"
-                self.reason = f"{type(exc).__name__}: {exc}"
-                driver = self.host.driver if self.host is not None else None
-                if driver is not None and not driver.alive():
-                    self.reason = f"{self.reason} ({driver.death_message()})"
-                self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
-                if stage == "boot":
-                    self.notes.append("host failed before the agent started")
-                self._judge_quietly()
+                if (interrupt := interrupt_in(exc)) is not None:   # an interrupt that a library wrapped in its error
+                    interrupts.done = True
+                    self._mark_interrupted(interrupt)
+                else:
+                    self._mark_failed(exc, stage)
             finally:
                 interrupts.done = True
                 try:
@@ -544,6 +540,19 @@ class Episode:
         self._judge_quietly()
         self.environment_success = False   # never a success: the episode did not run to its end
 
+    def _mark_failed(self, exc: Exception, stage: str) -> None:
+        """Status ``boot_error`` (the host failed before the agent started) or ``error`` (the harness failed while
+        the agent ran), with the error and, where the driver died, how."""
+        self.status = "boot_error" if stage == "boot" else "error"
+        self.reason = f"{type(exc).__name__}: {exc}"
+        driver = self.host.driver if self.host is not None else None
+        if driver is not None and not driver.alive():
+            self.reason = f"{self.reason} ({driver.death_message()})"
+        self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
+        if stage == "boot":
+            self.notes.append("host failed before the agent started")
+        self._judge_quietly()
+
     def _judge_quietly(self) -> None:
         """The verdict after a failure, when this episode's own status can still be read (else none is taken)."""
         if self.host is None or self.host.backend is None or self.episode_id is None:
@@ -560,6 +569,9 @@ class Episode:
             self.phase("shutdown", "writing the records")
         except KeyboardInterrupt as exc:
             interrupt = exc
+        except Exception as exc:
+            if (interrupt := interrupt_in(exc)) is None:
+                raise
         steps = [
             ("agent", lambda: self.strategy.close(self)),
             ("streams", self._let_streams_finish),
@@ -578,6 +590,10 @@ class Episode:
                 interrupt = interrupt or exc
                 self.notes.append(f"shutdown of {name} was interrupted")
             except Exception as exc:
+                if (wrapped := interrupt_in(exc)) is not None:
+                    interrupt = interrupt or wrapped
+                    self.notes.append(f"shutdown of {name} was interrupted")
+                    continue
                 self.notes.append(f"shutdown of {name} failed: {type(exc).__name__}: {exc}")
         if interrupt is not None and self.status != "interrupted":
             self._mark_interrupted(interrupt)
