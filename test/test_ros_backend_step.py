@@ -85,10 +85,10 @@ def scripted_rig():
     backend = RosBackend()
     try:
         assert spin_until(lambda: driver.pose_pub.get_subscription_count() > 0
-                          and backend._twist_pub.get_subscription_count() > 0, 15.0)
+                          and backend.motion.twist_pub.get_subscription_count() > 0, 15.0)
         driver.step_state(0, 0.1)
-        assert spin_until(lambda: backend._pose.value is not None and backend._status.value is not None
-                          and backend._joints.value is not None, 15.0)
+        assert spin_until(lambda: backend.state.pose.value is not None and backend.state.latest.value is not None
+                          and backend.state.joint_states.value is not None, 15.0)
         yield driver, backend
     finally:
         backend.close()

@@ -125,7 +125,7 @@ def follow_joint_trajectory(report: Report, backend) -> None:
         if handle is None or not handle.accepted:
             return False, "goal not accepted" if handle is not None else "goal not answered"
         result = handle.get_result_async()
-        if not backend._done_within(result, WAIT_S):
+        if not backend.link.done_within(result, WAIT_S):
             return False, "no result"
         res = result.result().result
         return res.error_code == FollowJointTrajectory.Result.SUCCESSFUL, {
