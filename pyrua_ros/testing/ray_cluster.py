@@ -11,11 +11,17 @@ Run as ``python -m pyrua_ros.testing.ray_cluster NODES TEMP_DIR`` in the environ
 ``{"address": "127.0.0.1:PORT", "nodes": [[pid, ...], ...]}`` (the processes of each node, head first), then reads
 commands on stdin: ``remove I`` kills node I's processes at once (its raylet, and with it the actors on it) and
 answers ``removed I``; end of input shuts the cluster down.
+
+Ray's test cluster writes its address (for ``ray.init("auto")``) to ``$TMPDIR/ray/ray_current_cluster``, by default
+``/tmp/ray``: shared by every user of the machine, and absent on a fresh one (the start then fails with
+FileNotFoundError). Here ``TMPDIR`` is a folder of this cluster's own, under ``TEMP_DIR``, for it and its nodes.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import pathlib
 import sys
 
 #: a node is declared dead about 3 s after its raylet stops answering (Ray's default is about 30 s)
@@ -31,6 +37,9 @@ def main(argv: list[str]) -> int:
     from ray.cluster_utils import Cluster
 
     count, temp_dir = int(argv[0]), argv[1]
+    own_tmp = pathlib.Path(temp_dir) / "tmp"
+    (own_tmp / "ray").mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(own_tmp)
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False, "temp_dir": temp_dir,
         "_system_config": FAST_NODE_DEATH})
