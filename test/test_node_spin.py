@@ -52,27 +52,24 @@ sys.exit(spin_node(make, []))
 '''
 
 
-def _run(mode: str) -> NodeProcess:
+def _run_to_its_end(mode: str) -> tuple[int | None, str]:
+    """Start the node in ``mode``, let it end by itself (60 s at most, then it is stopped): its exit code and output."""
     node = NodeProcess([sys.executable, "-c", NODE, mode], cwd=ROOT)
-    assert node.wait_for_output("ticking", 60), node.output()[-3000:]
-    return node
+    try:
+        assert node.wait_for_output("ticking", 60), node.output()[-3000:]
+        node.proc.wait(60)
+    finally:
+        rc = node.stop()
+    return rc, node.output()
 
 
 def test_ctrl_c_inside_compiled_code_that_wraps_the_interrupt_is_a_clean_exit():
-    node = _run("interrupt")
-    try:
-        node.proc.wait(60)
-    finally:
-        rc = node.stop()
-    assert rc == 0, f"exit code {rc}:\n" + node.output()[-3000:]
-    assert "Traceback" not in node.output()
+    rc, output = _run_to_its_end("interrupt")
+    assert rc == 0, f"exit code {rc}:\n" + output[-3000:]
+    assert "Traceback" not in output
 
 
 def test_a_fault_of_a_callback_still_ends_the_node_with_its_traceback():
-    node = _run("fault")
-    try:
-        node.proc.wait(60)
-    finally:
-        rc = node.stop()
-    assert rc == 1
-    assert "SystemError: a fault of the callback itself" in node.output()
+    rc, output = _run_to_its_end("fault")
+    assert rc == 1, output[-3000:]
+    assert "SystemError: a fault of the callback itself" in output
