@@ -475,3 +475,34 @@ def test_start_at_keeps_an_earlier_episodes_frames_out_even_without_the_clock(ro
     rec.close()
     written = decoded(tmp_path / "start.mcap")[interface_name(color)]
     assert [round(m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, 3) for _mc, m in written] == [7.05, 7.55]
+
+
+def test_a_held_recording_gets_the_first_state_a_driver_in_another_process_publishes(ros_client, tmp_path):
+    """The bag must hold the reset's step-0 state. Matched on this side is not matched on the driver's (DDS
+    discovery is one-sided; under load CI lost the step-0 pose so): ``wait_for_publishers`` also waits for the
+    latched status, which the driver sends once it matched that reader, made after the state readers. The driver
+    here is another participant (its own context), publishing the state at once after the wait, as a reset does."""
+    from geometry_msgs.msg import PoseStamped
+    from std_msgs.msg import String
+
+    from pyrua_ros.testing import RosClient
+
+    pose, status = "/rec_match/ee_pose", "/rec_match/status"
+    driver = RosClient("rec_match_driver")
+    try:
+        status_pub = driver.node.create_publisher(String, status, qos.LATCHED)
+        status_pub.publish(String(data="{}"))
+        pose_pub = driver.node.create_publisher(PoseStamped, pose, qos.EVENTS)
+        rec = recorder.EpisodeRecorder(ros_client.node, tmp_path / "match.mcap",
+                                       {pose: "geometry_msgs/msg/PoseStamped", status: recorder.STRING},
+                                       latched={status}, held=True)
+        with pytest.raises(ValueError, match="latched topic subscribed after"):
+            rec.wait_for_publishers([status], 1.0, confirm=pose)
+        assert rec.wait_for_publishers([pose], 30.0, confirm=status) == []
+        rec.begin()
+        pose_pub.publish(PoseStamped())            # at once, as the reset publishes its step-0 state
+        spin_until(lambda: rec.counts[pose] > 0, 10.0)
+        rec.close()
+    finally:
+        driver.close()
+    assert rec.counts[pose] == 1 and rec.counts[status] == 1

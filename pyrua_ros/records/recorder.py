@@ -307,6 +307,7 @@ class EpisodeRecorder:
         self.topics = dict(topics)
         self._node = node
         self._lock = threading.Lock()
+        self._heard: set[str] = set()   # topics that delivered a message, held or not (wait_for_publishers)
 
         self._file = open_record(self.path)
         self._writer = Writer(self._file)
@@ -347,9 +348,16 @@ class EpisodeRecorder:
                 cls, topic, self._callback(topic), qos, raw=True,
                 event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
 
-    def wait_for_publishers(self, topics: Iterable[str], timeout: float) -> list[str]:
+    def wait_for_publishers(self, topics: Iterable[str], timeout: float, *, confirm: str | None = None) -> list[str]:
         """Wait until each of ``topics`` has a publisher matched with its subscription (at most ``timeout`` s),
-        so what the driver publishes next (the reset's step-0 state) is recorded; return those still unmatched."""
+        so what the driver publishes next (the reset's step-0 state) is recorded; return those still unmatched.
+
+        A publisher count is what this side matched; the driver's writer matches this reader on its own schedule
+        (DDS discovery is one-sided), and a volatile message it sends before then is not delivered: under load the
+        bag lost the reset's step-0 pose so. ``confirm``: a latched topic whose subscription was made after those
+        of ``topics``; its kept message arrives once the driver matched that reader, and the driver learns of this
+        side's readers in the order they were made, so then it matched the readers of ``topics`` too. It is
+        waited for (within ``timeout``) where it has a publisher."""
         deadline = time.monotonic() + timeout
         pending = [t for t in topics if t in self._subscriptions]
         while pending:
@@ -357,6 +365,14 @@ class EpisodeRecorder:
             if not pending or time.monotonic() >= deadline:
                 break
             time.sleep(0.02)
+        if confirm is not None and confirm in self._subscriptions:
+            order = list(self._subscriptions)
+            if confirm not in self._latched or any(order.index(t) > order.index(confirm) for t in topics
+                                                   if t in self._subscriptions):
+                raise ValueError(f"{confirm} must be a latched topic subscribed after {list(topics)}")
+            while self._subscriptions[confirm].get_publisher_count() > 0 and confirm not in self._heard \
+                    and time.monotonic() < deadline:
+                time.sleep(0.005)
         return pending
 
     def begin(self) -> None:
@@ -444,6 +460,7 @@ class EpisodeRecorder:
                 source = info.get("source_timestamp") or received
                 clock_ns = _cdr_time_ns(data) if topic == self._clock_topic else None
                 with self._lock:
+                    self._heard.add(topic)
                     if clock_ns is not None and not self._closed:
                         self._last_clock_ns = max(self._last_clock_ns or 0, clock_ns)
                     if self._closed or (self._held and topic not in self._latched):

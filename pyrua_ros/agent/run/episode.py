@@ -366,7 +366,8 @@ class Episode:
         the reset publishes (a driver still booting gets the reset's deadline to appear)."""
 
         self.recorder = record_episode(backend.node, self.out / "episode.mcap", held=True)
-        unmatched = self.recorder.wait_for_publishers(state_topics(), backend.names.timeouts.reset_s)
+        unmatched = self.recorder.wait_for_publishers(state_topics(), backend.names.timeouts.reset_s,
+                                                      confirm=backend.names.sim.episode_status)
         if unmatched:
             self.notes.append(f"recording started before {', '.join(unmatched)} had a publisher: the bag may "
                               "lack the step-0 state")
