@@ -54,4 +54,3 @@ def spin_node(make_node: Callable[[], object], args: list[str] | None = None) ->
                     close()
                 node.destroy_node()
     return 0
-

@@ -307,7 +307,6 @@ class EpisodeRecorder:
         self.topics = dict(topics)
         self._node = node
         self._lock = threading.Lock()
-        self._heard: set[str] = set()   # topics that delivered a message, held or not (wait_for_publishers)
 
         self._file = open_record(self.path)
         self._writer = Writer(self._file)
@@ -370,8 +369,8 @@ class EpisodeRecorder:
             if confirm not in self._latched or any(order.index(t) > order.index(confirm) for t in topics
                                                    if t in self._subscriptions):
                 raise ValueError(f"{confirm} must be a latched topic subscribed after {list(topics)}")
-            while self._subscriptions[confirm].get_publisher_count() > 0 and confirm not in self._heard \
-                    and time.monotonic() < deadline:
+            while self._subscriptions[confirm].get_publisher_count() > 0 and self.counts[confirm] == 0 \
+                    and time.monotonic() < deadline:   # (a latched message is written even while held)
                 time.sleep(0.005)
         return pending
 
@@ -460,7 +459,6 @@ class EpisodeRecorder:
                 source = info.get("source_timestamp") or received
                 clock_ns = _cdr_time_ns(data) if topic == self._clock_topic else None
                 with self._lock:
-                    self._heard.add(topic)
                     if clock_ns is not None and not self._closed:
                         self._last_clock_ns = max(self._last_clock_ns or 0, clock_ns)
                     if self._closed or (self._held and topic not in self._latched):

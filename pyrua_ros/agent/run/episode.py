@@ -500,11 +500,10 @@ class Episode:
                 self.status, self.reason = "boot_error", str(exc)
                 self.error = ErrorInfo.from_exception(exc, traceback.format_exc())
                 self.notes.append("host failed before the agent started")
-            except KeyboardInterrupt as exc:   # the user's Ctrl-C, or SIGTERM/SIGHUP: its own outcome, in no rate
-                interrupts.done = True
-                self._mark_interrupted(exc)
-            except Exception as exc:
-                if (interrupt := interrupt_in(exc)) is not None:   # an interrupt that a library wrapped in its error
+            except (KeyboardInterrupt, Exception) as exc:
+                # the user's Ctrl-C, or SIGTERM/SIGHUP, also where a library wrapped it in an error of its own: its
+                # own outcome, in no rate; any other error is the harness's
+                if (interrupt := interrupt_in(exc)) is not None:
                     interrupts.done = True
                     self._mark_interrupted(interrupt)
                 else:
@@ -568,9 +567,7 @@ class Episode:
         interrupt = None
         try:
             self.phase("shutdown", "writing the records")
-        except KeyboardInterrupt as exc:
-            interrupt = exc
-        except Exception as exc:
+        except (KeyboardInterrupt, Exception) as exc:
             if (interrupt := interrupt_in(exc)) is None:
                 raise
         steps = [
@@ -587,15 +584,12 @@ class Episode:
                 with cputime.section(f"episode: shutdown {name}"):
                     step()
                 cputime.mark(f"shutdown: {name}")
-            except KeyboardInterrupt as exc:
-                interrupt = interrupt or exc
-                self.notes.append(f"shutdown of {name} was interrupted")
-            except Exception as exc:
+            except (KeyboardInterrupt, Exception) as exc:
                 if (wrapped := interrupt_in(exc)) is not None:
                     interrupt = interrupt or wrapped
                     self.notes.append(f"shutdown of {name} was interrupted")
-                    continue
-                self.notes.append(f"shutdown of {name} failed: {type(exc).__name__}: {exc}")
+                else:
+                    self.notes.append(f"shutdown of {name} failed: {type(exc).__name__}: {exc}")
         if interrupt is not None and self.status != "interrupted":
             self._mark_interrupted(interrupt)
 
