@@ -8,7 +8,6 @@ import time
 
 from pyrua_ros.robo.backend import BackendRefused, BackendTimeout, GripperOutcome
 from pyrua_ros.robo.ros.link import RosLink
-from pyrua_ros.robo.ros.motion import refuse_if_cancelled
 from pyrua_ros.robo.ros.state import SETTLE_S, RobotState
 from pyrua_ros.wire.goal_client import action_client
 
@@ -37,7 +36,7 @@ class Gripper:
         carries it, so the next twist steps with it; False, sending nothing, when the driver has no such topic
         (asked once: a subscriber within ``server_wait_s``); BackendRefused when the driver refuses it."""
         state, link = self.state, self.link
-        refuse_if_cancelled(link, "gripper target")
+        link.check_cancelled("gripper target")
         link.check_deadline("gripper target")
         if self._streams_target is None:
             deadline = time.monotonic() + link.within_deadline(link.timeouts.server_wait_s)
@@ -68,7 +67,7 @@ class Gripper:
         if refusal is not None:
             raise BackendRefused(f"{what}: {refusal.get('reason', 'refused by the driver')}",
                                  reason=state.refusal_reason())
-        refuse_if_cancelled(link, "gripper target")
+        link.check_cancelled("gripper target")
         link.check_deadline(what)
         raise BackendTimeout(f"{what}: no status carrying the target {target} m within {link.timeouts.step_reply_s} s")
 
@@ -76,7 +75,7 @@ class Gripper:
         from action_msgs.msg import GoalStatus
 
         state, link = self.state, self.link
-        refuse_if_cancelled(link, "gripper")
+        link.check_cancelled("gripper")
         link.check_deadline("gripper")
         what = link.names.driver.gripper_command
         if not self._gripper.wait_for_server(timeout_sec=link.timeouts.server_wait_s):

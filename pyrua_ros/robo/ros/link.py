@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 from pyrua_ros import cputime
-from pyrua_ros.robo.backend import BackendDeadline, BackendTimeout
+from pyrua_ros.robo.backend import BackendDeadline, BackendRefused, BackendTimeout
 from pyrua_ros.wire.followed_clock import FollowedClock
 from pyrua_ros.wire.goal_client import call_answered, future_done_within
 from pyrua_ros.wire.interfaces import Interfaces, load
@@ -131,6 +131,11 @@ class RosLink:
     def on_deadline(self, stop: Callable[[], None]) -> None:
         """Run ``stop`` (best effort) when a wait reaches the deadline, before :meth:`check_deadline` raises."""
         self._stops.append(stop)
+
+    def check_cancelled(self, what: str) -> None:
+        """BackendRefused (reason ``cancelled``) once the backend was cancelled, until the next reset."""
+        if self.cancelled.is_set():
+            raise BackendRefused(f"{what}: cancelled", reason="cancelled")
 
     def cancel_goals(self) -> None:
         """Ask the driver to cancel every action goal in flight (best effort, no wait)."""

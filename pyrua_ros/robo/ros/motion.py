@@ -28,12 +28,6 @@ from pyrua_ros.wire.goal_client import action_client
 CARTESIAN_DISCOVERY_S = 5.0
 
 
-def refuse_if_cancelled(link: RosLink, what: str) -> None:
-    """BackendRefused (reason ``cancelled``) once the backend was cancelled, until the next reset."""
-    if link.cancelled.is_set():
-        raise BackendRefused(f"{what}: cancelled", reason="cancelled")
-
-
 class Motion:
     """Servo twists and Cartesian goals, over ``link``, waiting on ``state``; the twist scale of a Cartesian goal is
     ``episode``'s ``osc_action_scale``."""
@@ -79,12 +73,9 @@ class Motion:
             event.set()
         self.link.cancel_goals()
 
-    def _refuse_if_cancelled(self, what: str) -> None:
-        refuse_if_cancelled(self.link, what)
-
     # ------------------------------------------------------------------ servo
     def servo(self, linear: np.ndarray, angular: np.ndarray) -> EePose:
-        self._refuse_if_cancelled("servo")
+        self.link.check_cancelled("servo")
         self.link.check_deadline("servo")
         before = self.state.ee_pose()
         status = self.state.status()
@@ -138,7 +129,7 @@ class Motion:
         if refusal is not None:
             raise BackendRefused(f"servo: {refusal.get('reason', 'refused by the driver')}",
                                  reason=state.refusal_reason())
-        self._refuse_if_cancelled("servo")
+        self.link.check_cancelled("servo")
         link.check_deadline("servo")
         if state.pose.value is not None and state.pose.value.stamp > last_stamp:
             raise BackendTimeout(f"{names.sim.episode_status}: no status for t={state.pose.value.stamp:.3f} "
@@ -161,7 +152,7 @@ class Motion:
         if self._move is None or not 0 < int(max_steps) < 2 ** 32:   # MoveToTarget's max_steps is a uint32
             return None
         what = link.names.driver.cartesian_move
-        self._refuse_if_cancelled(what)
+        self.link.check_cancelled(what)
         link.check_deadline(what)
         if self._serves_move is None:
             self._serves_move = bool(self._move.wait_for_server(
