@@ -4,7 +4,7 @@ bounded by the Linux kernel for the sandbox as a whole (``memory.max``, ``cpu.ma
 ``KernelCgroup.create(limits)`` makes ``pyrua-kernel-<pid>-<n>`` under this process's own cgroup v2 when that
 cgroup's ``cgroup.subtree_control`` offers the ``memory``, ``cpu`` and ``pids`` controllers (or can be made to:
 a delegated sub-tree, or root) and returns None otherwise; then the kernel is bounded by its rlimits only
-(``worker.isolate``: address space, CPU seconds, no fork), and :func:`fallback_reason` says why, for result.json.
+(``isolation.isolate``: address space, CPU seconds, no fork), and :func:`fallback_reason` says why, for result.json.
 The host moves the bubblewrap process, the sandbox's init and the kernel's Python into the group once they
 exist (before the first cell) and removes the group when the kernel has ended.
 """

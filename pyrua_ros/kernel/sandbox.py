@@ -63,6 +63,7 @@ UNSAFE_NOTE = ("--unsafe-sandbox: cells ran in a plain child process (rlimits an
 KERNEL_SOURCES = (
     "pyrua_ros/__init__.py",
     "pyrua_ros/kernel/__init__.py",
+    "pyrua_ros/kernel/isolation.py",
     "pyrua_ros/kernel/policy.py",
     "pyrua_ros/kernel/protocol.py",
     "pyrua_ros/kernel/proxy.py",

@@ -2,7 +2,7 @@
 
 The kernel process (and everything it starts) runs under :func:`program`: bubblewrap loads it (``--seccomp FD``)
 before ``setpriv`` and Python start, and the worker stacks the same list without ``execve`` on itself once it is up
-(``worker.isolate``), so a cell can never run another program. What a call meets:
+(``isolation.isolate``), so a cell can never run another program. What a call meets:
 
 - **allowed** (``ALLOWED``): what CPython, numpy, PIL and the allowed packages need to run (files, memory, time,
   signals, the process's own threads and forks, pipes, polling, Landlock) and nothing that reaches state outside
