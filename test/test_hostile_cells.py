@@ -455,7 +455,7 @@ def test_unix_sockets_of_this_machine_are_unreachable(bare_kernel):
 
 
 def test_processes_started_by_a_cell_die_with_the_kernel(bare_kernel):
-    sandbox_pid = bare_kernel._proc.pid
+    sandbox_pid = bare_kernel.process.popen.pid
     before = descendants(sandbox_pid)
     out = escape(bare_kernel, "pid = os.fork()\nif pid == 0:\n    os.setsid()\n    time.sleep(300)\n    os._exit(0)\n"
                               "print(pid > 2)")
@@ -468,7 +468,7 @@ def test_processes_started_by_a_cell_die_with_the_kernel(bare_kernel):
 
 
 def test_a_child_holding_the_pipe_cannot_hide_a_dead_kernel(bare_kernel):
-    sandbox_pid = bare_kernel._proc.pid
+    sandbox_pid = bare_kernel.process.popen.pid
     out = escape(bare_kernel, "if os.fork() == 0:\n    time.sleep(300)\n    os._exit(0)\nos._exit(3)", timeout_s=60)
     assert out.elapsed_s < 10 and out.restarted
     assert out.exception.startswith("KernelDied: the kernel process died: exited with status 3")

@@ -39,7 +39,7 @@ def test_with_a_delegated_cgroup_the_kernel_is_bounded_by_it(tmp_path):
         pytest.skip(f"no delegated cgroup v2 here ({cgroup.fallback_reason()})")
     limits = KernelLimits(memory_bytes=256 * 2**20, cpus=0.5, interrupt_grace_s=1.0)
     with Kernel(Robo(), tmp_path / "ws", limits=limits) as kernel:
-        group = kernel._cgroup.path
+        group = kernel.process.cgroup.path
         assert str(kernel.pid) in (group / "cgroup.procs").read_text().split()
         assert (group / "memory.max").read_text().strip() == str(256 * 2**20)
         assert (group / "cpu.max").read_text().split() == ["50000", "100000"]

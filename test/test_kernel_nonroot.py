@@ -65,8 +65,8 @@ with Kernel(Robo(), ws, limits=KernelLimits(processes=None, landlock=False)) as 
     report["stdout"], report["exception"] = out.stdout, out.exception
     report["uid_outside"] = [line.split()[1] for line in Path(f"/proc/{k.pid}/status").read_text().splitlines()
                              if line.startswith("Uid:")][0]
-    report["descendants_before_close"] = len(list(Path(f"/proc/{k._proc.pid}/task").iterdir()))
-    sandbox_pid = k._proc.pid
+    report["descendants_before_close"] = len(list(Path(f"/proc/{k.process.popen.pid}/task").iterdir()))
+    sandbox_pid = k.process.popen.pid
 report["sandbox_alive_after_close"] = Path(f"/proc/{sandbox_pid}").exists()
 report["copied"] = (ws / "made_inside.txt").read_text()
 print(json.dumps(report))
