@@ -8,6 +8,7 @@ robosuite's ``transform_utils``; transforms3d's own order is (w, x, y, z), so ev
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -41,3 +42,19 @@ def quat_to_axis_angle(q_xyzw: Sequence[float]) -> np.ndarray:
     ``quat2axisangle``): the unit axis times the angle in [0, 2 pi]; zeros for no rotation."""
     axis, angle = quat2axangle(xyzw_to_wxyz(q_xyzw))
     return np.asarray(axis, dtype=np.float64) * angle if angle else np.zeros(3)
+
+
+def wrap_angle(a: float) -> float:
+    """Angle wrapped to [-pi, pi)."""
+    return (a + math.pi) % (2.0 * math.pi) - math.pi
+
+
+def yaw_of(r: np.ndarray) -> float:
+    """World yaw atan2(R10, R00) rad of a rotation matrix (PyRUA-Lean's ``State.eef_yaw`` convention)."""
+    return math.atan2(r[1, 0], r[0, 0])
+
+
+def pitch_of(r: np.ndarray) -> float:
+    """Pitch atan2(R12, -R22) rad of a gripper rotation matrix: 0 = pointing down, +pi/2 along world +y
+    (PyRUA-Lean's ``State.eef_pitch`` convention)."""
+    return math.atan2(r[1, 2], -r[2, 2])

@@ -21,9 +21,9 @@ from pyrua_ros.examples import run_program
 from pyrua_ros.robo import results as R
 from pyrua_ros.robo.backend import BackendRefused
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
-from pyrua_ros.robo.geometry import wrap_angle
 from pyrua_ros.robo.host import RobotHost
 from pyrua_ros.robo.libero import MAX_PLANAR_MOVE_M, LiberoRobot, libero_host
+from pyrua_ros.rotations import wrap_angle
 
 OPEN_GAP_M = 0.06        # finger gap above this = open (fully open ~0.08)
 CLOSED_GAP_M = 0.012     # finger gap below this after closing on nothing = closed

@@ -19,10 +19,9 @@ from pyrua_ros.robo import results as R
 from pyrua_ros.robo.backend import BackendRefused, RobotBackend
 from pyrua_ros.robo.codecs import decode_npz, decode_png
 from pyrua_ros.robo.errors import EpisodeFinished, ToolError
-from pyrua_ros.robo.geometry import matrix, pitch_of, rotation_vector, wrap_angle, yaw_of
 from pyrua_ros.robo.ledger import CallRecord, Ledger
 from pyrua_ros.robo.libero import MAX_PLANAR_MOVE_M, PI0_CHUNK_STEPS, LiberoRobot, libero_host
-from pyrua_ros.rotations import rot_x, rot_z
+from pyrua_ros.rotations import pitch_of, quat_to_matrix, rot_x, rot_z, wrap_angle, yaw_of
 from pyrua_ros.wire.convert import matrix_to_quat
 
 pytestmark = pytest.mark.unit   # the fast lane: no driver node, no LIBERO (pytest -m unit)
@@ -536,7 +535,7 @@ def test_state_yaw_pitch_conventions(yaw, pitch):
         assert state.eef_pitch == pytest.approx(pitch) and state.eef_yaw == pytest.approx(0.0, abs=1e-9)
     else:
         assert state.eef_yaw == pytest.approx(yaw) and state.eef_pitch == pytest.approx(0.0, abs=1e-9)
-    assert np.allclose(matrix(q), r)
+    assert np.allclose(quat_to_matrix(q), r)
     assert yaw_of(r) == pytest.approx(state.eef_yaw) and pitch_of(r) == pytest.approx(state.eef_pitch)
 
 
@@ -546,15 +545,10 @@ def test_pitch_half_pi_points_along_plus_y():
     assert pitch_of(r) == pytest.approx(math.pi / 2)
 
 
-def test_rotation_vector_and_wrap():
-    for axis, angle in (([0, 0, 1], 0.3), ([1, 0, 0], -1.0), ([0, 1, 0], 3.0)):
-        r = matrix_to_quat(np.eye(3))  # identity round trip
-        assert np.allclose(r, [0, 0, 0, 1])
-        k = np.array(axis, float) * angle
-        kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]]) / abs(angle)
-        rot = np.eye(3) + math.sin(abs(angle)) * kx + (1 - math.cos(abs(angle))) * kx @ kx
-        assert np.allclose(rotation_vector(rot), k, atol=1e-6)
+def test_wrap_angle():
     assert wrap_angle(3 * math.pi / 2) == pytest.approx(-math.pi / 2)
+    assert wrap_angle(math.pi) == pytest.approx(-math.pi)
+    assert wrap_angle(-0.25) == -0.25
 
 
 # -- bounds on what the host keeps (issue 9) --------------------------------------------------------------------

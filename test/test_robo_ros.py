@@ -18,8 +18,8 @@ from robo_motion_cases import CASES
 
 from pyrua_ros.robo import results as R
 from pyrua_ros.robo.errors import ToolError
-from pyrua_ros.robo.geometry import wrap_angle
 from pyrua_ros.robo.libero import LiberoRobot
+from pyrua_ros.rotations import wrap_angle
 
 TABLE_Z = 0.90            # kitchen table top [m] (LIBERO-CALIBRATION.md)
 AGENTVIEW_POS = (0.66, 0.0, 1.61)

@@ -34,8 +34,9 @@ import numpy as np
 from pyrua_ros.robo import arguments as check
 from pyrua_ros.robo.backend import BackendRefused, EePose, RobotBackend
 from pyrua_ros.robo.calls import CallRunner
-from pyrua_ros.robo.geometry import matrix, pitch_of, wrap_angle, yaw_of
 from pyrua_ros.robo.results import Gripper, Move, MovePose, Release, Rotation
+from pyrua_ros.rotations import pitch_of, wrap_angle, yaw_of
+from pyrua_ros.rotations import quat_to_matrix as matrix
 from pyrua_ros.wire.move_law import move_action, osc_twist
 
 GRIPPER_OPEN_WIDTH_M = 0.08
