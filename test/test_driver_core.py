@@ -278,7 +278,7 @@ LAW = {"tol": 0.005, "step_clip": 0.01, "action_scale": 0.05, "linear_scale": 0.
 def test_a_cartesian_goal_steps_exactly_the_twists_robos_loop_would_send():
     """Each step of a MoveToTarget goal is the move_to law's twist for the pose before it, run like a world-frame
     twist; the finger target holds from the start; it converges with one more iteration than steps."""
-    from pyrua_ros.wire.move_law import move_action, osc_twist
+    from pyrua_ros.wire.move_law import ServoLaw, osc_twist
 
     core, out = make_core()
     start = np.asarray(core.model.ee_pose()[0], dtype=float)
@@ -286,8 +286,8 @@ def test_a_cartesian_goal_steps_exactly_the_twists_robos_loop_would_send():
     twin, _ = make_core()        # the same episode driven by robo's loop: its gripper target, then its twists
     twin.on_gripper_target([0.0])
     sent = []
-    while (a := move_action(target, np.asarray(twin.model.ee_pose()[0], dtype=float), LAW["tol"],
-                            LAW["step_clip"], LAW["action_scale"])) is not None:
+    law = ServoLaw(target, LAW["tol"], step_clip=LAW["step_clip"], action_scale=LAW["action_scale"])
+    while (a := law.action(np.asarray(twin.model.ee_pose()[0], dtype=float), twin.model.ee_pose()[1])) is not None:
         v, w = osc_twist(a, (LAW["linear_scale"], 0.1), twin.dt)
         sent.append(v)
         twin.on_twist(v, w, "", 0.0)
@@ -301,6 +301,64 @@ def test_a_cartesian_goal_steps_exactly_the_twists_robos_loop_would_send():
     cartesian = [f for kind, f in out.feedback if kind == "cartesian"]
     assert [f["linear"] for f in cartesian] == [[float(x) for x in v] for v in sent]
     assert outcome.fields["final_position"] == [float(x) for x in core.model.ee_pose()[0]]
+
+
+@pytest.mark.parametrize("verb", ["move_pose", "move_to_with_yaw", "rotate_wrist", "rotate_pitch"])
+def test_a_goal_with_angles_steps_exactly_the_twists_robos_loop_would_send(verb):
+    """The angle laws (move_pose's pitch and yaw, move_to's riding yaw, a rotate verb with no position term) run as
+    one goal take the same steps as robo's twist loop of the same law: the same twists, iterations and physics."""
+    import math
+
+    from pyrua_ros.driver import cartesian
+    from pyrua_ros.rotations import pitch_of, quat_to_matrix, yaw_of
+    from pyrua_ros.wire.move_law import ServoLaw, osc_twist
+
+    core, out = make_core()
+    pos, quat = core.model.ee_pose()
+    r = quat_to_matrix(quat)
+    target = np.asarray(pos, dtype=float) + np.array([0.05, -0.03, 0.04])
+    law = {"move_pose": ServoLaw(target, 0.004, step_clip=0.01, action_scale=0.05, pitch=pitch_of(r) - 0.3,
+                                 yaw=yaw_of(r) + 0.25, pitch_step=0.05, yaw_step=0.04, ori_tol=0.02),
+           "move_to_with_yaw": ServoLaw(target, 0.004, step_clip=0.01, action_scale=0.05, yaw=yaw_of(r) - 0.4,
+                                        yaw_step=0.05),
+           "rotate_wrist": ServoLaw(None, 0.02, yaw=yaw_of(r) + 0.5, yaw_step=0.1, ori_tol=0.02),
+           "rotate_pitch": ServoLaw(None, 0.02, pitch=pitch_of(r) + 0.35, pitch_step=0.1, ori_tol=0.02)}[verb]
+    scale = (0.05, 0.1)    # the fake arm tracks twists exactly: it declares 0.1 rad per unit action
+    twin, _ = make_core()
+    twin.on_gripper_target([0.0])
+    sent = []
+    while len(sent) < 200 and (a := law.action(np.asarray(twin.model.ee_pose()[0], dtype=float),
+                                               twin.model.ee_pose()[1])) is not None:
+        v, w = osc_twist(a, scale, twin.dt)
+        sent.append((v, w))
+        twin.on_twist(v, w, "", 0.0)
+    assert 3 < len(sent) < 200 and any(np.any(w) for _v, w in sent), "the law turned the hand and converged"
+    args = cartesian.arguments(law, linear_scale=scale[0], angular_scale=scale[1], max_steps=200)
+    here = [float(x) for x in (law.target if law.target is not None else pos)]
+    core.check_cartesian_goal(here, 0.0, **args)
+    outcome = run_goal(core, core.start_cartesian(here, 0.0, **args))
+    assert outcome.status == goals.SUCCEEDED and outcome.fields["iterations"] == len(sent) + 1
+    assert core.state_digest == twin.state_digest
+    feedback = [f for kind, f in out.feedback if kind == "cartesian"]
+    assert [(f["linear"], f["angular"]) for f in feedback] == [([*map(float, v)], [*map(float, w)]) for v, w in sent]
+    assert outcome.fields["final_orientation"] == [float(x) for x in core.model.ee_pose()[1]]
+    if law.target is None:     # no position term: the hand turned in place (the zero linear action holds it)
+        assert all(f["linear"] == [0.0, 0.0, 0.0] for f in feedback)
+    if verb == "move_to_with_yaw":    # the yaw rides along: the goal ends when the position is there
+        assert math.isinf(args["ori_tol"])
+
+
+def test_a_goal_that_servoes_nothing_or_a_bad_angle_is_rejected():
+    core, _ = make_core()
+    here = [float(x) for x in core.model.ee_pose()[0]]
+    base = {**LAW, "max_steps": 10}
+    for law, why in (({"position": False}, "servoes an angle"),
+                     ({"yaw": float("nan")}, "target_yaw must be finite"),
+                     ({"pitch": 0.1, "pitch_step": 0.0}, "pitch_step must be finite and > 0"),
+                     ({"yaw": 0.1, "angular_scale": 0.0}, "angular_scale must be finite and > 0"),
+                     ({"ori_tol": -1.0}, "orientation_tolerance must be >= 0")):
+        with pytest.raises(GoalRejected, match=why):
+            core.check_cartesian_goal(here, 0.08, **base, **law)
 
 
 def test_a_cartesian_goal_counts_max_steps_and_converges_without_a_step_when_there():

@@ -61,6 +61,7 @@ def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(fa
     from pyrua_ros.robo.libero import libero_host
     from pyrua_ros.robo.ros_backend import RosBackend
     from pyrua_ros.sim_interfaces.state_digest import describe_difference
+    from pyrua_ros.wire.move_law import ServoLaw
 
     def play(backend) -> tuple[dict, list]:
         backend.reset("fake_table", 0, 0, 300)
@@ -82,8 +83,8 @@ def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(fa
     try:
         backend = RosBackend(context_args=["--ros-args", *ns])
         twists = play(backend)
-        assert backend.move_to_target([0.0, 0.0, 1.0], 0.08, tol=0.01, step_clip=0.01, action_scale=0.05,
-                                      max_steps=5) is None, "no MoveToTarget server: robo streams twists"
+        law = ServoLaw(np.array([0.0, 0.0, 1.0]), 0.01, step_clip=0.01, action_scale=0.05)
+        assert backend.move_to_target(law, 0.08, max_steps=5) is None, "no MoveToTarget server: robo streams twists"
     finally:
         if backend is not None:
             backend.close()

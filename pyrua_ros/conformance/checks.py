@@ -22,7 +22,7 @@ import numpy as np
 from pyrua_ros.conformance import report
 from pyrua_ros.conformance.probe import Probe
 from pyrua_ros.conformance.report import Row
-from pyrua_ros.wire.move_law import move_action, osc_twist
+from pyrua_ros.wire.move_law import ServoLaw, osc_twist
 
 RELIABLE, TRANSIENT_LOCAL = "RELIABLE", "TRANSIENT_LOCAL"
 MOVE_SPEED = 0.1         # [m/s] of the motion checks
@@ -433,8 +433,9 @@ def check_cartesian_move(probe: Probe, skip_sim: bool) -> list[Row]:
                                f"{r.iterations} iterations (converged check included), {len(feedback)} feedback"))
     if feedback:
         dt = probe.names.robot.control_period_s
-        want, _w = osc_twist(move_action(target, start, MOVE_LAW["tolerance"], MOVE_LAW["step_clip"],
-                                         MOVE_LAW["action_scale"]), (0.05, 1.0), dt)
+        law = ServoLaw(target, MOVE_LAW["tolerance"], step_clip=MOVE_LAW["step_clip"],
+                       action_scale=MOVE_LAW["action_scale"])
+        want, _w = osc_twist(law.action(start, (0.0, 0.0, 0.0, 1.0)), (0.05, 1.0), dt)   # (no angle: no quat read)
         got = np.asarray(feedback[0].linear, dtype=float)
         rows.append(report.verdict(bool(np.array_equal(got, want)), name, "first step follows move_to's law",
                                    f"twist {_fmt(got)} m/s (law from the start pose: {_fmt(want)})"))

@@ -304,7 +304,7 @@ class DriverCore:
         self.out.publish_state()
         q_arm = self.arm_positions()
         gap = float(self.model.gripper_opening())
-        seen = {"gripper": gap, "trajectory": q_arm, "cartesian": (self.model.ee_pose()[0], step)}
+        seen = {"gripper": gap, "trajectory": q_arm, "cartesian": (*self.model.ee_pose(), step)}
         for goal in list(self.goals.values()):
             runner = goal.runner
             outcome = runner.after_step(seen[runner.kind])
@@ -334,7 +334,8 @@ class DriverCore:
     def _goal_step(self) -> None:
         trajectory, move = self.goals.get("trajectory"), self.goals.get("cartesian")
         if move is not None:
-            twist = move.runner.next_twist(np.asarray(self.model.ee_pose()[0], dtype=float))
+            pos, quat = self.model.ee_pose()
+            twist = move.runner.next_twist(np.asarray(pos, dtype=float), quat)
             if twist is None:
                 self._finish(move, move.runner.converged(self.model.last_step().step))
                 if self.goals:      # a gripper goal still runs: it gets this tick's step
@@ -401,7 +402,7 @@ class DriverCore:
 
     def check_cartesian_goal(self, target: Sequence[float], gripper_m: float, **law) -> None:
         """Raise GoalRejected (and publish why) unless the Cartesian goal can start; ``law``: the keyword arguments
-        of :meth:`start_cartesian` (see cartesian.validate)."""
+        of :meth:`start_cartesian` (see :func:`~pyrua_ros.driver.cartesian.validate`)."""
         reason = (self.motion_refusal() or self._arm_busy("cartesian")
                   or cartesian.validate(target, gripper_m, **law))
         if reason:
@@ -424,10 +425,10 @@ class DriverCore:
                                       path_tolerances=path_tolerances, goal_time_tolerance_s=goal_time_tolerance_s)
         return self._start(runner)
 
-    def start_cartesian(self, target: Sequence[float], gripper_m: float, *, tol: float, step_clip: float,
-                        action_scale: float, linear_scale: float, max_steps: int) -> ActiveGoal:
+    def start_cartesian(self, target: Sequence[float], gripper_m: float, **law) -> ActiveGoal:
         """Start an accepted Cartesian goal (preempting an active one): its finger-gap target holds from now, as
-        the gripper target topic sets it; the caller ticks it."""
+        the gripper target topic sets it; the caller ticks it. ``law``: the keyword arguments of
+        :class:`~pyrua_ros.driver.cartesian.CartesianGoal` but ``dt``."""
         gripper = self.goals.get("gripper")
         if gripper is not None:
             self._finish(gripper, self._stopped(gripper, goals.ABORTED, "preempted by a Cartesian goal's gripper"))
@@ -435,8 +436,7 @@ class DriverCore:
         if gap != self.gripper_target:
             self.gripper_target = gap
             self.out.publish_status()   # as the gripper target topic acknowledges it (a converged goal has no step)
-        runner = cartesian.CartesianGoal(target, tol=tol, step_clip=step_clip, action_scale=action_scale,
-                                         linear_scale=linear_scale, max_steps=max_steps, dt=self.dt)
+        runner = cartesian.CartesianGoal(target, dt=self.dt, **law)
         return self._start(runner)
 
     def _start(self, runner) -> ActiveGoal:

@@ -71,11 +71,13 @@ class GripperOutcome:
 
 @dataclasses.dataclass(frozen=True)
 class MoveOutcome:
-    """Result of one ``MoveToTarget`` goal (robo's ``move_to`` run by the driver): ``iterations`` as the reference
-    counts them, ``final_pos`` (3,) m after the last step, ``step`` = the driver's control step at the end."""
+    """Result of one ``MoveToTarget`` goal (a servo verb's loop run by the driver): ``iterations`` as the reference
+    counts them, ``final_pos`` (3,) m and ``final_quat`` (x, y, z, w) after the last step, ``step`` = the driver's
+    control step at the end."""
 
     iterations: int
     final_pos: np.ndarray
+    final_quat: np.ndarray
     step: int
 
 
@@ -170,10 +172,11 @@ class RobotBackend(Protocol):
 
     # Optional: ``state_trace`` (a :class:`~pyrua_ros.sim_interfaces.state_digest.StateTrace` fed with every episode
     # status), whose summary result.json records as ``state_digest``.
-    # Optional: ``move_to_target(target, gripper_m, *, tol, step_clip, action_scale, max_steps) -> MoveOutcome |
-    # None``: PyRUA-Lean's move_to loop (no rotation) run by the driver as one goal; None when the driver has none
-    # (robo then streams ``servo`` twists). Ends normally when the episode ends mid-move; raises BackendRefused for
-    # an e-stop, a cancel or a rejected goal, as ``servo`` does.
+    # Optional: ``move_to_target(law, gripper_m, *, max_steps) -> MoveOutcome | None``: the loop of a servo verb
+    # (a :class:`~pyrua_ros.wire.move_law.ServoLaw`) run by the driver as one goal, the finger-gap target
+    # ``gripper_m`` [m] carried from its start; None when the driver has none (robo then streams ``servo`` twists).
+    # Ends normally when the episode ends mid-move; raises BackendRefused for an e-stop, a cancel or a rejected
+    # goal, as ``servo`` does.
     # Optional: ``set_deadline(deadline: float | None)`` (``time.monotonic()`` seconds). While set, every wait
     # ends by then, and motion past it raises BackendDeadline after stopping the arm. ``RobotHost.set_deadline``
     # calls it when the backend has it.

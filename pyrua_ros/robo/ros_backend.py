@@ -24,6 +24,7 @@ from pyrua_ros.robo.ros.motion import Motion
 from pyrua_ros.robo.ros.state import RobotState
 from pyrua_ros.sim_interfaces.status import EpisodeStatus
 from pyrua_ros.wire.interfaces import Interfaces
+from pyrua_ros.wire.move_law import ServoLaw
 
 
 class RosBackend:
@@ -98,11 +99,9 @@ class RosBackend:
     def servo(self, linear: np.ndarray, angular: np.ndarray) -> EePose:
         return self.motion.servo(linear, angular)
 
-    def move_to_target(self, target, gripper_m: float, *, tol: float, step_clip: float, action_scale: float,
-                       max_steps: int) -> MoveOutcome | None:
+    def move_to_target(self, law: ServoLaw, gripper_m: float, *, max_steps: int) -> MoveOutcome | None:
         """:meth:`Motion.move_to_target <pyrua_ros.robo.ros.motion.Motion.move_to_target>`."""
-        return self.motion.move_to_target(target, gripper_m, tol=tol, step_clip=step_clip,
-                                          action_scale=action_scale, max_steps=max_steps)
+        return self.motion.move_to_target(law, gripper_m, max_steps=max_steps)
 
     def gripper_target(self, position_m: float) -> bool:
         """:meth:`Gripper.gripper_target <pyrua_ros.robo.ros.gripper.Gripper.gripper_target>`."""

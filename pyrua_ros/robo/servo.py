@@ -2,11 +2,8 @@
 
 ``CartesianServo`` reproduces the reference's scripted OSC servos (facts: PYRUALEAN-CONTRACT.md 3.9 and RPent's
 LIBERO primitive driver): every loop iteration reads the pose, stops when within tolerance, else computes the
-7-D OSC action the reference computes and sends it as one twist. Position: per axis
-``clip(clip(target - pos, -step_clip, step_clip) / action_scale, -1, 1)`` (a diagonal move is not slowed to the
-straight-line norm); rotation: ``clip(clip(err, -clip, clip) / 0.10, -1, 1)`` on the world x (pitch) or z (yaw)
-axis, nothing else (no orientation hold: a zero rotation action keeps the current orientation, as OSC does).
-The action becomes a twist with the driver's ``osc_action_scale`` (LIBERO's OSC: ``a * 0.05 m`` and
+OSC action the reference computes (the law of :mod:`pyrua_ros.wire.move_law`) and sends it as one twist. The
+action becomes a twist with the driver's ``osc_action_scale`` (LIBERO's OSC: ``a * 0.05 m`` and
 ``a * 0.5 rad`` per control step), which the simulator maps back exactly; a driver that tracks twists exactly
 declares 0.1 rad, so the reference's rotation command stays stable there. The gripper command (the action's 7th
 component) rides on the same steps through the driver's gripper target: a motion's ``gripper`` value moves the
@@ -16,10 +13,10 @@ numbers are rounded as the reference rounds them (positions, distances and angle
 ``steps_used`` counts loop iterations as the reference does (a move that converged counts its final check: one
 more than the control steps it used).
 
-``move_to`` without ``target_yaw`` (the law of :mod:`pyrua_ros.wire.move_law`: per-axis clip, zero rotation)
-runs as one ``MoveToTarget`` goal when the driver serves it (``backend.move_to_target``): the driver runs the same
-iterations with the same twists through the same safety filter, one round trip per move instead of one per step;
-a driver without it gets the twist stream. Both give the same control steps, bit for bit.
+``move_to``, ``move_pose`` and the rotations (each a :class:`~pyrua_ros.wire.move_law.ServoLaw`) run as one
+``MoveToTarget`` goal when the driver serves it (``backend.move_to_target``): the driver runs the same iterations
+with the same twists through the same safety filter, one round trip per move instead of one per step; a driver
+without it gets the twist stream. Both give the same control steps, bit for bit.
 
 It knows nothing about ledgers or argument casting: a verb of ``LiberoRobot`` casts its arguments, then runs one
 of these methods inside ``CallRunner.stateful``; values the servo cannot execute raise ``ToolError`` here.
@@ -27,6 +24,7 @@ of these methods inside ``CallRunner.stateful``; values the servo cannot execute
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -35,15 +33,12 @@ from pyrua_ros.robo import arguments as check
 from pyrua_ros.robo.backend import BackendRefused, EePose, RobotBackend
 from pyrua_ros.robo.calls import CallRunner
 from pyrua_ros.robo.results import Gripper, Move, MovePose, Release, Rotation
-from pyrua_ros.rotations import pitch_of, wrap_angle, yaw_of
-from pyrua_ros.rotations import quat_to_matrix as matrix
-from pyrua_ros.wire.move_law import move_action, osc_twist
+from pyrua_ros.rotations import pitch_of, quat_to_matrix, wrap_angle, yaw_of
+from pyrua_ros.wire.move_law import ServoLaw, osc_twist
 
 GRIPPER_OPEN_WIDTH_M = 0.08
-ROT_ACTION_RAD = 0.10           # the reference's rotation command: action = clipped error / 0.10 rad
 REPORT_DECIMALS = 4             # positions, distances and angles in results, as the reference reports them
 OPEN, CLOSE = -1.0, 1.0
-PITCH, YAW = 0, 2               # index of the world axis in an angular action
 
 
 def _round3(v) -> tuple[float, float, float]:
@@ -58,11 +53,6 @@ def gripper_gap(g: float) -> float:
     """The finger-gap target [m] of gripper command ``g`` (-1 open = 0.08 m, +1 closed = 0); LIBERO's driver maps
     it back to exactly ``g`` as the OSC gripper action."""
     return (1.0 - float(g)) / 2.0 * GRIPPER_OPEN_WIDTH_M
-
-
-def rot_action(err: float, step_clip: float) -> float:
-    """The reference's rotation action for an angle error (rad): clipped per step, scaled by 0.10 rad, in [-1, 1]."""
-    return float(np.clip(np.clip(err, -step_clip, step_clip) / ROT_ACTION_RAD, -1.0, 1.0))
 
 
 class CartesianServo:
@@ -155,6 +145,15 @@ class CartesianServo:
         return self.send_gripper(tool, g) if g != self.gripper_cmd else 0
 
     # -- motions ------------------------------------------------------------------------------------------
+    def run_law(self, tool: str, law: ServoLaw, g: float, max_steps: int) -> tuple[EePose, int]:
+        """Run ``law`` carrying gripper command ``g``: as one driver goal when the backend has it, else the twist
+        loop; (last pose, iterations counted). Both take the same control steps, bit for bit."""
+        ran = self.goal_run(tool, law, g, max_steps)
+        if ran is None:
+            self.hold_gripper(tool, g)
+            ran = self.loop(tool, lambda pose: law.action(pose.pos, pose.quat_xyzw), max_steps)
+        return ran
+
     def move_to(self, target: np.ndarray, g: float, *, tol: float, step_clip: float, max_steps: int,
                 target_yaw: float | None, yaw_step_clip: float, action_scale: float) -> Move:
         tool = "move_to"
@@ -165,45 +164,33 @@ class CartesianServo:
         if target_yaw is not None:
             check.finite(tool, "target_yaw", target_yaw, "rad")
             check.positive(tool, "yaw_step_clip", yaw_step_clip, "rad per step")
-        ran = None if target_yaw is not None else self.goal_move(tool, target, g, tol=tol, step_clip=step_clip,
-                                                                 action_scale=action_scale, max_steps=max_steps)
-        if ran is None:
-            self.hold_gripper(tool, g)
-
-            def action(pose: EePose) -> np.ndarray | None:
-                a = move_action(target, pose.pos, tol, step_clip, action_scale)
-                if a is not None and target_yaw is not None:
-                    a[3 + YAW] = rot_action(wrap_angle(target_yaw - yaw_of(matrix(pose.quat_xyzw))), yaw_step_clip)
-                return a
-
-            pose, used = self.loop(tool, action, max_steps)
-            ran = (pose.pos, used)
-        pos, used = ran
-        dist = _round(np.linalg.norm(target - pos))
+        law = ServoLaw(target, tol, step_clip=step_clip, action_scale=action_scale, yaw=target_yaw,
+                       yaw_step=yaw_step_clip)   # (the yaw rides along: ori_tol inf)
+        pose, used = self.run_law(tool, law, g, max_steps)
+        dist = _round(np.linalg.norm(target - pose.pos))
         term, trunc = self.calls.flags()
-        return Move(target_xyz=(float(target[0]), float(target[1]), float(target[2])), final_eef_pos=_round3(pos),
+        return Move(target_xyz=(float(target[0]), float(target[1]), float(target[2])), final_eef_pos=_round3(pose.pos),
                     final_dist_m=dist, reached=dist <= tol, steps_used=used, max_steps=max_steps, terminated=term,
                     truncated=trunc)
 
-    def goal_move(self, tool: str, target: np.ndarray, g: float, *, tol: float, step_clip: float,
-                  action_scale: float, max_steps: int) -> tuple[np.ndarray, int] | None:
-        """``move_to``'s loop run by the driver as one goal: (final position, iterations counted), or None when the
-        backend or driver has no ``MoveToTarget`` action (the caller streams twists). The goal carries gripper
-        command ``g`` from its start, as the twist loop's gripper target does."""
+    def goal_run(self, tool: str, law: ServoLaw, g: float, max_steps: int) -> tuple[EePose, int] | None:
+        """``law``'s loop run by the driver as one goal: (last pose, iterations counted), or None when the backend
+        or driver has no ``MoveToTarget`` action (the caller streams twists). The goal carries gripper command
+        ``g`` from its start, as the twist loop's gripper target does."""
         move = getattr(self.backend, "move_to_target", None)
         if move is None:
             return None
         self.calls.check_stop()
         try:
-            outcome = move(target, gripper_gap(g), tol=tol, step_clip=step_clip, action_scale=action_scale,
-                           max_steps=max_steps)
+            outcome = move(law, gripper_gap(g), max_steps=max_steps)
         except BackendRefused as exc:
             self.calls.refused(tool, exc)     # raises unless the episode had ended: the loop's first step refused
-            return self.backend.ee_pose().pos, 1
+            return self.backend.ee_pose(), 1
         if outcome is None:
             return None
         self.gripper_cmd = g
-        return outcome.final_pos, outcome.iterations
+        # (the goal's result carries no stamp; nothing here reads the last pose's)
+        return EePose(pos=outcome.final_pos, quat_xyzw=outcome.final_quat, stamp=math.nan), outcome.iterations
 
     def move_pose(self, target: np.ndarray, g: float, *, target_pitch: float | None, target_yaw: float | None,
                   step_clip: float, pitch_step: float, yaw_step: float, tol: float, ori_tol: float, max_steps: int,
@@ -217,27 +204,14 @@ class CartesianServo:
         check.count(tool, "max_steps", max_steps)
         check.finite(tool, "target_pitch", target_pitch, "rad")
         check.finite(tool, "target_yaw", target_yaw, "rad")
-        self.hold_gripper(tool, g)
-
-        def action(pose: EePose) -> np.ndarray | None:
-            diff = target - pose.pos
-            r = matrix(pose.quat_xyzw)
-            p_err = 0.0 if target_pitch is None else wrap_angle(target_pitch - pitch_of(r))
-            y_err = 0.0 if target_yaw is None else wrap_angle(target_yaw - yaw_of(r))
-            if float(np.linalg.norm(diff)) < tol and abs(p_err) < ori_tol and abs(y_err) < ori_tol:
-                return None
-            a = np.zeros(6)
-            a[:3] = np.clip(np.clip(diff, -step_clip, step_clip) / action_scale, -1.0, 1.0)
-            a[3 + PITCH] = rot_action(p_err, pitch_step)
-            a[3 + YAW] = rot_action(y_err, yaw_step)
-            return a
-
-        pose, used = self.loop(tool, action, max_steps)
+        law = ServoLaw(target, tol, step_clip=step_clip, action_scale=action_scale, pitch=target_pitch,
+                       yaw=target_yaw, pitch_step=pitch_step, yaw_step=yaw_step, ori_tol=ori_tol)
+        pose, used = self.run_law(tool, law, g, max_steps)
         dist = _round(np.linalg.norm(target - pose.pos))
         term, trunc = self.calls.flags()
         return MovePose(final_eef_pos=_round3(pose.pos), final_dist_m=dist,
-                        final_pitch=_round(pitch_of(matrix(pose.quat_xyzw))), reached=dist <= tol, steps_used=used,
-                        terminated=term, truncated=trunc)
+                        final_pitch=_round(pitch_of(quat_to_matrix(pose.quat_xyzw))), reached=dist <= tol,
+                        steps_used=used, terminated=term, truncated=trunc)
 
     def rotate(self, tool: str, axis: str, target: float | None, delta: float | None, g: float, *, max_steps: int,
                tol: float, step_clip: float) -> Rotation:
@@ -246,21 +220,22 @@ class CartesianServo:
         check.tolerance(tool, "tol", tol, "rad")
         check.positive(tool, "step_clip", step_clip, "rad per step")
         check.count(tool, "max_steps", max_steps)
-        measure, index = (yaw_of, YAW) if axis == "yaw" else (pitch_of, PITCH)
-        self.hold_gripper(tool, g)
-        start = measure(matrix(self.backend.ee_pose().quat_xyzw))
-        goal = float(target) if target is not None else start + float(delta)
+        measure = yaw_of if axis == "yaw" else pitch_of
 
-        def action(pose: EePose) -> np.ndarray | None:
-            err = wrap_angle(goal - measure(matrix(pose.quat_xyzw)))
-            if abs(err) < tol:
-                return None
-            a = np.zeros(6)
-            a[3 + index] = rot_action(err, step_clip)
-            return a
+        def law_from_here() -> tuple[float, float, ServoLaw]:
+            start = measure(quat_to_matrix(self.backend.ee_pose().quat_xyzw))
+            goal = float(target) if target is not None else start + float(delta)
+            angle = {"yaw": goal, "yaw_step": step_clip} if axis == "yaw" else {"pitch": goal, "pitch_step": step_clip}
+            return start, goal, ServoLaw(None, tol, ori_tol=tol, **angle)   # (no position term: the arm holds)
 
-        pose, used = self.loop(tool, action, max_steps)
-        final = measure(matrix(pose.quat_xyzw))
+        start, goal, law = law_from_here()
+        ran = self.goal_run(tool, law, g, max_steps)
+        if ran is None:
+            self.hold_gripper(tool, g)
+            start, goal, law = law_from_here()   # (after the gripper goal's own steps, on a driver that needs one)
+            ran = self.loop(tool, lambda pose: law.action(pose.pos, pose.quat_xyzw), max_steps)
+        pose, used = ran
+        final = measure(quat_to_matrix(pose.quat_xyzw))
         err = _round(wrap_angle(goal - final))
         term, trunc = self.calls.flags()
         return Rotation(start=_round(start), target=_round(goal), final=_round(final), final_err=err,

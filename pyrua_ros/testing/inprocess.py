@@ -22,6 +22,7 @@ import time
 import numpy as np
 import yaml
 
+from pyrua_ros.driver import cartesian
 from pyrua_ros.driver.core import ActiveGoal, DriverConfig, DriverCore, GoalRejected
 from pyrua_ros.robo.backend import (
     BackendRefused,
@@ -37,6 +38,7 @@ from pyrua_ros.sim_interfaces import blas
 from pyrua_ros.sim_interfaces.state_digest import StateTrace
 from pyrua_ros.wire.convert import quat_to_matrix
 from pyrua_ros.wire.interfaces import load
+from pyrua_ros.wire.move_law import ServoLaw
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -174,16 +176,15 @@ class InProcessDriver:
                               reached_goal=bool(f.get("reached_goal", False)),
                               steps=self.core.status().step - start)
 
-    def move_to_target(self, target, gripper_m: float, *, tol: float, step_clip: float, action_scale: float,
-                       max_steps: int) -> MoveOutcome | None:
+    def move_to_target(self, law: ServoLaw, gripper_m: float, *, max_steps: int) -> MoveOutcome | None:
         """The sim node's MoveToTarget action when ``cartesian_goals`` is set (None otherwise: robo streams
-        twists): the core runs robo's move_to loop to its end; one ended by the episode's end is a normal end."""
+        twists): the core runs the servo verb's loop to its end; one ended by the episode's end is a normal end."""
         if not self.cartesian_goals:
             return None
         self._refused("move_to_target")
-        target = [float(v) for v in target]
-        law = {"tol": float(tol), "step_clip": float(step_clip), "action_scale": float(action_scale),
-               "linear_scale": float(self.osc_action_scale[0]), "max_steps": int(max_steps)}
+        target = [float(v) for v in (law.target if law.target is not None else self.model.ee_pose()[0])]
+        law = cartesian.arguments(law, linear_scale=self.osc_action_scale[0], angular_scale=self.osc_action_scale[1],
+                                  max_steps=max_steps)
         try:
             self.core.check_cartesian_goal(target, float(gripper_m), **law)
         except GoalRejected as exc:
@@ -197,7 +198,7 @@ class InProcessDriver:
             raise BackendRefused(f"move_to_target: {outcome.message}", reason="refused")
         f = outcome.fields
         return MoveOutcome(iterations=int(f["iterations"]), final_pos=np.array(f["final_position"], dtype=float),
-                           step=int(f["step"]))
+                           final_quat=np.array(f["final_orientation"], dtype=float), step=int(f["step"]))
 
     # ------------------------------------------------------------------ perception
     def _optical_pose(self, camera: str) -> np.ndarray:

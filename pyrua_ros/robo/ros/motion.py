@@ -5,13 +5,15 @@ by every state message, until the step's ``/ee_pose`` (newer than the last), its
 publishes it last, so the caller sees whether the step ended the episode) and its joint states are in, or a refusal
 of the command arrives on the safety-events topic, or :meth:`Motion.cancel` is called. No polling, no sleep slices.
 
-:meth:`Motion.move_to_target` sends robo's whole ``move_to`` as one ``MoveToTarget`` goal (the driver runs the same
-iterations; one round trip per move instead of one per step) and waits for its result or a cancel only, checking
-once per ``step_reply_s`` that the driver still steps (no step for that long is a timeout, as for a twist).
+:meth:`Motion.move_to_target` sends a whole servo verb (``move_to``, ``move_pose``, ``rotate_*``) as one
+``MoveToTarget`` goal (the driver runs the same iterations; one round trip per move instead of one per step) and
+waits for its result or a cancel only, checking once per ``step_reply_s`` that the driver still steps (no step for
+that long is a timeout, as for a twist).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -22,6 +24,7 @@ from pyrua_ros.robo.ros.link import RosLink
 from pyrua_ros.robo.ros.state import REFUSALS, SETTLE_S, RobotState
 from pyrua_ros.wire.convert import stamp_to_seconds, time_msg
 from pyrua_ros.wire.goal_client import action_client
+from pyrua_ros.wire.move_law import ServoLaw
 
 # [s] how long the first move waits for the driver's MoveToTarget server (the driver is known by then: its status
 # arrived): a driver without one costs this once per backend, then robo streams twists
@@ -137,12 +140,11 @@ class Motion:
         raise BackendTimeout(f"{names.driver.ee_pose}: no pose after a servo command within {timeout} s")
 
     # ------------------------------------------------------------------ Cartesian goal
-    def move_to_target(self, target, gripper_m: float, *, tol: float, step_clip: float, action_scale: float,
-                       max_steps: int) -> MoveOutcome | None:
-        """Run robo's ``move_to`` loop (no rotation) as one ``MoveToTarget`` goal, the finger-gap target
-        ``gripper_m`` [m] carried from its start; the twist scale is the driver's ``osc_action_scale``. None,
-        sending nothing, when the driver serves no such action (asked once, ``CARTESIAN_DISCOVERY_S``) or
-        ``max_steps`` does not fit the goal's uint32. Returns once
+    def move_to_target(self, law: ServoLaw, gripper_m: float, *, max_steps: int) -> MoveOutcome | None:
+        """Run a servo verb's loop (``law``: ``move_to``, ``move_pose`` or a rotate verb) as one ``MoveToTarget``
+        goal, the finger-gap target ``gripper_m`` [m] carried from its start; the twist scale is the driver's
+        ``osc_action_scale``. None, sending nothing, when the driver serves no such action (asked once,
+        ``CARTESIAN_DISCOVERY_S``) or ``max_steps`` does not fit the goal's uint32. Returns once
         the goal's last step is in (status, pose, joint states); a goal aborted because the episode ended is a
         normal end. BackendRefused for an e-stop, a cancel or a rejected goal; BackendTimeout when no step comes
         for ``step_reply_s``; BackendDeadline (goal cancelled) at the host's deadline."""
@@ -162,10 +164,7 @@ class Motion:
         status = state.status()
         if status.over or status.estop:
             raise state.refused(what)
-        goal = self._move_type.Goal(target=[float(v) for v in target], gripper_position=float(gripper_m),
-                                    tolerance=float(tol), step_clip=float(step_clip),
-                                    action_scale=float(action_scale),
-                                    linear_scale=float(self.episode.osc_action_scale[0]), max_steps=int(max_steps))
+        goal = self._goal(law, gripper_m, max_steps)
         send = self._move.send_goal_async(goal)
         if not link.done_within(send, link.within_deadline(link.timeouts.server_wait_s)):
             link.check_deadline(what)
@@ -191,7 +190,26 @@ class Motion:
         last = link.require(state.latest, link.names.sim.episode_status, lambda st: st.step >= result.step)
         state.settle(last.sim_time)
         return MoveOutcome(iterations=int(result.iterations), final_pos=np.array(result.final_position, dtype=float),
-                           step=int(result.step))
+                           final_quat=np.array(result.final_orientation, dtype=float), step=int(result.step))
+
+    def _goal(self, law: ServoLaw, gripper_m: float, max_steps: int):
+        """The MoveToTarget goal of ``law`` (the action's defaults are ``move_to``'s law: position, no angle)."""
+        linear, angular = self.episode.osc_action_scale
+        here = self.state.pose.value
+        target = law.target if law.target is not None else (here.pos if here is not None else np.zeros(3))
+        goal = self._move_type.Goal(target=[float(v) for v in target], gripper_position=float(gripper_m),
+                                    tolerance=float(law.tol), step_clip=float(law.step_clip),
+                                    action_scale=float(law.action_scale), linear_scale=float(linear),
+                                    max_steps=int(max_steps), no_position=law.target is None)
+        if law.pitch is not None:
+            goal.servo_pitch, goal.target_pitch, goal.pitch_step = True, float(law.pitch), float(law.pitch_step)
+        if law.yaw is not None:
+            goal.servo_yaw, goal.target_yaw, goal.yaw_step = True, float(law.yaw), float(law.yaw_step)
+        if law.pitch is not None or law.yaw is not None:
+            goal.angular_scale = float(angular)
+        if math.isfinite(law.ori_tol):
+            goal.angles_converge, goal.orientation_tolerance = True, float(law.ori_tol)
+        return goal
 
     def _await_goal(self, handle, step0: int, what: str):
         """The wrapped result of an accepted goal that steps the driver; BackendRefused on :meth:`cancel`,
