@@ -52,6 +52,36 @@ def test_clipping_by_the_drivers_safety_filter_is_counted_per_call(fake_arm_rig)
     assert fake_arm_rig.backend.clipped_steps() == fast.summary["clipped_steps"]   # counted per episode (reset clears)
 
 
+def test_the_driver_core_in_process_over_the_fake_arms_model_takes_the_nodes_steps(fake_arm_rig):
+    """The in-process driver takes any driver's ArmModel: over the fake arm's own (``make_model``, its parameter
+    file) the packaged fake_table program takes the steps it takes against the fake arm node over DDS (every
+    step's state digest) and gets the same ledgered calls and results, its moves run as goals both ways."""
+    from pyrua_ros.examples import run_program
+    from pyrua_ros.fake_arm.node import make_model
+    from pyrua_ros.robo.libero import libero_host
+    from pyrua_ros.sim_interfaces.drivers import DRIVERS
+    from pyrua_ros.sim_interfaces.state_digest import describe_difference
+    from pyrua_ros.testing.inprocess import ROOT, InProcessDriver
+
+    def play(backend) -> tuple[dict, list]:
+        backend.reset("fake_table", 0, 0, 300)
+        host = libero_host(backend, primitives="no-vla")
+        assert run_program(fake_arm_rig.solve, host.robo) in ("returned", "terminated")
+        assert backend.status().success
+        return backend.state_trace.summary(), [(r.tool, r.env_steps, r.summary) for r in host.ledger.records]
+
+    over_dds = play(fake_arm_rig.backend)
+    driver = InProcessDriver(make_model, params_file=ROOT / "config" / DRIVERS["fake"].params_file,
+                             cartesian_goals=True)
+    try:
+        here = play(driver)
+    finally:
+        driver.close()
+    assert describe_difference(over_dds[0], here[0]) is None, describe_difference(over_dds[0], here[0])
+    assert over_dds[0]["missing"] == 0 and here[0]["missing"] == 0
+    assert here[1] == over_dds[1], "the same calls with the same steps and results"
+
+
 def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(fake_arm_rig):
     """The packaged fake_table program on two fake arms: the rig's, which runs each ``move_to`` as one MoveToTarget
     goal, and one started with ``cartesian_goals:=false`` (a driver that lacks the action, in its own namespace),

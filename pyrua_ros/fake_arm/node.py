@@ -12,7 +12,9 @@ from pyrua_ros.fake_arm.arm import FakeArm
 from pyrua_ros.sim_interfaces.drivers import DRIVERS
 
 
-def _make_model(values: dict, names) -> FakeArm:
+def make_model(values: dict, names) -> FakeArm:
+    """The fake arm's ArmModel from its node's parameter ``values`` and the interface ``names`` (the in-process
+    driver of the tests builds it the same way)."""
     r = names.robot
     return FakeArm(arm_joints=r.arm_joints, finger_joints=r.finger_joints, frames=names.frames,
                    control_period_s=r.control_period_s)
@@ -22,4 +24,4 @@ class FakeArmNode(DriverNode):
     """Kinematic Panda + table of primitives behind the driver surface and the sim interfaces."""
 
     def __init__(self, **node_kwargs):
-        super().__init__("sim", _make_model, FakeArm.DEFAULT_EPISODE, label=DRIVERS["fake"].label, **node_kwargs)
+        super().__init__("sim", make_model, FakeArm.DEFAULT_EPISODE, label=DRIVERS["fake"].label, **node_kwargs)

@@ -1,14 +1,16 @@
-"""The sim node's driver core in this process, as a ``RobotBackend``: the ROS path minus the transport.
+"""A driver's core in this process, as a ``RobotBackend``: the ROS path minus the transport.
 
-:class:`InProcessDriver` runs :class:`~pyrua_ros.driver.core.DriverCore` over the LIBERO-PRO model
-(:class:`~pyrua_ros.sim.arm.LiberoArm`) with the sim node's own parameters (config/sim.yaml over the driver's
-defaults), and answers ``LiberoRobot``'s backend calls by calling the core directly: a twist is one lockstep
-control step, a gripper goal ticks until the core ends it, captures render in the model. Every rule (safety filter,
-goal rules, refusals, the state digest) is the core's, so a ``run(robo)`` program takes the same control steps here
-as over ROS, bit for bit; what differs is only DDS. With ``lean_step=False`` LIBERO steps with its stock
-``env.step`` (what a program calling LIBERO in-process pays). ``move_to`` streams twists, as on a driver without
-the Cartesian action, unless ``cartesian_goals`` is set: then it runs as the sim node's ``MoveToTarget`` goal
-(the core ticks it to its end), so the two paths can be compared step for step.
+:class:`InProcessDriver` runs :class:`~pyrua_ros.driver.core.DriverCore` over an ArmModel with its node's own
+parameters (its parameter file over the driver's defaults): the sim node's LIBERO-PRO model
+(:class:`~pyrua_ros.sim.arm.LiberoArm`, config/sim.yaml) by default, or any driver's (the fake arm's:
+``InProcessDriver(fake_arm.node.make_model, params_file=config/fake_arm.yaml)``). It answers ``LiberoRobot``'s
+backend calls by calling the core directly: a twist is one lockstep control step, a gripper goal ticks until the
+core ends it, captures render in the model. Every rule (safety filter, goal rules, refusals, the state digest) is
+the core's, so a ``run(robo)`` program takes the same control steps here as over ROS, bit for bit; what differs is
+only DDS. With ``lean_step=False`` LIBERO steps with its stock ``env.step`` (what a program calling LIBERO
+in-process pays). The servo verbs stream twists, as on a driver without the Cartesian action, unless
+``cartesian_goals`` is set: then each runs as the node's ``MoveToTarget`` goal (the core ticks it to its end), so
+the two paths can be compared step for step.
 
 Tests (reproducibility: the same digest in-process and over ROS) and benchmarks (episode overhead) use it; the
 product never imports it.
@@ -18,12 +20,15 @@ from __future__ import annotations
 
 import pathlib
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import yaml
 
 from pyrua_ros.driver import cartesian
 from pyrua_ros.driver.core import ActiveGoal, DriverConfig, DriverCore, GoalRejected
+from pyrua_ros.driver.model import ArmModel
 from pyrua_ros.robo.backend import (
     BackendRefused,
     CaptureFrame,
@@ -33,6 +38,7 @@ from pyrua_ros.robo.backend import (
     MoveOutcome,
     SegmentationFrame,
 )
+from pyrua_ros.robo.ros.episode import DEFAULT_OSC_ACTION_SCALE
 from pyrua_ros.sim.arm import OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD, LiberoArm
 from pyrua_ros.sim_interfaces import blas
 from pyrua_ros.sim_interfaces.state_digest import StateTrace
@@ -81,22 +87,34 @@ class _Output:
 
 
 class InProcessDriver:
-    """RobotBackend over the driver core and a LIBERO episode in this process (built once, reset per episode)."""
+    """RobotBackend over the driver core and an ArmModel in this process (built once, reset per episode).
 
-    def __init__(self, *, lean_step: bool = True, params_file: pathlib.Path | None = None,
+    By default the model is the sim node's (LIBERO-PRO, :class:`~pyrua_ros.sim.arm.LiberoArm`, with
+    config/sim.yaml); ``make_model(values, names)`` gives any driver's model as its node builds it (e.g.
+    :func:`pyrua_ros.fake_arm.node.make_model`), with that driver's ``params_file`` and the ``osc_action_scale``
+    its node declares (a node that declares none tracks twists exactly: robo's default)."""
+
+    def __init__(self, make_model: Callable[[dict, Any], ArmModel] | None = None, *, lean_step: bool = True,
+                 params_file: pathlib.Path | None = None, osc_action_scale: tuple[float, float] | None = None,
                  blas_kernel: str = "native", cartesian_goals: bool = False):
         """``blas_kernel``: the kernel this process must run on (``haswell``: started with
         ``blas.environment("haswell")``; a clear BlasKernelError otherwise, as the pin cannot be set once NumPy is
-        loaded)."""
+        loaded). ``lean_step``: LIBERO's own model only."""
 
         blas.require(blas_kernel)
 
         self.names = load()
         values = sim_parameters(params_file)
         values["clock_mode"] = "lockstep"
-        self.model = LiberoArm(stream_resolution=int(values["stream_resolution"]),
-                               gripper_open_m=self.names.robot.gripper_open_width_m,
-                               control_period_s=self.names.robot.control_period_s, lean_step=lean_step)
+        if make_model is None:
+            self.model = LiberoArm(stream_resolution=int(values["stream_resolution"]),
+                                   gripper_open_m=self.names.robot.gripper_open_width_m,
+                                   control_period_s=self.names.robot.control_period_s, lean_step=lean_step)
+            # what RosBackend reads from the sim node's osc_action_scale parameter: LIBERO's OSC_POSE scale
+            scale = (OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD)
+        else:
+            self.model, scale = make_model(values, self.names), DEFAULT_OSC_ACTION_SCALE
+        self.osc_action_scale = tuple(osc_action_scale or scale)
         self.core = DriverCore(self.model, DriverConfig.from_parameters(values, self.names), _Output(self))
         self.control_period_s = float(self.names.robot.control_period_s)
         self.cameras = tuple(self.names.robot.cameras)
@@ -104,9 +122,6 @@ class InProcessDriver:
         self.state_trace = StateTrace()
         self.clipped = 0
         self.cartesian_goals = cartesian_goals
-
-        # what RosBackend reads from the sim node's osc_action_scale parameter: LIBERO's OSC_POSE scale
-        self.osc_action_scale = (OSC_POS_SCALE_M, OSC_ROT_SCALE_RAD)
 
     # ------------------------------------------------------------------ episode and state
     def reset(self, suite: str, task: int, seed: int, max_episode_steps: int):
@@ -218,7 +233,7 @@ class InProcessDriver:
         if env_step is None:
             image, T = self.model.capture(camera, size), self._optical_pose(camera)
         else:
-            image, T = self.model.capture_past(camera, size, step)
+            image, T = self._past(camera).capture_past(camera, size, step)
         near, far = image.depth_range or (None, None)
         return CaptureFrame(camera=camera, resolution=resolution, color=image.color, depth=image.depth, K=image.K,
                             T_world_optical=T, stamp=self.core.time_base + step * self.control_period_s,
@@ -227,9 +242,19 @@ class InProcessDriver:
     def segmentation(self, camera: str, resolution: str, env_step: int | None = None) -> SegmentationFrame:
         size = self.resolutions[resolution]
         step = self.core.status().step if env_step is None else int(env_step)
-        ids, labels = self.model.segmentation(camera, size, step=env_step)
+        if env_step is None:
+            ids, labels = self.model.segmentation(camera, size)
+        else:
+            ids, labels = self._past(camera).segmentation(camera, size, step=env_step)
         return SegmentationFrame(ids=ids, labels=labels, stamp=self.core.time_base + step * self.control_period_s,
                                  camera=camera, resolution=resolution)
+
+    def _past(self, camera: str):
+        """The model, when it renders past control steps (LIBERO's does); else BackendRefused, as the node of a
+        driver without the sim's ``capture_step`` refuses."""
+        if not hasattr(self.model, "capture_past"):
+            raise BackendRefused(f"{camera}: this driver renders the current state only", reason="refused")
+        return self.model
 
     def cancel(self) -> None:
         """Nothing runs asynchronously here."""
