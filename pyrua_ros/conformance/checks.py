@@ -145,16 +145,22 @@ def check_frames(probe: Probe, skip_sim: bool) -> list[Row]:
 
 def _step_once(probe: Probe, quiet_s: float = 0.3, timeout: float = 3.0) -> None:
     """A zero twist (in lockstep it makes the driver publish its state once; in realtime it changes nothing), then
-    wait until no pose has arrived for ``quiet_s``: the last pose is the arm's state now, not one still in flight
-    from a goal that just ended."""
-    before = probe.poses.count()
+    wait for that step's pose and, on a driver with an episode status, its status (published last), until neither
+    has arrived for ``quiet_s``: the last pose and status are the arm's state now, not one still in flight from a
+    goal that just ended. (Under load a step's status can reach the probe well after its pose.)"""
+    def counts() -> tuple[int, int]:
+        return probe.poses.count(), probe.status.count()
+
+    poses, statuses = counts()
     probe.twist((0.0, 0.0, 0.0))
-    probe.poses.wait_count(before + 1, 2.0)
+    probe.poses.wait_count(poses + 1, 2.0)
+    if statuses:
+        probe.status.wait_count(statuses + 1, 2.0)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        n = probe.poses.count()
+        n = counts()
         time.sleep(quiet_s)
-        if probe.poses.count() == n:
+        if counts() == n:
             return
 
 
