@@ -348,12 +348,31 @@ def test_a_goal_with_angles_steps_exactly_the_twists_robos_loop_would_send(verb)
         assert math.isinf(args["ori_tol"])
 
 
-def test_a_goal_that_servoes_nothing_or_a_bad_angle_is_rejected():
+def test_a_hold_goal_runs_exactly_its_steps_of_zero_twists_as_robos_hold_would():
+    """set_gripper's hold as a goal (no position, no angle, never converged): max_steps zero-twist steps carrying
+    the goal's finger target, the same physics as robo's gripper target then that many zero twists."""
+    from pyrua_ros.driver import cartesian
+    from pyrua_ros.wire.move_law import HOLD
+
+    core, out = make_core()
+    twin, _ = make_core()
+    twin.on_gripper_target([0.0])
+    for _ in range(7):
+        twin.on_twist((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), "", 0.0)
+    here = [float(x) for x in core.model.ee_pose()[0]]
+    args = cartesian.arguments(HOLD, linear_scale=0.05, angular_scale=0.1, max_steps=7)
+    core.check_cartesian_goal(here, 0.0, **args)
+    outcome = run_goal(core, core.start_cartesian(here, 0.0, **args))
+    assert outcome.status == goals.SUCCEEDED and outcome.fields["iterations"] == 7 == core.model.last_step().step
+    assert core.state_digest == twin.state_digest and core.model.gripper_opening() < 0.08
+    assert all(f["linear"] == [0.0] * 3 and f["angular"] == [0.0] * 3 for k, f in out.feedback if k == "cartesian")
+
+
+def test_a_goal_with_a_bad_angle_is_rejected():
     core, _ = make_core()
     here = [float(x) for x in core.model.ee_pose()[0]]
     base = {**LAW, "max_steps": 10}
-    for law, why in (({"position": False}, "servoes an angle"),
-                     ({"yaw": float("nan")}, "target_yaw must be finite"),
+    for law, why in (({"yaw": float("nan")}, "target_yaw must be finite"),
                      ({"pitch": 0.1, "pitch_step": 0.0}, "pitch_step must be finite and > 0"),
                      ({"yaw": 0.1, "angular_scale": 0.0}, "angular_scale must be finite and > 0"),
                      ({"ori_tol": -1.0}, "orientation_tolerance must be >= 0")):

@@ -330,10 +330,11 @@ def test_episode_bag_records_the_commands_and_camera_info(fake_episode):
     assert len(twists) + len(feedback) >= moved > 0 and feedback
     assert [f.iteration for f in feedback if f.iteration == 1], "each goal's first step is recorded"
     assert msgs.get(f"{action}/_action/send_goal/_service_event"), "the goals themselves are recorded"
-    # robo's gripper changes are gripper targets the following steps carry (a driver that serves the topic gets no
-    # GripperCommand goal)
+    # robo's gripper changes are finger targets the following steps carry (a driver that serves them gets no
+    # GripperCommand goal): set_gripper's hold as a goal's gripper_position, release's as a gripper target
     targets = [m.data[0] for _, m in msgs[NAMES.driver.gripper_target]]
-    assert targets and min(targets) < 0.01 < max(targets) <= 0.08        # closed on the cube, opened to release
+    held = [r.goal.gripper_position for _, m in msgs[f"{action}/_action/send_goal/_service_event"] for r in m.request]
+    assert targets and held and min(held) < 0.01 < max(targets) <= 0.08       # closed on the cube, opened to release
     for camera in NAMES.robot.cameras:
         capture = NAMES.sim.capture_topics(camera, "high")
         infos = [m for _, m in msgs[capture["camera_info"]]]

@@ -49,8 +49,6 @@ def validate(target: Sequence[float], gripper_m: float, *, tol: float, step_clip
             return f"{name}_step must be finite and > 0 rad, got {step!r}"
     if angles and not (math.isfinite(angular_scale) and angular_scale > 0):
         return f"angular_scale must be finite and > 0, got {angular_scale!r}"
-    if not position and not angles:
-        return "a goal without a position term servoes an angle: set servo_pitch or servo_yaw"
     return ""
 
 
@@ -71,7 +69,8 @@ class CartesianGoal:
     ``linear_scale`` [m per step per unit action] and ``max_steps``, on a driver with control period ``dt`` [s].
     ``position`` False drops the position term; ``pitch`` / ``yaw`` [rad] (None: not servoed) with their per-step
     caps ``pitch_step`` / ``yaw_step`` [rad], the angle tolerance ``ori_tol`` [rad] (``inf``: the angles do not
-    count toward convergence) and ``angular_scale`` [rad per step per unit action]."""
+    count toward convergence) and ``angular_scale`` [rad per step per unit action]. No position and no angle with
+    ``ori_tol`` 0 is a hold (:data:`~pyrua_ros.wire.move_law.HOLD`): zero twists until ``max_steps``."""
 
     kind = "cartesian"
 

@@ -34,7 +34,7 @@ from pyrua_ros.robo.backend import BackendRefused, EePose, RobotBackend
 from pyrua_ros.robo.calls import CallRunner
 from pyrua_ros.robo.results import Gripper, Move, MovePose, Release, Rotation
 from pyrua_ros.rotations import pitch_of, quat_to_matrix, wrap_angle, yaw_of
-from pyrua_ros.wire.move_law import ServoLaw, osc_twist
+from pyrua_ros.wire.move_law import HOLD, ServoLaw, osc_twist
 
 GRIPPER_OPEN_WIDTH_M = 0.08
 REPORT_DECIMALS = 4             # positions, distances and angles in results, as the reference reports them
@@ -246,9 +246,10 @@ class CartesianServo:
         the episode ends); ``Gripper.steps`` reports ``steps``, as the reference does."""
         check.count("set_gripper", "steps", steps)
         tool = "set_gripper"
-        if self.carry_gripper(tool, g):
+        held = self.goal_run(tool, HOLD, g, steps) is not None   # the driver holds the arm for the steps: one goal
+        if not held and self.carry_gripper(tool, g):
             self.hold(tool, steps)
-        elif not any(self.calls.flags()):   # a driver without a gripper target: a goal, then hold the rest
+        elif not held and not any(self.calls.flags()):   # a driver without a gripper target: a goal, then the rest
             used = self.send_gripper(tool, g)
             if used < steps:
                 self.hold(tool, steps - used)

@@ -9,7 +9,8 @@ action keeps the orientation, as OSC does); one control step runs it as the twis
 
 One :class:`ServoLaw` covers the verbs that servo: ``move_to`` (position; with ``target_yaw`` its yaw rides along
 without counting toward convergence), ``move_pose`` (position, optional pitch and yaw, all of them converging),
-``rotate_wrist`` / ``rotate_pitch`` (one angle, no position term). :meth:`ServoLaw.action` and :func:`osc_twist` are
+``rotate_wrist`` / ``rotate_pitch`` (one angle, no position term), ``set_gripper``'s hold (:data:`HOLD`: nothing,
+never converged). :meth:`ServoLaw.action` and :func:`osc_twist` are
 that arithmetic, so a move stepped by the driver commands bit for bit the twists robo's own loop publishes. Plain
 numpy, no rclpy.
 """
@@ -73,6 +74,11 @@ class ServoLaw:
         if self.yaw is not None:
             a[3 + YAW] = rot_action(y_err, self.yaw_step)
         return a
+
+
+# set_gripper's hold: no position term, no angle, nothing under a tolerance of 0, so it never converges: zero actions
+# (the arm holds, the gripper target rides along) until its max_steps
+HOLD = ServoLaw(None, 0.0, ori_tol=0.0)
 
 
 def osc_twist(action: np.ndarray, scale: tuple[float, float], dt: float) -> tuple[np.ndarray, np.ndarray]:
