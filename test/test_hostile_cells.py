@@ -9,6 +9,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import select
 import socket
 import subprocess
@@ -1018,10 +1019,11 @@ def test_a_robo_call_cannot_outlive_its_cell_or_the_episode_budget(tmp_path):
     transcript = json.loads((out / "transcript.json").read_text())
     results = [json.loads(m["content"]) for m in transcript if m["role"] == "tool"]
     first = results[0]
-    # at the deadline the call raises ToolError; the cell ends with it, or with the interrupt right after it
+    # at the deadline the call raises ToolError (from the hold's goal, or from a twist where the driver has none);
+    # the cell ends with it, or with the interrupt right after it
     timed_out = f"TimeoutError: the cell ran past its {CELL_S} s limit and was interrupted"
-    assert first["exception"].startswith(timed_out) or (
-        "ToolError: set_gripper: servo: the time limit of this call was reached" in first["exception"])
+    assert first["exception"].startswith(timed_out) or re.search(
+        r"ToolError: set_gripper: [\w/]+: the time limit of this call was reached", first["exception"])
     assert len(results) < 2 or results[1]["stdout"].startswith("1")   # the namespace was kept
     calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
     grips = [c for c in calls if c["tool"] == "set_gripper"]
