@@ -56,12 +56,10 @@ def arguments(law: ServoLaw, *, linear_scale: float, angular_scale: float, max_s
     """The keyword arguments of :class:`CartesianGoal` (but ``dt``) that run ``law`` on a driver whose unit action
     moves ``linear_scale`` [m] and ``angular_scale`` [rad] per control step: what a MoveToTarget goal of robo's
     carries (the driver core's callers in this process use it)."""
-    servoed = law.pitch is not None or law.yaw is not None
     return {"tol": law.tol, "step_clip": law.step_clip, "action_scale": law.action_scale,
             "linear_scale": float(linear_scale), "max_steps": int(max_steps), "position": law.target is not None,
-            "pitch": law.pitch, "yaw": law.yaw, "pitch_step": law.pitch_step if law.pitch is not None else 1.0,
-            "yaw_step": law.yaw_step if law.yaw is not None else 1.0, "ori_tol": law.ori_tol,
-            "angular_scale": float(angular_scale) if servoed else 1.0}
+            "pitch": law.pitch, "yaw": law.yaw, "pitch_step": law.pitch_step, "yaw_step": law.yaw_step,
+            "ori_tol": law.ori_tol, "angular_scale": float(angular_scale)}
 
 
 class CartesianGoal:

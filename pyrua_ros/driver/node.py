@@ -486,11 +486,10 @@ class DriverNode(Node):
                 "action_scale": float(request.action_scale), "linear_scale": float(request.linear_scale),
                 "max_steps": int(request.max_steps), "position": not request.no_position,
                 "pitch": float(request.target_pitch) if request.servo_pitch else None,
-                "pitch_step": float(request.pitch_step) if request.servo_pitch else 1.0,
                 "yaw": float(request.target_yaw) if request.servo_yaw else None,
-                "yaw_step": float(request.yaw_step) if request.servo_yaw else 1.0,
-                "ori_tol": float(request.orientation_tolerance) if request.angles_converge else math.inf,
-                "angular_scale": float(request.angular_scale) if request.servo_pitch or request.servo_yaw else 1.0}
+                "pitch_step": float(request.pitch_step), "yaw_step": float(request.yaw_step),
+                "angular_scale": float(request.angular_scale),
+                "ori_tol": float(request.orientation_tolerance) if request.angles_converge else math.inf}
 
     def on_cartesian_goal(self, request) -> GoalResponse:
         try:

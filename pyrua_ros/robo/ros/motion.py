@@ -200,13 +200,13 @@ class Motion:
         goal = self._move_type.Goal(target=[float(v) for v in target], gripper_position=float(gripper_m),
                                     tolerance=float(law.tol), step_clip=float(law.step_clip),
                                     action_scale=float(law.action_scale), linear_scale=float(linear),
-                                    max_steps=int(max_steps), no_position=law.target is None)
+                                    max_steps=int(max_steps), no_position=law.target is None,
+                                    pitch_step=float(law.pitch_step), yaw_step=float(law.yaw_step),
+                                    angular_scale=float(angular))
         if law.pitch is not None:
-            goal.servo_pitch, goal.target_pitch, goal.pitch_step = True, float(law.pitch), float(law.pitch_step)
+            goal.servo_pitch, goal.target_pitch = True, float(law.pitch)
         if law.yaw is not None:
-            goal.servo_yaw, goal.target_yaw, goal.yaw_step = True, float(law.yaw), float(law.yaw_step)
-        if law.pitch is not None or law.yaw is not None:
-            goal.angular_scale = float(angular)
+            goal.servo_yaw, goal.target_yaw = True, float(law.yaw)
         if math.isfinite(law.ori_tol):
             goal.angles_converge, goal.orientation_tolerance = True, float(law.ori_tol)
         return goal
