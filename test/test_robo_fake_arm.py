@@ -52,29 +52,33 @@ def test_clipping_by_the_drivers_safety_filter_is_counted_per_call(fake_arm_rig)
     assert fake_arm_rig.backend.clipped_steps() == fast.summary["clipped_steps"]   # counted per episode (reset clears)
 
 
+def play_fake_table(backend, solve) -> tuple[dict, list]:
+    """The packaged fake_table program ``solve`` on ``backend`` from a fresh task 0 episode: (its state trace
+    summary, each ledgered call's tool, steps and summary); it must solve the task."""
+    from pyrua_ros.examples import run_program
+    from pyrua_ros.robo.libero import libero_host
+
+    backend.reset("fake_table", 0, 0, 300)
+    host = libero_host(backend, primitives="no-vla")
+    assert run_program(solve, host.robo) in ("returned", "terminated")
+    assert backend.status().success
+    return backend.state_trace.summary(), [(r.tool, r.env_steps, r.summary) for r in host.ledger.records]
+
+
 def test_the_driver_core_in_process_over_the_fake_arms_model_takes_the_nodes_steps(fake_arm_rig):
     """The in-process driver takes any driver's ArmModel: over the fake arm's own (``make_model``, its parameter
     file) the packaged fake_table program takes the steps it takes against the fake arm node over DDS (every
     step's state digest) and gets the same ledgered calls and results, its moves run as goals both ways."""
-    from pyrua_ros.examples import run_program
     from pyrua_ros.fake_arm.node import make_model
-    from pyrua_ros.robo.libero import libero_host
     from pyrua_ros.sim_interfaces.drivers import DRIVERS
     from pyrua_ros.sim_interfaces.state_digest import describe_difference
     from pyrua_ros.testing.inprocess import ROOT, InProcessDriver
 
-    def play(backend) -> tuple[dict, list]:
-        backend.reset("fake_table", 0, 0, 300)
-        host = libero_host(backend, primitives="no-vla")
-        assert run_program(fake_arm_rig.solve, host.robo) in ("returned", "terminated")
-        assert backend.status().success
-        return backend.state_trace.summary(), [(r.tool, r.env_steps, r.summary) for r in host.ledger.records]
-
-    over_dds = play(fake_arm_rig.backend)
+    over_dds = play_fake_table(fake_arm_rig.backend, fake_arm_rig.solve)
     driver = InProcessDriver(make_model, params_file=ROOT / "config" / DRIVERS["fake"].params_file,
                              cartesian_goals=True)
     try:
-        here = play(driver)
+        here = play_fake_table(driver, fake_arm_rig.solve)
     finally:
         driver.close()
     assert describe_difference(over_dds[0], here[0]) is None, describe_difference(over_dds[0], here[0])
@@ -87,20 +91,11 @@ def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(fa
     goal, and one started with ``cartesian_goals:=false`` (a driver that lacks the action, in its own namespace),
     where robo streams one twist per step. The same calls take the same steps: every step's state digest, each
     call's ledgered steps and results agree."""
-    from pyrua_ros.examples import run_program
-    from pyrua_ros.robo.libero import libero_host
     from pyrua_ros.robo.ros_backend import RosBackend
     from pyrua_ros.sim_interfaces.state_digest import describe_difference
     from pyrua_ros.wire.move_law import ServoLaw
 
-    def play(backend) -> tuple[dict, list]:
-        backend.reset("fake_table", 0, 0, 300)
-        host = libero_host(backend, primitives="no-vla")
-        assert run_program(fake_arm_rig.solve, host.robo) in ("returned", "terminated")
-        assert backend.status().success
-        return backend.state_trace.summary(), [(r.tool, r.env_steps, r.summary) for r in host.ledger.records]
-
-    goals = play(fake_arm_rig.backend)
+    goals = play_fake_table(fake_arm_rig.backend, fake_arm_rig.solve)
     from rclpy.action import get_action_names_and_types
 
     from pyrua_ros.wire.interfaces import resolve
@@ -112,7 +107,7 @@ def test_a_driver_without_the_cartesian_action_gets_twists_and_the_same_steps(fa
     backend = None
     try:
         backend = RosBackend(context_args=["--ros-args", *ns])
-        twists = play(backend)
+        twists = play_fake_table(backend, fake_arm_rig.solve)
         law = ServoLaw(np.array([0.0, 0.0, 1.0]), 0.01, step_clip=0.01, action_scale=0.05)
         assert backend.move_to_target(law, 0.08, max_steps=5) is None, "no MoveToTarget server: robo streams twists"
     finally:
