@@ -4,8 +4,9 @@ Written for every supported distro: ``rclpy_session`` rather than ``with rclpy.i
 (7.1.6) does not support. Ctrl-C and an external shutdown are a normal exit (status 0), even when
 they interrupt a callback, and even when compiled code in that callback turned the KeyboardInterrupt into an error
 of its own; the node is closed (``close()`` frees its model) and destroyed before the context shuts down.
-Further interrupts are ignored during that teardown: a terminal's Ctrl-C reaches a node twice under ``ros2 launch``
-(once from the terminal, once forwarded by launch), and the second must not break the teardown with a traceback.
+Only the first interrupt is raised; every later one is dropped: a terminal's Ctrl-C reaches a node twice under
+``ros2 launch`` (once from the terminal, once forwarded by launch), and the second must not break the teardown with
+a traceback, wherever it lands (:class:`FirstInterruptOnly`).
 """
 
 from __future__ import annotations
@@ -23,11 +24,38 @@ def spin_node(make_node: Callable[[], object], args: list[str] | None = None) ->
     """Run ``make_node()`` (called inside :func:`~pyrua_ros.wire.rosenv.rclpy_session`) in a
     SingleThreadedExecutor until shutdown."""
     node_preamble()
+    import rclpy  # noqa: F401  (after the preamble, which sets the environment rclpy reads; the mark times it)
+
+    cputime.mark("node: rclpy imported")
+    # kept after the node ends too: the process is exiting, and a late Ctrl-C must not break that either
+    signal.signal(signal.SIGINT, FirstInterruptOnly())
+    return _spin(make_node, sys.argv if args is None else args)
+
+
+class FirstInterruptOnly:
+    """Python's SIGINT handler while a node lives: the first interrupt raises KeyboardInterrupt, later ones are
+    dropped.
+
+    Installed before ``rclpy.init``, so rclpy's own handler (which shuts the context down) chains to it; setting a
+    handler after init would replace rclpy's. Dropping in the handler leaves no window: ignoring SIGINT in the
+    teardown's ``finally`` left one between the first interrupt being raised and that line (CI: a second Ctrl-C
+    landed there, the node printed a KeyboardInterrupt traceback and exited -2).
+    """
+
+    def __init__(self) -> None:
+        self.interrupted = False
+
+    def __call__(self, signum, frame) -> None:
+        if not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+
+
+def _spin(make_node: Callable[[], object], args: list[str]) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
-    cputime.mark("node: rclpy imported")
-    with rclpy_session(sys.argv if args is None else args):
+    with rclpy_session(args):
         node = executor = None
         try:
             node = make_node()
@@ -44,7 +72,6 @@ def spin_node(make_node: Callable[[], object], args: list[str] | None = None) ->
             # error (numba, inside robosuite's OSC step, raises SystemError "returned a result with an exception
             # set" from it): the callback's error is that Ctrl-C, a normal exit.
         finally:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
             cputime.mark("node: stopping")
             if executor is not None:
                 executor.shutdown()
