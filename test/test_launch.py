@@ -2,6 +2,7 @@
 runner's command lines and its supervision of real child processes, and the terminal progress view both of them
 show."""
 
+import asyncio
 import importlib
 import importlib.util
 import io
@@ -9,6 +10,7 @@ import pathlib
 import shutil
 import sys
 import threading
+import types
 
 import pytest
 import yaml
@@ -86,7 +88,6 @@ def test_launch_waits_for_every_agent_and_fails_if_any_failed():
     """Two robots included in one launch: the first agent to exit (failed) stops only its robot; the last one to
     exit ends the launch, failing it with the failed agent's status (test_ros2_launch.py runs two for real)."""
     module = _launch_module()
-    import types
 
     from launch.actions import EmitEvent, Shutdown
 
@@ -100,13 +101,25 @@ def test_launch_waits_for_every_agent_and_fails_if_any_failed():
     def exited(name, code):
         return types.SimpleNamespace(returncode=code, action=types.SimpleNamespace(node_name=name))
 
-    first = module.agent_exited(exited("/armA/agent", 1), context, robot=robot)
-    assert [type(a) for a in first] == [EmitEvent]           # armA's driver is stopped; no Shutdown
-    with pytest.raises(RuntimeError, match="the agent /armA/agent exited with status 1"):
-        module.agent_exited(exited("/armB/agent", 0), context, robot=robot)
+    def in_launch_loop(name, code, context):
+        """agent_exited as launch calls it, inside its asyncio loop: the actions, and the errors the loop was told
+        (launch's run loop counts each in its exit status)."""
+        errors = []
+
+        async def handle():
+            asyncio.get_running_loop().set_exception_handler(lambda loop, error: errors.append(error["message"]))
+            return module.agent_exited(exited(name, code), context, robot=robot)
+        return asyncio.run(handle()), errors
+
+    first, errors = in_launch_loop("/armA/agent", 1, context)
+    assert [type(a) for a in first] == [EmitEvent] and errors == []    # armA's driver is stopped; no Shutdown yet
+    last, errors = in_launch_loop("/armB/agent", 0, context)
+    assert isinstance(last[-1], Shutdown)                               # the launch ends, as a failure
+    assert len(errors) == 1 and errors[0].startswith("the agent /armA/agent exited with status 1"), errors
     context = launch.LaunchContext()
     module.agents(context)["running"] += 1
-    assert isinstance(module.agent_exited(exited("/agent", 0), context, robot=robot)[-1], Shutdown)
+    last, errors = in_launch_loop("/agent", 0, context)
+    assert isinstance(last[-1], Shutdown) and errors == []
 
 
 # --- graph.py ---------------------------------------------------------------------------------------------------

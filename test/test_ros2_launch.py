@@ -332,6 +332,8 @@ def test_interrupts_leave_complete_records_and_no_process(tools, tmp_path, stop)
         if launch.alive():
             os.killpg(launch.pid, signal.SIGKILL)
     assert code != 0, out[-3000:]
+    if stop.startswith("ctrl-c"):    # launch ran to its end and says why it failed (SIGTERM/SIGKILL end it at once)
+        assert "the agent /agent exited with status 130; see its output" in out, out[-3000:]
     # The interrupt ends every node cleanly, the driver's teardown too: no node prints a traceback or aborts, and
     # the agent ends by itself (a SIGTERM from launch's escalation is not its end).
     assert not node_tracebacks(out), out[-4000:]
