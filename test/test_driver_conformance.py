@@ -15,6 +15,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -51,11 +52,13 @@ def test_the_driver_flag_offers_exactly_the_registered_drivers():
 @pytest.mark.unit
 @pytest.mark.parametrize("spec", DRIVERS.nodes(), ids=lambda s: s.name)
 def test_every_driver_we_start_is_whole(spec):
-    """Its node module, wrapper and parameter file exist; its parameter file's episode is one it declares; the
-    launch plans its node, with that file, for robot:=<name>; the episode check knows its suites."""
+    """Its node module and parameter file exist, and its executable is installed from the module alone; its
+    parameter file's episode is one it declares; the launch plans its node, with that file, for robot:=<name>; the
+    episode check knows its suites."""
     assert importlib.util.find_spec(spec.module) is not None, spec.module
-    wrapper = ROOT / "bin" / spec.executable   # what ros2 run and launch_ros start (setup.py installs bin/*)
-    assert f"-m {spec.module} " in wrapper.read_text() and os.access(wrapper, os.X_OK)
+    # what ros2 run and launch_ros start: the wrapper setup.py writes for every nodes/*_node.py module
+    wrapper = pathlib.Path(sys.prefix) / "lib" / "pyrua_ros" / spec.executable
+    assert f"-m {spec.module} " in wrapper.read_text() and os.access(wrapper, os.X_OK), wrapper
     params = graph.node_parameters(ROOT / "config" / spec.params_file, graph.DRIVER_NODE_NAME)
     assert params["suite"] in spec.suites and 0 <= params["task"] < spec.suites[params["suite"]], params
     (node,) = [n for n in graph.plan({"robot": spec.name}) if not n.is_agent]
@@ -93,6 +96,9 @@ def test_a_registration_that_is_not_whole_is_refused():
         DriverSpec("c", "a node without a parameter file", executable="c_node", label="c", suites={"c": 1})
     with pytest.raises(ValueError, match="every suite has at least one task"):
         DriverSpec("d", "an empty suite", executable="d_node", params_file="d.yaml", label="d", suites={"d": 0})
+    with pytest.raises(ValueError, match=r"its executable's name ends in _node .*got 'e_driver'"):
+        DriverSpec("e", "no wrapper would be installed", executable="e_driver", params_file="e.yaml", label="e",
+                   suites={"e": 1})
     with pytest.raises(ValueError, match="unknown driver 'z'; valid drivers: a"):
         registry["z"]
 

@@ -1,2 +1,3 @@
 """Node executables: each module has a ``main()`` run by ``python -m pyrua_ros.nodes.<name>`` and by the
-``bin/<name>`` wrapper that ``ros2 run`` / ``launch_ros`` find under ``lib/pyrua_ros/``."""
+wrapper that ``setup.py`` writes for every ``<name>_node`` module and installs where ``ros2 run`` / ``launch_ros``
+look (``lib/pyrua_ros/<name>``)."""

@@ -1,7 +1,7 @@
 """Executable of the kinematic fake arm driver (node name ``sim``).
 
 Run: ``python -m pyrua_ros.nodes.fake_arm_node --ros-args --params-file config/fake_arm.yaml`` (or
-``bin/fake_arm_node``).
+``ros2 run pyrua_ros fake_arm_node``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Executable of the LIBERO-PRO simulation node ``sim``.
 
-Run: ``python -m pyrua_ros.nodes.sim_node --ros-args --params-file config/sim.yaml`` (or ``bin/sim_node``).
+Run: ``python -m pyrua_ros.nodes.sim_node --ros-args --params-file config/sim.yaml`` (or
+``ros2 run pyrua_ros sim_node``).
 """
 
 from __future__ import annotations

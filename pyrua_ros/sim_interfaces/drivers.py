@@ -25,7 +25,8 @@ class DriverSpec:
     """One driver of ``--driver`` (``robot:=`` of the launch).
 
     - ``name``: the ``--driver`` value; ``summary``: its words in the ``--driver`` help.
-    - ``executable``: its node module under :data:`NODES_PACKAGE` and its ``ros2 run`` executable; None: the
+    - ``executable``: its node module under :data:`NODES_PACKAGE` and its ``ros2 run`` executable (a name ending
+      in ``_node``, for which ``setup.py`` installs a wrapper); None: the
       driver is not ours to start (``external``: drivers already serve the interfaces, one episode at a time).
     - ``params_file``: its parameter file under ``config/`` (the node's startup values, the launch's packaged file).
     - ``label``: the node's name for itself in its log, whose line ``<label> ready (<clock mode>); <status>`` says
@@ -55,6 +56,9 @@ class DriverSpec:
                              "and suites; one we do not start names none of them")
         if self.executable is not None and not self.suites:
             raise ValueError(f"driver {self.name}: suites must name at least one suite")
+        if self.executable is not None and not self.executable.endswith("_node"):
+            raise ValueError(f"driver {self.name}: its executable's name ends in _node (setup.py installs a ros2 run "
+                             f"wrapper for every pyrua_ros/nodes/*_node.py module); got {self.executable!r}")
         if self.suites and not all(isinstance(n, int) and n > 0 for n in self.suites.values()):
             raise ValueError(f"driver {self.name}: every suite has at least one task; got {dict(self.suites)}")
 
