@@ -2,10 +2,10 @@
 expected outcome. Every test's docstring cites the reference file and function (package ``pyrualean``, or RPent's
 LIBERO primitive driver for motion) whose behaviour it pins (facts: ../shared/docs/PYRUALEAN-CONTRACT.md 2, 3.9).
 
-robo runs on the in-process kinematic double of :mod:`rigs.kinematic` (a driver that tracks twists exactly; its
-``host`` and ``robo`` fixtures); the tool results go through the real kernel and toolkit. The same behaviours on
-the real LIBERO sim are in test_robo_ros.py (motion, parts, past steps, camera_meta) and test_sim_parts.py /
-test_sim_env.py (past steps).
+robo runs on the in-process kinematic double of :mod:`rigs.kinematic` (the real driver core over a world that
+tracks twists exactly; its ``host`` and ``robo`` fixtures); the tool results go through the real kernel and
+toolkit. The same behaviours on the real LIBERO sim are in test_robo_ros.py (motion, parts, past steps,
+camera_meta) and test_sim_parts.py / test_sim_env.py (past steps).
 """
 
 from __future__ import annotations
