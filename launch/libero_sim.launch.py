@@ -22,7 +22,9 @@ resolved by ``graph.plan`` from the argument values at launch time, so this laun
 """
 
 import asyncio
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -69,7 +71,7 @@ class PlannedParameterFile(Substitution):
 
 class PlannedOverrides(Substitution):
     """Path of a parameter file holding only the overrides ``graph.plan`` gives a node (arguments given on the
-    command line, the agent's episode, use_sim_time)."""
+    command line, the agent's episode, use_sim_time), in :func:`overrides_folder`."""
 
     def __init__(self, key: str):
         super().__init__()
@@ -80,9 +82,24 @@ class PlannedOverrides(Substitution):
 
     def perform(self, context) -> str:
         node = planned(context, self.key)
-        with tempfile.NamedTemporaryFile("w", prefix=f"pyrua_ros_{self.key}_", suffix=".yaml", delete=False) as fh:
+        with tempfile.NamedTemporaryFile("w", prefix=f"{self.key}_", suffix=".yaml", dir=overrides_folder(),
+                                         delete=False) as fh:
             fh.write(graph.overrides_yaml(node))
         return fh.name
+
+
+_overrides: list[str] = []   # this launch process's folder of override files, once made
+
+
+def overrides_folder() -> str:
+    """A private folder (``$TMPDIR/pyrua_ros_launch_*``, mode 0700; one per inclusion of this file) for the override
+    files, removed when the ``ros2 launch`` process exits: its nodes read their files as they start, and launch
+    outlives them. (Each launch used to leave one file per node in the temporary folder; a launch ended by SIGKILL
+    still leaves its folder.)"""
+    if not _overrides:
+        _overrides.append(tempfile.mkdtemp(prefix="pyrua_ros_launch_"))
+        atexit.register(shutil.rmtree, _overrides[0], ignore_errors=True)
+    return _overrides[0]
 
 
 class InterfacesFile(Substitution):

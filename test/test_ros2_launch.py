@@ -209,7 +209,10 @@ def test_two_namespaced_robots_in_one_launch_file_take_their_arguments_and_each_
                              "out": str(tmp_path / "r2")}}
         launch_file = tmp_path / "two_robots.launch.py"
         launch_file.write_text("".join(f"{k} = {v!r}\n" for k, v in robots.items()) + TWO_ROBOTS)
-        launch = NodeProcess(["ros2", "launch", str(launch_file), "sigterm_timeout:=20"], env=tools)
+        temp = tmp_path / "tmp"     # the launch's temporary folder: its override files live there while it runs
+        temp.mkdir()
+        launch = NodeProcess(["ros2", "launch", str(launch_file), "sigterm_timeout:=20"],
+                             env={**tools, "TMPDIR": str(temp)})
         tree: set[int] = set()
         try:
             # both agents have booted their episode and asked their model: the graph is up
@@ -218,6 +221,8 @@ def test_two_namespaced_robots_in_one_launch_file_take_their_arguments_and_each_
                 return (model1.requests and model2.requests) or not launch.alive()
             assert spin_until(asked, 180.0), launch.output()[-4000:]
             assert launch.alive(), launch.output()[-4000:]
+            overrides = list(temp.glob("pyrua_ros_launch_*/*.yaml"))    # a folder per inclusion of the file
+            assert len(overrides) == 4, overrides                            # a file per node
             # one ros2 CLI process per value costs seconds of CPU each: a value of each kind of source
             got = param_get(tools, [("/robot1/agent", "task"), ("/robot1/sim", "task"), ("/robot1/agent", "budget_s"),
                                     ("/robot2/agent", "budget_s"), ("/robot2/agent", "task")])
@@ -248,6 +253,7 @@ def test_two_namespaced_robots_in_one_launch_file_take_their_arguments_and_each_
             if launch.alive():
                 launch.stop(10.0)
     assert code == 0, out[-4000:]
+    assert not list(temp.glob("pyrua_ros_*")), list(temp.iterdir())   # the launch took its files with it
     for run, task in (("r1", 1), ("r2", 0)):
         result = json.loads((tmp_path / run / "result.json").read_text())
         assert (result["suite"], result["task"], result["status"], result["environment_success"]) == \
