@@ -6,6 +6,7 @@ refuse to start without it (test_harness.py proves both).
 """
 
 import os
+import shutil
 import signal
 import sys
 
@@ -27,6 +28,14 @@ import pytest  # noqa: E402
 
 # the shared rigs and the lanes (test/rigs/): each rig is defined once there and requested by name
 pytest_plugins = ["pytester", "rigs.kinematic", "rigs.nodes", "rigs.lanes"]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """This process's ROS home (its nodes' and launches' logs) goes when all its tests passed; after a failure it
+    stays, for reading (its path is in the report header)."""
+    home = os.environ.get("ROS_HOME", "")
+    if exitstatus == 0 and os.path.basename(home).startswith("pyrua_ros_test_home_"):
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def pytest_report_header(config):

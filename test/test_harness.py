@@ -130,7 +130,8 @@ def test_children_start_with_interrupts_that_act_even_under_a_background_suite(t
         ["sh", "-c", 'trap "" INT QUIT; exec "$0" -c "$1"', sys.executable,
          "import runpy, sys, subprocess; sys.path.insert(0, 'test'); runpy.run_path('test/conftest.py'); "
          "print(subprocess.run(['cat', '/proc/self/status'], capture_output=True, text=True).stdout)"],
-        cwd=ROOT, capture_output=True, text=True, check=True)
+        cwd=ROOT, capture_output=True, text=True, check=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)})   # (the ROS home the harness makes there goes with tmp_path)
     assert not _ignored_signals(background.stdout) & {signal.SIGINT, signal.SIGQUIT}, background.stdout
 
 

@@ -47,13 +47,16 @@ def apply_loopback_environment(env: dict | None = None) -> dict:
 
 
 class NodeProcess:
-    """A node (or any command) started as a child process in its own process group, ended by its PID."""
+    """A node (or any command) started as a child process in its own process group, ended by its PID. Its output
+    goes to ``log_path``, by default a file in this process's ROS home (:func:`apply_loopback_environment`), which
+    the suite removes when all of a test process's tests passed and keeps after a failure."""
 
     def __init__(self, argv: list[str], *, env: dict | None = None, log_path: str | os.PathLike | None = None,
                  cwd: str | os.PathLike | None = None):
         self.argv = list(argv)
-        self.log_path = pathlib.Path(log_path) if log_path else pathlib.Path(
-            tempfile.mkstemp(prefix="pyrua_node_", suffix=".log")[1])
+        home = os.environ.get("ROS_HOME")
+        self.log_path = pathlib.Path(log_path) if log_path else pathlib.Path(tempfile.mkstemp(
+            prefix="pyrua_node_", suffix=".log", dir=home if home and os.path.isdir(home) else None)[1])
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(self.argv, env=dict(os.environ if env is None else env), stdout=self._log,
                                      stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
