@@ -102,7 +102,14 @@ def solving_turns(obj: str, gate: threading.Event, done: threading.Event | None 
 
 
 def ros2(env: dict, *args: str, timeout: float = 180.0, attempt_s: float = 45.0) -> str:
-    """Run one ros2 verb to its end; its output (a failure shows it). Until ``timeout``, a verb asks again when it
+    """Run one ros2 verb to its end; its output (a failure shows it): :func:`ros2_answer` that must succeed."""
+    done = ros2_answer(env, *args, timeout=timeout, attempt_s=attempt_s)
+    assert done.returncode == 0, f"ros2 {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def ros2_answer(env: dict, *args: str, timeout: float = 180.0, attempt_s: float = 45.0):
+    """Run one ros2 verb to its end; the finished process. Until ``timeout``, a verb asks again when it
     did not discover its node within its spin time (``--no-daemon``: a fresh DDS participant), and when it had no
     answer within ``attempt_s``: ``ros2 param get`` sends its one request and waits for the answer without a
     deadline, and a server that has not yet matched a fresh client's response reader drops that answer (the Fast
@@ -117,9 +124,7 @@ def ros2(env: dict, *args: str, timeout: float = 180.0, attempt_s: float = 45.0)
                 raise
             continue
         if done.returncode == 0 or "Node not found" not in done.stderr or time.monotonic() > deadline:
-            break
-    assert done.returncode == 0, f"ros2 {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+            return done
 
 
 def test_print_and_show_arguments_list_every_node_and_argument(tools):
@@ -234,8 +239,7 @@ def test_two_namespaced_robots_in_one_launch_file_take_their_arguments_and_each_
             values = dumped["/robot1/agent"]["ros__parameters"]     # dump lists the names, then gets them all
             assert {*graph.AGENT_PARAMETERS, "remap"} <= set(values), values
             assert (values["task"], values["budget_s"], values["vla_endpoint"]) == (1, 1200.0, None), values
-            refused = subprocess.run(["ros2", "param", "set", "/robot1/agent", "budget_s", "10.0", *DIRECT], env=tools,
-                                     capture_output=True, text=True, timeout=120)
+            refused = ros2_answer(tools, "param", "set", "/robot1/agent", "budget_s", "10.0", *DIRECT)
             assert "Setting parameter failed: Trying to set a read-only parameter: budget_s" in refused.stderr, refused
             tree.update(descendants(launch.pid))
             nodes1, nodes2 = robot_nodes(tree, "/robot1"), robot_nodes(tree, "/robot2")
