@@ -214,10 +214,18 @@ def episode_topics(names: interfaces.Interfaces | None = None, *, cameras: bool 
 
     Camera streams render only while someone subscribes, at the sim's ``camera_rate_hz``; ``cameras=False``
     leaves them out (and so costs no rendering). Captures render only on request, whoever listens.
+
+    The order is the order of the subscriptions: the camera streams come first, before the episode status that
+    :meth:`EpisodeRecorder.wait_for_publishers` confirms the driver's matching with, so the frame a reset streams
+    at step 0 is recorded (a short episode under load recorded none: its later frames fell before the driver had
+    matched the stream readers).
     """
     names = names or interfaces.load()
     d, s = names.driver, names.sim
-    topics = {
+    topics = {topic: kind for cam in names.robot.cameras for topic, kind in ((d.color(cam), IMAGE),
+                                                                            (d.info(cam), CAMERA_INFO))} \
+        if cameras else {}
+    topics |= {
         d.joint_states: "sensor_msgs/msg/JointState",
         d.tf: TF_MESSAGE,
         d.tf_static: TF_MESSAGE,
@@ -242,8 +250,6 @@ def episode_topics(names: interfaces.Interfaces | None = None, *, cameras: bool 
         for resolution in s.resolutions:
             capture = s.capture_topics(cam, resolution)
             topics.update({capture["color"]: IMAGE, capture["camera_info"]: CAMERA_INFO})
-        if cameras:
-            topics.update({d.color(cam): IMAGE, d.info(cam): CAMERA_INFO})
     return topics
 
 
