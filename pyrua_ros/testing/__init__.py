@@ -9,9 +9,11 @@ shuts the executor down and joins the thread before the context is shut down.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -189,9 +191,11 @@ def ros_client(name: str = "pyrua_test_client") -> Iterator[RosClient]:
 
 
 def checkout_revision(rev: str, root: str | os.PathLike) -> pathlib.Path:
-    """The package and config of git revision ``rev`` of the repository at ``root``, unpacked into a temp dir
-    (benchmarks run a second code base beside the working tree, for before/after figures from one run)."""
+    """The package and config of git revision ``rev`` of the repository at ``root``, unpacked into a temp dir that
+    is removed when this process exits (benchmarks run a second code base beside the working tree, for
+    before/after figures from one run)."""
     dest = pathlib.Path(tempfile.mkdtemp(prefix=f"pyrua_ros_{rev[:12]}_"))
+    atexit.register(shutil.rmtree, dest, ignore_errors=True)
     archive = subprocess.run(["git", "archive", rev, "pyrua_ros", "config"], cwd=root, capture_output=True,
                              check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
