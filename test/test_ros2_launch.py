@@ -318,8 +318,10 @@ def test_interrupts_leave_complete_records_and_no_process(tools, tmp_path, stop)
     machine's suite may run six test processes on two cores."""
     program = tmp_path / "long.py"
     program.write_text(LONG_PROGRAM)
-    launch = ros2_launch(tools, "robot:=fake", f"replay:={program}", "max_episode_steps:=100000",
-                         f"out:={tmp_path / 'run'}", "sigkill_timeout:=25")
+    temp = tmp_path / "tmp"    # the launch's temporary folder (SIGTERM and SIGKILL give it no chance to clean up)
+    temp.mkdir()
+    launch = ros2_launch({**tools, "TMPDIR": str(temp)}, "robot:=fake", f"replay:={program}",
+                         "max_episode_steps:=100000", f"out:={tmp_path / 'run'}", "sigkill_timeout:=25")
     try:
         agent = None
 
@@ -344,6 +346,7 @@ def test_interrupts_leave_complete_records_and_no_process(tools, tmp_path, stop)
     assert code != 0, out[-3000:]
     if stop.startswith("ctrl-c"):    # launch ran to its end and says why it failed (SIGTERM/SIGKILL end it at once)
         assert "the agent /agent exited with status 130; see its output" in out, out[-3000:]
+        assert not list(temp.glob("pyrua_ros_launch_*")), list(temp.iterdir())   # and took its files with it
     # The interrupt ends every node cleanly, the driver's teardown too: no node prints a traceback or aborts, and
     # the agent ends by itself (a SIGTERM from launch's escalation is not its end).
     assert not node_tracebacks(out), out[-4000:]
