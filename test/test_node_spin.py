@@ -1,4 +1,5 @@
-"""Ctrl-C ends a driver node with status 0 wherever it lands, and a real fault still ends it with an error.
+"""Ctrl-C ends a driver node with status 0 wherever it lands, and a real fault still ends it with an error (a native
+crash with the Python stack it came from).
 
 The bug this pins: SIGINT that landed in robosuite's OSC step, inside numba-compiled code, came out of the realtime
 control callback as ``SystemError: CPUDispatcher(...) returned a result with an exception set`` (the KeyboardInterrupt
@@ -12,6 +13,8 @@ up when the error leaves the callback, as it was in CI (rclpy shuts it down from
 from __future__ import annotations
 
 import pathlib
+import signal
+import subprocess
 import sys
 
 from pyrua_ros.testing import NodeProcess
@@ -73,3 +76,15 @@ def test_a_fault_of_a_callback_still_ends_the_node_with_its_traceback():
     rc, output = _run_to_its_end("fault")
     assert rc == 1, output[-3000:]
     assert "SystemError: a fault of the callback itself" in output
+
+
+def test_a_node_that_crashes_natively_says_which_python_code_it_was_in():
+    """A segfault in compiled code (MuJoCo, EGL, DDS, numba) under a node prints every thread's Python stack before
+    the process dies of it, so the crash can be placed (the node preamble enables faulthandler)."""
+    crash = ("from pyrua_ros.wire.rosenv import node_preamble\nnode_preamble()\n"
+             "def tearing_down_the_renderer():\n    import ctypes\n    ctypes.string_at(0)\n"
+             "tearing_down_the_renderer()\n")
+    done = subprocess.run([sys.executable, "-c", crash], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGSEGV, done
+    assert "Fatal Python error: Segmentation fault" in done.stderr, done.stderr
+    assert 'in tearing_down_the_renderer' in done.stderr, done.stderr

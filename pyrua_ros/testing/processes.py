@@ -91,9 +91,9 @@ def cmdline(pid: int) -> str:
 
 def dump_node_stacks(pids, settle_s: float = 2.0) -> list[int]:
     """Ask every pyrua_ros node among ``pids`` to print its threads' stacks (SIGUSR1: see
-    :func:`pyrua_ros.wire.rosenv.dump_stacks_on_sigusr1`), so a test that gives up on a hung launch shows where
-    each node waits. Only node processes are signalled: SIGUSR1 ends a process that did not ask for it. Returns the
-    PIDs signalled, after ``settle_s`` for the dumps to reach the output."""
+    :func:`pyrua_ros.wire.rosenv.dump_stacks_when_stuck_or_crashed`), so a test that gives up on a hung launch shows
+    where each node waits. Only node processes are signalled: SIGUSR1 ends a process that did not ask for it. Returns
+    the PIDs signalled, after ``settle_s`` for the dumps to reach the output."""
     signalled = []
     for pid in alive(pids):
         if "pyrua_ros.nodes." in cmdline(pid):

@@ -202,11 +202,14 @@ def rclpy_session(args: list[str] | None = None, context=None, **init_options):
         rclpy.try_shutdown(context=context)
 
 
-def dump_stacks_on_sigusr1() -> None:
-    """Make ``kill -USR1 <pid>`` print every thread's stack to this process's stderr: what a node or a run that
-    seems stuck is waiting on. Without a real stderr (closed, not a file) nothing is registered."""
+def dump_stacks_when_stuck_or_crashed() -> None:
+    """Make ``kill -USR1 <pid>`` print every thread's stack to this process's stderr (what a node or a run that
+    seems stuck is waiting on), and a crash (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL) print them before the process
+    dies of it, so a native crash in MuJoCo, EGL, DDS or numba says which Python code it came from. Without a real
+    stderr (closed, not a file) nothing is registered."""
     with contextlib.suppress(AttributeError, OSError, ValueError):
         faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+        faulthandler.enable(file=sys.__stderr__, all_threads=True)
 
 
 class LostOutputGuard:
@@ -255,7 +258,7 @@ def node_preamble() -> None:
     """Call first in every node ``main()``: exit with status 3 and a clear message on an unsafe environment;
     apply pyrua_ros's Fast DDS defaults (:func:`default_fastdds_profile`); tie the node's life to its parent's
     when asked (:func:`die_with_parent`); keep writing output from failing once its reader is gone
-    (:func:`survive_lost_output`); dump stacks on SIGUSR1 (:func:`dump_stacks_on_sigusr1`)."""
+    (:func:`survive_lost_output`); dump stacks on SIGUSR1 and on a crash (:func:`dump_stacks_when_stuck_or_crashed`)."""
     try:
         check_node_environment()
     except UnsafeDiscoveryError as exc:
@@ -264,4 +267,4 @@ def node_preamble() -> None:
     default_fastdds_profile()
     die_with_parent()
     survive_lost_output()
-    dump_stacks_on_sigusr1()
+    dump_stacks_when_stuck_or_crashed()
