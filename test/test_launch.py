@@ -246,6 +246,28 @@ def test_parameter_files_apply_to_their_node_in_any_namespace(file, node):
             rclpy.shutdown(context=context)
 
 
+def test_the_agent_reads_its_remap_parameter_only_where_its_arguments_may_set_it(tmp_path, monkeypatch):
+    """``remap`` from ``-p`` or a parameter file becomes global ``-r`` arguments, read on a real probe node; without
+    a mention of it in the arguments or their files no probe node is made (the default is no remapping)."""
+    import rclpy
+
+    from pyrua_ros.nodes import agent_node
+
+    packaged = ["agent_node", "--ros-args", "-r", "__node:=agent", "--params-file",
+                str(graph.config_dir() / "agent.yaml")]
+    own = tmp_path / "agent.yaml"
+    own.write_text("/**/agent:\n  ros__parameters:\n    remap: /ee_pose:=/arm/pose\n")
+    made = []
+    create_node = rclpy.create_node
+    monkeypatch.setattr(rclpy, "create_node", lambda *a, **k: made.append(a) or create_node(*a, **k))
+    assert agent_node.remap_arguments(packaged) == [] and made == []
+    assert agent_node.remap_arguments([*packaged, "-p", "remap:=/ee_pose:=/arm/pose,/tf:=/arm/tf"]) == \
+        ["--ros-args", "-r", "/ee_pose:=/arm/pose", "-r", "/tf:=/arm/tf"]
+    assert agent_node.remap_arguments([*packaged, "--params-file", str(own)]) == \
+        ["--ros-args", "-r", "/ee_pose:=/arm/pose"]
+    assert len(made) == 2
+
+
 # --- the pip runner's command lines -----------------------------------------------------------------------------
 
 def test_runner_arguments_match_the_plan():

@@ -28,6 +28,7 @@ down are ignored, so a double Ctrl-C or launch's escalation cannot leave a proce
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import signal
 import sys
 
@@ -106,10 +107,29 @@ def config_from_parameters(values: dict):
     return dataclasses.replace(cfg, episode=dataclasses.replace(cfg.episode, driver=EXTERNAL.name))
 
 
+def may_set_remap(argv: list[str]) -> bool:
+    """Whether ``argv`` may set the ``remap`` parameter: a token or a ``--params-file`` that mentions it (an
+    unreadable file counts: rcl then says what is wrong with it)."""
+    for i, arg in enumerate(argv):
+        if "remap" in arg:
+            return True
+        if arg == "--params-file" and i + 1 < len(argv):
+            try:
+                if "remap" in pathlib.Path(argv[i + 1]).read_text(errors="replace"):
+                    return True
+            except OSError:
+                return True
+    return False
+
+
 def remap_arguments(argv: list[str]) -> list[str]:
     """The node's ``remap`` parameter (its parameter file or an override in ``argv``) as global ``-r`` arguments,
     so the remappings hold for every node of this process (robo's state node included). Read on a short-lived
-    probe node in a context of its own."""
+    probe node in a context of its own, only when ``argv`` may set it (:func:`may_set_remap`): a probe is a DDS
+    participant made and destroyed at once, and destroying it crashed the agent once at its start in CI
+    (SIGSEGV in ``rclpy.Node.destroy_node``), while most agents have no remap to read."""
+    if not may_set_remap(argv):
+        return []
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
