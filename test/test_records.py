@@ -242,7 +242,7 @@ def test_result_json_is_written_on_a_full_disk(tmp_path):
     root = Path(R.__file__).resolve().parents[2]
     script = tmp_path / "full_disk.py"
     script.write_text(FULL_DISK_SCRIPT)
-    out = "/tmp/pyrua_full_disk_run"
+    out = str(tmp_path / "full_disk_run")   # bwrap makes the mount point on the real file system: keep it in tmp_path
     proc = subprocess.run(
         ["bwrap", "--bind", "/", "/", "--dev", "/dev", "--size", str(2**20), "--tmpfs", out,
          *([] if os.geteuid() == 0 else ["--unshare-user"]), "--",
