@@ -20,18 +20,6 @@ from pyrua_ros.bringup.process import interrupt_in
 from pyrua_ros.wire.rosenv import node_preamble, rclpy_session
 
 
-def spin_node(make_node: Callable[[], object], args: list[str] | None = None) -> int:
-    """Run ``make_node()`` (called inside :func:`~pyrua_ros.wire.rosenv.rclpy_session`) in a
-    SingleThreadedExecutor until shutdown."""
-    node_preamble()
-    import rclpy  # noqa: F401  (after the preamble, which sets the environment rclpy reads; the mark times it)
-
-    cputime.mark("node: rclpy imported")
-    # kept after the node ends too: the process is exiting, and a late Ctrl-C must not break that either
-    signal.signal(signal.SIGINT, FirstInterruptOnly())
-    return _spin(make_node, sys.argv if args is None else args)
-
-
 class FirstInterruptOnly:
     """Python's SIGINT handler while a node lives: the first interrupt raises KeyboardInterrupt, later ones are
     dropped.
@@ -51,11 +39,17 @@ class FirstInterruptOnly:
             raise KeyboardInterrupt
 
 
-def _spin(make_node: Callable[[], object], args: list[str]) -> int:
+def spin_node(make_node: Callable[[], object], args: list[str] | None = None) -> int:
+    """Run ``make_node()`` (called inside :func:`~pyrua_ros.wire.rosenv.rclpy_session`) in a
+    SingleThreadedExecutor until shutdown."""
+    node_preamble()
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
-    with rclpy_session(args):
+    cputime.mark("node: rclpy imported")
+    # kept after the node ends too: the process is exiting, and a late Ctrl-C must not break that either
+    signal.signal(signal.SIGINT, FirstInterruptOnly())
+    with rclpy_session(sys.argv if args is None else args):
         node = executor = None
         try:
             node = make_node()
