@@ -23,6 +23,7 @@ resolved by ``graph.plan`` from the argument values at launch time, so this laun
 
 import asyncio
 import atexit
+import functools
 import os
 import shutil
 import sys
@@ -88,18 +89,15 @@ class PlannedOverrides(Substitution):
         return fh.name
 
 
-_overrides: list[str] = []   # this launch process's folder of override files, once made
-
-
+@functools.cache
 def overrides_folder() -> str:
     """A private folder (``$TMPDIR/pyrua_ros_launch_*``, mode 0700; one per inclusion of this file) for the override
     files, removed when the ``ros2 launch`` process exits: its nodes read their files as they start, and launch
     outlives them. (Each launch used to leave one file per node in the temporary folder; a launch ended by SIGKILL
     still leaves its folder.)"""
-    if not _overrides:
-        _overrides.append(tempfile.mkdtemp(prefix="pyrua_ros_launch_"))
-        atexit.register(shutil.rmtree, _overrides[0], ignore_errors=True)
-    return _overrides[0]
+    folder = tempfile.mkdtemp(prefix="pyrua_ros_launch_")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 class InterfacesFile(Substitution):
