@@ -222,9 +222,7 @@ def episode_topics(names: interfaces.Interfaces | None = None, *, cameras: bool 
     """
     names = names or interfaces.load()
     d, s = names.driver, names.sim
-    topics = {topic: kind for cam in names.robot.cameras for topic, kind in ((d.color(cam), IMAGE),
-                                                                            (d.info(cam), CAMERA_INFO))} \
-        if cameras else {}
+    topics = stream_topics(names) if cameras else {}
     topics |= {
         d.joint_states: "sensor_msgs/msg/JointState",
         d.tf: TF_MESSAGE,
@@ -251,6 +249,13 @@ def episode_topics(names: interfaces.Interfaces | None = None, *, cameras: bool 
             capture = s.capture_topics(cam, resolution)
             topics.update({capture["color"]: IMAGE, capture["camera_info"]: CAMERA_INFO})
     return topics
+
+
+def stream_topics(names: interfaces.Interfaces) -> dict[str, str]:
+    """``{topic: type}`` of the camera streams: each camera's color image and its camera_info."""
+    d = names.driver
+    return {topic: kind for cam in names.robot.cameras
+            for topic, kind in ((d.color(cam), IMAGE), (d.info(cam), CAMERA_INFO))}
 
 
 def latched_topics(names: interfaces.Interfaces | None = None) -> frozenset[str]:
@@ -549,6 +554,6 @@ def record_episode(node: Any, path: str | os.PathLike, *, cameras: bool = True,
     (``held``: see :class:`EpisodeRecorder`)."""
     names = names or interfaces.load()
     d = names.driver
-    streams = [topic for cam in names.robot.cameras for topic in (d.color(cam), d.info(cam))]
     return EpisodeRecorder(node, path, episode_topics(names, cameras=cameras), latched=latched_topics(names),
-                           held=held, stamped=streams if held else (), clock=d.clock if held else None)
+                           held=held, stamped=list(stream_topics(names)) if held else (),
+                           clock=d.clock if held else None)
