@@ -73,7 +73,8 @@ def render(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class PointArm:
     """The double's world as an ArmModel (any suite name; one task). Its pictures never change but for the
     green channel, which is the control step they show (capped at 255); with ``keeps_history`` it renders past
-    steps as the LIBERO sim does (``capture_past``), else only the current one."""
+    steps as the LIBERO sim does (``capture_past``), else only the current one. Its world exists from the driver
+    core's first reset on, as the other models' episodes do."""
 
     control_period_s = 0.05
 
@@ -82,7 +83,6 @@ class PointArm:
         self.open_m = float(names.robot.gripper_open_width_m)
         if keeps_history:
             self.capture_past = self._capture_past
-        self.reset("libero_goal", 0, 0, 600)
 
     def validate_episode(self, suite, task, seed, max_episode_steps) -> None:
         if not (isinstance(task, int) and isinstance(seed, int) and task >= 0 and seed >= 0):
@@ -178,7 +178,7 @@ class PointArm:
 class KinematicBackend(InProcessDriver):
     """The driver core over :class:`PointArm`, as robo's backend, with what the tests read of it: ``servo_calls``
     (twists taken), ``gripper_goals`` (gripper goal targets [m]), ``captures`` ((camera, resolution, step shown)),
-    ``cancelled``, an ``on_servo(backend)`` hook after every twist, and the world's ``step``, ``gap``, ``pos``.
+    ``cancelled``, an ``on_servo(backend)`` hook after every twist, and the world's ``step`` and ``gap``.
     Its renders are small (96 / 32 px) and the core tracks twists exactly, as a driver without OSC lag declares.
     It serves the standard interfaces only, as a real arm's drivers do: no sim-only gripper target (robo sends
     GripperCommand goals) and no MoveToTarget (robo streams twists)."""
