@@ -10,6 +10,7 @@ driver's node module is thus its executable too, with no file of its own for it.
 
 import os
 from glob import glob
+from pathlib import Path
 
 from setuptools import find_packages, setup
 
@@ -46,7 +47,7 @@ def node_wrappers() -> list:
     for name in NODES:
         path, text = WRAPPERS + "/" + name, WRAPPER.format(name=name)
         full = os.path.join(HERE, path)
-        if not os.path.isfile(full) or open(full).read() != text:
+        if not os.path.isfile(full) or Path(full).read_text() != text:
             with open(full, "w") as fh:
                 fh.write(text)
         os.chmod(full, 0o755)
