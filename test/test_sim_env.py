@@ -312,6 +312,38 @@ def test_renderer_pixels_equal_robosuites_own_renderer(bowl_episode):
         reference.gl_ctx.free()
 
 
+@pytest.mark.parametrize("scene", [(GOAL, BOWL_TASK), ("libero_10", 8)])
+def test_leaving_out_unseen_geoms_changes_no_pixel(ep, scene):
+    """The color pass leaves out the geoms its camera cannot see (view_cull): color and depth equal a renderer
+    that draws the whole scene, bit for bit, for both cameras at the stream and capture sizes, as the arm moves
+    and grasps; and it does leave geoms out (most of the arm, for the wrist camera)."""
+    from pyrua_ros.sim.render import Renderer, RenderSettings, StateCopy, ViewRequest
+
+    ep.reset(*scene, 0)
+    full = Renderer(ep._model, RenderSettings(skip_unseen=False), max_resolution=1024, nice=0)
+    ours = ep.renderer
+    actions = [np.array([0.8, -0.5, -0.6, 0.3, 0, 0.4, OPEN])] * 10 + [np.array([-0.6, 0.7, 0.5, 0, -0.3, 0, 1.0])] * 10
+    try:
+        for k in range(3):
+            state = StateCopy.of(ep._data)
+            wrist = ep._camera_ids[ep._camera("wrist")]
+            for camera in ("agentview", "wrist"):
+                for res in (256, 1024):
+                    ask = [ViewRequest(ep._camera_ids[ep._camera(camera)], res, frozenset({"color", "depth"}))]
+                    skipped = ours.skipped
+                    (a,) = ours.render(state, ask, timeout=120.0)
+                    if ask[0].camera_id == wrist:
+                        assert ours.skipped > skipped      # the cut is on: the arm behind the wrist camera
+                    (b,) = full.render(state, ask, timeout=120.0)
+                    np.testing.assert_array_equal(a.color, b.color, err_msg=f"{scene} state {k} {camera} {res}")
+                    np.testing.assert_array_equal(a.depth, b.depth, err_msg=f"{scene} state {k} {camera} {res}")
+            for a in actions[10 * (k % 2):10 * (k % 2) + 10]:
+                ep.step(a)
+        assert full.skipped == 0
+    finally:
+        full.close()
+
+
 def test_stream_frames_show_the_state_they_were_queued_at(bowl_episode):
     """A stream frame is rendered from a copy of the state when it was queued: stepping on does not change it,
     and it equals a capture of that state."""

@@ -28,7 +28,9 @@ it), so on a small machine the control loop is served first and frames fill the 
 
 Pixels equal robosuite's own offscreen renderer for the same state: the same scene (``maxgeom`` 1000, all
 categories, robosuite's visual/collision geom groups), the same MuJoCo render context defaults and read-back;
-color and depth come from one render pass, segmentation from a second pass in MuJoCo's id-color mode.
+color and depth come from one render pass, segmentation from a second pass in MuJoCo's id-color mode. A color pass
+leaves out the geoms its camera cannot see (:mod:`pyrua_ros.sim.view_cull`; ``skipped`` counts them), which
+changes no pixel and saves the vertex work a software renderer would spend on them.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from pyrua_ros import cputime
-from pyrua_ros.sim import cameras
+from pyrua_ros.sim import cameras, view_cull
 
 KINDS = ("color", "depth", "segmentation")
 SCENE_MAX_GEOM = 1000          # robosuite's scene size
@@ -95,10 +97,13 @@ class StateCopy:
 
 @dataclasses.dataclass(frozen=True)
 class RenderSettings:
-    """How the scene is drawn: which geom groups are visible (robosuite shows visual meshes, not collision ones)."""
+    """How the scene is drawn: which geom groups are visible (robosuite shows visual meshes, not collision ones);
+    ``skip_unseen``: a color+depth pass leaves out the geoms the camera cannot see (:mod:`.view_cull`: the same
+    pixels, less vertex work; off only to compare)."""
 
     visual_geoms: bool = True
     collision_geoms: bool = False
+    skip_unseen: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,6 +215,7 @@ class Renderer:
         self.dropped = 0         # stream frames dropped (backlog full, cleared by a reset, or closed)
         self.passes = 0          # render passes drawn (a color+depth pass or a segmentation pass of one view)
         self.reused = 0          # views served from the kept views of their scene, without a pass
+        self.skipped = 0         # geoms left out of color+depth passes because their camera cannot see them
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -418,7 +424,9 @@ class Renderer:
             if missing & {"color", "depth"}:   # one pass gives both: read both back, for whoever asks next
                 rgb = np.empty((res, res, 3), dtype=np.uint8)
                 zbuf = np.empty((res, res), dtype=np.float32)
-                mj.mjr_render(viewport, scn, self._con)
+                with view_cull.culled(mj, scn, enabled=self._settings.skip_unseen) as unseen:
+                    mj.mjr_render(viewport, scn, self._con)
+                self.skipped += len(unseen)
                 mj.mjr_readPixels(rgb, zbuf, viewport, self._con)
                 drawn["color"] = _frozen(cameras.upright(rgb))
                 drawn["depth"] = _frozen(cameras.upright(cameras.linear_depth(zbuf, self._near, self._far)))
