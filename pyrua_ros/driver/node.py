@@ -67,6 +67,9 @@ except ImportError:   # pragma: no cover - only where the interface package was 
 
 EPISODE_PARAMS = ("suite", "task", "seed", "max_episode_steps")
 GOAL_TICK_S = 0.0005   # lockstep goal ticker period [s]: as fast as the executor allows
+# [s] how long one lockstep goal tick goes on stepping before it lets the executor serve other callbacks (so a
+# cancel waits at most this long): an executor round costs about a millisecond, a sixth of a LIBERO step
+GOAL_TICK_BUDGET_S = 0.025
 
 
 @dataclasses.dataclass(frozen=True)
@@ -421,9 +424,15 @@ class DriverNode(Node):
         self.core.realtime_tick(time.monotonic())
 
     def on_goal_tick(self) -> None:
-        self._sync_cancels()
-        if not self.core.tick():
-            self.goal_timer.cancel()
+        """Lockstep: control steps of the active goals for up to GOAL_TICK_BUDGET_S, then back to the executor."""
+        deadline = time.monotonic() + GOAL_TICK_BUDGET_S
+        while True:
+            self._sync_cancels()
+            if not self.core.tick():
+                self.goal_timer.cancel()
+                return
+            if time.monotonic() >= deadline:
+                return
 
     def on_idle(self) -> None:
         """Lockstep, nobody commanding: re-publish TF, clock and the latest stream frames (their own stamps). A
