@@ -299,19 +299,22 @@ class DriverNode(Node):
         self.pub_events.publish(String(data=event.to_json()))
 
     def publish_state(self) -> None:
-        """/ee_pose, /joint_states, /tf, /clock and episode status, in that order; then markers and streams."""
+        """/ee_pose, /joint_states, /tf, /clock and episode status, in that order; then markers and streams.
+
+        Every message is built before the first goes out, so the five leave within a fraction of a millisecond
+        and a subscriber's executor mostly takes them in one wake-up instead of one each."""
         stamp, world = self.stamp(), self.names.frames.world
         pos, quat = self.model.ee_pose()
-        self.pub_pose.publish(pose_stamped_msg(pos, quat, stamp, world))
+        pose = pose_stamped_msg(pos, quat, stamp, world)
         names, q, dq = self.model.joint_state()
         js = JointState(name=list(names), position=[float(x) for x in q], velocity=[float(x) for x in dq])
         js.header.stamp = stamp
-        self.pub_joints.publish(js)
         self._last_tf = TFMessage(transforms=[transform_stamped_msg(p, c, t, r, stamp)
                                               for p, c, t, r in self.model.transforms(moving_only=True)])
-        self.pub_tf.publish(self._last_tf)
-        self.pub_clock.publish(Clock(clock=stamp))
-        self.publish_status()
+        status = String(data=self.core.status().to_json())
+        for pub, msg in ((self.pub_pose, pose), (self.pub_joints, js), (self.pub_tf, self._last_tf),
+                         (self.pub_clock, Clock(clock=stamp)), (self.pub_status, status)):
+            pub.publish(msg)
         self._last_state_wall = time.monotonic()
         now = self.core.clock.camera_time(self.core.sim_time, self._last_state_wall)
         if self.truth_gate.ready(now):
