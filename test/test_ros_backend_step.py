@@ -162,3 +162,35 @@ def test_no_answer_is_a_timeout_naming_the_topic(scripted_rig):
     thread, out = _servo_in_thread(backend)
     thread.join(NAMES.timeouts.step_reply_s + 10.0)
     assert isinstance(out.get("error"), BackendTimeout) and D.ee_pose in str(out["error"]), out
+
+
+def test_what_every_step_publishes_is_taken_on_the_node_with_few_entities(scripted_rig, tmp_path):
+    """Every wake-up of an rclpy executor walks all its node's entities in Python, so each subscription to a
+    per-step topic (robo's own, the episode recorder's, the video's, the followed clock) and the action clients
+    whose feedback comes every step are on the stepwise node; the main node, with the recorder's many quiet
+    topics, the capture topics and the service clients, has none of them."""
+    from rclpy.action import ActionClient
+
+    from pyrua_ros.records.recorder import episode_topics, record_episode, stepwise_topics
+    from pyrua_ros.records.video import EpisodeVideo
+
+    _, backend = scripted_rig
+    recorder = record_episode(backend.node, tmp_path / "episode.mcap", stepwise_node=backend.stepwise_node)
+    video = EpisodeVideo(backend.stepwise_node)
+    try:
+        def topics(node) -> set[str]:
+            return {sub.topic_name.lstrip("/") for sub in node.subscriptions}
+
+        stepwise = {t.lstrip("/") for t in stepwise_topics(NAMES)}
+        recorded = {t.lstrip("/") for t in episode_topics(NAMES)}
+        assert stepwise <= recorded and len(recorded - stepwise) > 20
+        assert not topics(backend.node) & stepwise
+        assert {D.ee_pose, D.joint_states, D.tf, D.clock, S.episode_status} <= topics(backend.stepwise_node)
+        assert stepwise & recorded <= topics(backend.stepwise_node)
+        assert len(topics(backend.node)) > len(topics(backend.stepwise_node))
+        clients = [w for w in backend.stepwise_node.waitables if isinstance(w, ActionClient)]
+        assert backend.motion._move in clients and backend.fingers._gripper in clients
+        assert not [w for w in backend.node.waitables if isinstance(w, ActionClient)]
+    finally:
+        video.close()
+        recorder.close()

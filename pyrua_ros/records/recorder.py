@@ -303,11 +303,14 @@ class EpisodeRecorder:
     at :meth:`begin`; a real arm on wall time has none). Both need this recorder to have seen the clock in time,
     which under load it may not have; so from :meth:`begin` the stamped messages are held back until
     :meth:`start_at` names the episode's reset time, and only those stamped from then on are written.
+
+    ``stepwise``: topics subscribed on ``stepwise_node`` (when given) instead of ``node``; the recorder's lock
+    orders the writes of the two nodes' executor threads.
     """
 
     def __init__(self, node: Any, path: str | os.PathLike, topics: Mapping[str, str], *,
                  latched: Iterable[str] = (), held: bool = False, stamped: Iterable[str] = (),
-                 clock: str | None = None):
+                 clock: str | None = None, stepwise_node: Any = None, stepwise: Iterable[str] = ()):
         from mcap.writer import Writer
         from rclpy.event_handler import SubscriptionEventCallbacks
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -337,6 +340,7 @@ class EpisodeRecorder:
         self._last_ns = 0
         latched = set(latched)
         self._latched = frozenset(latched)
+        stepwise = frozenset(stepwise) if stepwise_node is not None else frozenset()
         self._schemas: dict[str, int] = {}
         self._channels: dict[str, int] = {}
         self._offered: dict[str, str] = {}
@@ -354,7 +358,7 @@ class EpisodeRecorder:
             # no QoS event handlers (rclpy adds two per subscription by default, only to log an incompatible
             # publisher): each is one more entity every wake of the node's executor walks, and the ~80 of the
             # recorder's were most of robo's main executor's (its CPU per wake is about linear in them)
-            self._subscriptions[topic] = node.create_subscription(
+            self._subscriptions[topic] = (stepwise_node if topic in stepwise else node).create_subscription(
                 cls, topic, self._callback(topic), qos, raw=True,
                 event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
 
@@ -548,12 +552,27 @@ def state_topics(names: interfaces.Interfaces | None = None) -> list[str]:
     return [d.joint_states, d.ee_pose, d.tf, d.clock]
 
 
+def stepwise_topics(names: interfaces.Interfaces | None = None) -> list[str]:
+    """The topics a driver publishes every control step or stream frame: the robot's state, the clock, the episode
+    status, the servo commands, the actions' feedback and the camera streams."""
+    names = names or interfaces.load()
+    d, s = names.driver, names.sim
+    feedback = [f"{action}/_action/feedback" for action in (d.gripper_command, d.follow_joint_trajectory,
+                                                             d.cartesian_move)]
+    return [*state_topics(names), s.episode_status, d.servo_twist, d.gripper_target, *feedback,
+            *stream_topics(names)]
+
+
 def record_episode(node: Any, path: str | os.PathLike, *, cameras: bool = True,
-                   names: interfaces.Interfaces | None = None, held: bool = False) -> EpisodeRecorder:
+                   names: interfaces.Interfaces | None = None, held: bool = False,
+                   stepwise_node: Any = None) -> EpisodeRecorder:
     """An :class:`EpisodeRecorder` of :func:`episode_topics` with the latched ones subscribed transient local
-    (``held``: see :class:`EpisodeRecorder`)."""
+    (``held``: see :class:`EpisodeRecorder`). ``stepwise_node``: the :func:`stepwise_topics` are subscribed on
+    it instead of ``node`` (a node whose executor waits on few entities: every wake-up of an rclpy executor walks
+    all of its node's entities, and the recorder's quiet topics are most of them)."""
     names = names or interfaces.load()
     d = names.driver
     return EpisodeRecorder(node, path, episode_topics(names, cameras=cameras), latched=latched_topics(names),
                            held=held, stamped=list(stream_topics(names)) if held else (),
-                           clock=d.clock if held else None)
+                           clock=d.clock if held else None, stepwise_node=stepwise_node,
+                           stepwise=stepwise_topics(names))

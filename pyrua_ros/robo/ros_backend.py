@@ -54,6 +54,7 @@ class RosBackend:
         self.link.start()
         self.names = self.link.names
         self.node = self.link.node   # the episode host adds its recorder, video and agent publishers to it
+        self.stepwise_node = self.link.state_node   # ... and there its subscriptions to what every step publishes
         self.followed_clock = self.link.followed_clock
         self.control_period_s = float(self.names.robot.control_period_s)
         self.cameras = self.views.cameras

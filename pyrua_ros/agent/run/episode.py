@@ -349,7 +349,7 @@ class Episode:
         self.publisher = AgentPublisher(node, self.robot.ledger, clock=self.host.backend.followed_clock)
         if self.output.video:
 
-            self.video = EpisodeVideo(node, task=self.task_language or "")
+            self.video = EpisodeVideo(self.host.backend.stepwise_node, task=self.task_language or "")
         self.phase("card", f'"{self.task_language}": capturing the card images')
         state = self.robot.robo.state()
         self.host.while_driver_alive(lambda: self.robot.capture_boot_images("high"), "card capture")
@@ -365,7 +365,8 @@ class Episode:
         """Record before the reset, matched with the driver's state publishers, so the bag holds the step-0 state
         the reset publishes (a driver still booting gets the reset's deadline to appear)."""
 
-        self.recorder = record_episode(backend.node, self.out / "episode.mcap", held=True)
+        self.recorder = record_episode(backend.node, self.out / "episode.mcap", held=True,
+                                       stepwise_node=backend.stepwise_node)
         unmatched = self.recorder.wait_for_publishers(state_topics(), backend.names.timeouts.reset_s,
                                                       confirm=backend.names.sim.episode_status)
         if unmatched:

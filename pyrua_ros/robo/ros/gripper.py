@@ -23,7 +23,7 @@ class Gripper:
 
         self.link, self.state = link, state
         d = link.names.driver
-        self._gripper = action_client(link.node, GripperCommand, d.gripper_command)
+        self._gripper = action_client(link.state_node, GripperCommand, d.gripper_command)
         self._gripper_type = GripperCommand
         self._target_pub = link.node.create_publisher(Float64MultiArray, d.gripper_target, qos.LOCKSTEP)
         self._target_type = Float64MultiArray

@@ -1,14 +1,17 @@
 """``RosLink``: the one owner of robo's ROS side; every adapter of :class:`~pyrua_ros.robo.ros_backend.RosBackend`
 makes its subscriptions, clients and publishers on its nodes and waits through it.
 
-Two nodes in one rclpy context, each with a ``SingleThreadedExecutor`` spinning in a named daemon thread. The
-*state* node (``<node>_state``, in the same namespace with the same remappings) carries only what every control
-step publishes (``/ee_pose``, ``/joint_states``, episode status, safety events, ``/tf``): its executor has five
-subscriptions to wait on, so a step's messages are dispatched in a fraction of a millisecond. ``node`` (public: the
-episode host adds its recorder, video and agent publishers to it) carries everything else: capture topics, clients,
-the gripper and Cartesian actions. ``node`` is the link's own, in a context of its own, or the process's node when
-one is given (the launched ``agent`` node). Callbacks never block (they store a value and notify), so one thread per
-executor is enough. Nothing here ever spins a node from the caller's thread.
+Two nodes in one rclpy context, each with a ``SingleThreadedExecutor`` spinning in a named daemon thread. Every
+wake-up of an rclpy executor walks all the entities of its nodes, in Python, so what every control step publishes
+goes to a node with few of them: the *state* node (``<node>_state``, in the same namespace with the same
+remappings) carries ``/ee_pose``, ``/joint_states``, episode status, safety events, ``/tf``, ``/clock`` (the
+followed clock) and the gripper and Cartesian action clients (a goal's feedback comes every step), and the episode
+host adds its subscriptions to the per-step topics there too (the recorder's stepwise topics, the video's).
+``node`` (public: the episode host adds its recorder's other topics, and its agent publishers, to it) carries
+everything else: capture topics, service clients; an episode wakes it a few times, not every step. ``node`` is the
+link's own, in a context of its own, or the process's node when one is given (the launched ``agent`` node).
+Callbacks never block (they store a value and notify), so one thread per executor is enough. Nothing here ever
+spins a node from the caller's thread.
 
 Every wait is bounded: by a timeout from ``timeouts`` in interfaces.yaml, shortened to the host's deadline
 (:meth:`RosLink.set_deadline`); at the deadline the adapters' stop hooks run (motion stops) and the call raises
@@ -91,8 +94,8 @@ class RosLink:
         self.state_node = rclpy.create_node(f"{name}_state", context=self.context,
                                             cli_args=["--ros-args", "-r", f"__node:={name}_state"])
         # The driver's /clock from the start (the reset publishes one): what the agent side stamps (markers,
-        # goal events) shares the driver's time line. On the main node, off the per-step state executor.
-        self.followed_clock = FollowedClock(self.node, names=self.names)
+        # goal events) shares the driver's time line. A message every step: on the state node.
+        self.followed_clock = FollowedClock(self.state_node, names=self.names)
 
     def start(self) -> None:
         """Spin both nodes, each in its own thread (once every adapter made its entities)."""

@@ -50,7 +50,8 @@ class Motion:
         except ImportError:   # pragma: no cover - only where the interface package was not built
             MoveToTarget = None
         self._move_type = MoveToTarget
-        self._move = None if MoveToTarget is None else action_client(node, MoveToTarget, d.cartesian_move)
+        self._move = (None if MoveToTarget is None else   # its feedback comes every step: on the state node
+                      action_client(link.state_node, MoveToTarget, d.cartesian_move))
         if self._move is not None:
             link.introspect(self._move)
         self._serves_move: bool | None = None
