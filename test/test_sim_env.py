@@ -314,17 +314,22 @@ def test_renderer_pixels_equal_robosuites_own_renderer(bowl_episode):
 
 @pytest.mark.parametrize("scene", [(GOAL, BOWL_TASK), ("libero_10", 8)])
 def test_leaving_out_unseen_geoms_changes_no_pixel(ep, scene):
-    """The color pass leaves out the geoms its camera cannot see (view_cull): color and depth equal a renderer
-    that draws the whole scene, bit for bit, for both cameras at the stream and capture sizes, as the arm moves
-    and grasps; and it does leave geoms out (most of the arm, for the wrist camera)."""
+    """The color pass leaves out the geoms its camera cannot see and, with no reflector in view, the reflection
+    pass (view_cull): color and depth equal a renderer that draws the whole scene, bit for bit, for both cameras
+    at the stream and capture sizes, as the arm moves away and back and grasps. And it does leave things out:
+    most of the arm for the wrist camera, and the stove's reflection once the wrist camera has turned from it."""
     from pyrua_ros.sim.render import Renderer, RenderSettings, StateCopy, ViewRequest
 
     ep.reset(*scene, 0)
     full = Renderer(ep._model, RenderSettings(skip_unseen=False), max_resolution=1024, nice=0)
     ours = ep.renderer
-    actions = [np.array([0.8, -0.5, -0.6, 0.3, 0, 0.4, OPEN])] * 10 + [np.array([-0.6, 0.7, 0.5, 0, -0.3, 0, 1.0])] * 10
+    segments = [[], [np.array([0.8, -0.6, 0, 0, 0, 0.3, OPEN])] * 24,   # away from the stove
+                [np.array([-0.6, 0.7, -0.5, 0, -0.3, 0, 1.0])] * 10]     # back, closing the fingers
+    reflections = ours.reflections_skipped
     try:
-        for k in range(3):
+        for k, segment in enumerate(segments):
+            for a in segment:
+                ep.step(a)
             state = StateCopy.of(ep._data)
             wrist = ep._camera_ids[ep._camera("wrist")]
             for camera in ("agentview", "wrist"):
@@ -337,9 +342,9 @@ def test_leaving_out_unseen_geoms_changes_no_pixel(ep, scene):
                     (b,) = full.render(state, ask, timeout=120.0)
                     np.testing.assert_array_equal(a.color, b.color, err_msg=f"{scene} state {k} {camera} {res}")
                     np.testing.assert_array_equal(a.depth, b.depth, err_msg=f"{scene} state {k} {camera} {res}")
-            for a in actions[10 * (k % 2):10 * (k % 2) + 10]:
-                ep.step(a)
-        assert full.skipped == 0
+        assert full.skipped == full.reflections_skipped == 0
+        if scene == (GOAL, BOWL_TASK):      # the stove top reflects
+            assert ours.reflections_skipped > reflections
     finally:
         full.close()
 

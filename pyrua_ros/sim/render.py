@@ -29,8 +29,9 @@ it), so on a small machine the control loop is served first and frames fill the 
 Pixels equal robosuite's own offscreen renderer for the same state: the same scene (``maxgeom`` 1000, all
 categories, robosuite's visual/collision geom groups), the same MuJoCo render context defaults and read-back;
 color and depth come from one render pass, segmentation from a second pass in MuJoCo's id-color mode. A color pass
-leaves out the geoms its camera cannot see (:mod:`pyrua_ros.sim.view_cull`; ``skipped`` counts them), which
-changes no pixel and saves the vertex work a software renderer would spend on them.
+leaves out the geoms its camera cannot see and, when no reflector is in view, the reflection pass
+(:mod:`pyrua_ros.sim.view_cull`; ``skipped`` and ``reflections_skipped`` count them), which changes no pixel and
+saves the vertex work a software renderer would spend on them.
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ class StateCopy:
 @dataclasses.dataclass(frozen=True)
 class RenderSettings:
     """How the scene is drawn: which geom groups are visible (robosuite shows visual meshes, not collision ones);
-    ``skip_unseen``: a color+depth pass leaves out the geoms the camera cannot see (:mod:`.view_cull`: the same
-    pixels, less vertex work; off only to compare)."""
+    ``skip_unseen``: a color+depth pass leaves out the geoms the camera cannot see, and the reflection pass when
+    no reflector is in view (:mod:`.view_cull`: the same pixels, less vertex work; off only to compare)."""
 
     visual_geoms: bool = True
     collision_geoms: bool = False
@@ -216,6 +217,7 @@ class Renderer:
         self.passes = 0          # render passes drawn (a color+depth pass or a segmentation pass of one view)
         self.reused = 0          # views served from the kept views of their scene, without a pass
         self.skipped = 0         # geoms left out of color+depth passes because their camera cannot see them
+        self.reflections_skipped = 0   # color+depth passes drawn without their reflection pass (none could show)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -424,9 +426,10 @@ class Renderer:
             if missing & {"color", "depth"}:   # one pass gives both: read both back, for whoever asks next
                 rgb = np.empty((res, res, 3), dtype=np.uint8)
                 zbuf = np.empty((res, res), dtype=np.float32)
-                with view_cull.culled(mj, scn, enabled=self._settings.skip_unseen) as unseen:
+                with view_cull.culled(mj, scn, enabled=self._settings.skip_unseen) as cut:
                     mj.mjr_render(viewport, scn, self._con)
-                self.skipped += len(unseen)
+                self.skipped += len(cut.hidden)
+                self.reflections_skipped += int(cut.reflection_off)
                 mj.mjr_readPixels(rgb, zbuf, viewport, self._con)
                 drawn["color"] = _frozen(cameras.upright(rgb))
                 drawn["depth"] = _frozen(cameras.upright(cameras.linear_depth(zbuf, self._near, self._far)))

@@ -2,9 +2,10 @@
 
 A software renderer (Mesa llvmpipe, what these machines have) pays for every vertex it is given, on screen or not:
 a LIBERO scene has about 560k mesh vertices, most of them in the robot, and the wrist camera sees its own fingers
-and the table, not the arm behind it. MuJoCo's ``mjr_render`` draws every geom of the scene (and draws them all
-again, mirrored, for a reflective plane or box top). :func:`hidden_from_view` finds the geoms whose drawing cannot
-change a pixel, and :func:`culled` marks them not drawn (``mjGEOM_NONE``) for one render, then puts them back.
+and the table, not the arm behind it. MuJoCo's ``mjr_render`` draws every geom of the scene, and when the scene
+has a reflective plane or box it first draws them all again, mirrored, into that reflector's outline (a stencil).
+:func:`plan_cut` finds what cannot change a pixel, and :func:`culled` leaves it out of one render: hidden geoms
+marked not drawn (``mjGEOM_NONE``), the reflection pass switched off; then puts everything back.
 
 A geom is left out only when all of these hold, so the picture, color and depth, is the one the full scene gives:
 
@@ -12,20 +13,21 @@ A geom is left out only when all of these hold, so the picture, color and depth,
   cylinder, box), it is opaque (alpha >= 0.995: transparent geoms are sorted by distance, so they all stay) and
   it is not a reflector (a plane or box with reflectance: MuJoCo uses the first one, which must not change);
 - that sphere lies wholly outside the camera's view frustum (left, right, bottom, top or near plane);
-- for every candidate reflector (a plane, or a box's +Z face), the sphere lies wholly below the mirror plane
-  (MuJoCo clips the mirrored image of what is below it), or the sphere's mirror image lies wholly outside the
-  pyramid from the camera through the reflecting rectangle (the stencil the image is drawn into; the whole
-  frustum for an infinite plane or a rectangle reaching behind the camera).
+- for every reflector that can show, the sphere lies wholly below the mirror plane (MuJoCo clips the mirrored image
+  of what is below it), or the sphere's mirror image lies wholly outside the pyramid from the camera through the
+  reflecting rectangle (the stencil the image is drawn into; the whole frustum for an infinite plane or a
+  rectangle reaching behind the camera).
 
-Nothing is left out when a light casts shadows (the shadow map draws every geom), in stereo, for an orthographic
-camera or in segmentation mode. On the packaged libero_goal task 8 scene this leaves out about 48 of 90 geoms for
-the wrist camera and 22 for agentview. ``test/test_sim_env.py`` compares culled and full renders pixel for pixel
-over LIBERO scenes and moving states.
-"""
+A reflector can show unless its rectangle (a box's +Z face) lies wholly outside the view frustum or the camera is
+behind it; when none can, the reflection pass would write no pixel and is left out. Nothing is left out when a
+light casts shadows (the shadow map draws every geom), in stereo, for an orthographic camera or in segmentation
+mode. ``test/test_sim_env.py`` compares culled and full renders pixel for pixel over LIBERO scenes and moving
+states."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import numpy as np
 
@@ -93,46 +95,63 @@ def _outside(planes: np.ndarray, center: np.ndarray, radius: float) -> bool:
     return bool(np.any(planes[:, :3] @ center + planes[:, 3] < -radius))
 
 
-def _mirrors(mj, scn, camera: _Camera, frustum: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """``(point, unit normal, planes)`` per geom that may reflect: the plane it mirrors the scene about, and the
-    pyramid its mirrored image can be seen through (its reflecting rectangle's, the stencil ``mjr_render`` draws
-    the image into; the whole view frustum for an infinite plane or one reaching behind the camera)."""
+def _mirrors(mj, scn, camera: _Camera, frustum: np.ndarray) -> tuple[int, list]:
+    """How many geoms may reflect, and ``(point, unit normal, planes)`` of those whose reflection can show: the
+    plane each mirrors the scene about and the pyramid its mirrored image can be seen through (its reflecting
+    rectangle's, the stencil ``mjr_render`` draws the image into; the whole view frustum for an infinite plane or
+    one reaching behind the camera). A reflector shows nothing when its rectangle lies wholly outside the view or
+    the camera is behind it (``mjr_render`` skips it then)."""
     if not scn.flags[mj.mjtRndFlag.mjRND_REFLECTION] or scn.flags[mj.mjtRndFlag.mjRND_DEPTH]:
-        return []
+        return 0, []
     plane, box = int(mj.mjtGeom.mjGEOM_PLANE), int(mj.mjtGeom.mjGEOM_BOX)
-    mirrors = []
+    candidates, mirrors = 0, []
     for i in range(scn.ngeom):
         g = scn.geoms[i]
-        if g.type in (plane, box) and g.reflectance > 0:
-            axes = np.asarray(g.mat, dtype=np.float64).reshape(3, 3).T    # rows: the geom's x, y, z axes
-            point = np.asarray(g.pos, dtype=np.float64)
-            if g.type == box:
-                point = point + float(g.size[2]) * axes[2]
-            hx, hy = float(g.size[0]), float(g.size[1])
-            seen_through = frustum
-            if hx > 0 and hy > 0:
-                corners = np.array([point + sx * hx * axes[0] + sy * hy * axes[1]
-                                    for sx, sy in ((-1, -1), (-1, 1), (1, -1), (1, 1))])
-                slopes = camera.slopes_of(corners)
-                if slopes is not None:
-                    seen_through = np.vstack([frustum, camera.planes(slopes)])
-            mirrors.append((point, axes[2], seen_through))
-    return mirrors
+        if g.type not in (plane, box) or g.reflectance <= 0:
+            continue
+        candidates += 1
+        axes = np.asarray(g.mat, dtype=np.float64).reshape(3, 3).T    # rows: the geom's x, y, z axes
+        point = np.asarray(g.pos, dtype=np.float64)
+        if g.type == box:
+            point = point + float(g.size[2]) * axes[2]
+        hx, hy = float(g.size[0]), float(g.size[1])
+        seen_through = frustum
+        if hx > 0 and hy > 0:
+            if float((camera.pos - point) @ axes[2]) < -_MARGIN[1]:
+                continue                                  # the camera is behind it
+            corners = np.array([point + sx * hx * axes[0] + sy * hy * axes[1]
+                                for sx, sy in ((-1, -1), (-1, 1), (1, -1), (1, 1))])
+            if np.any(np.all(corners @ frustum[:, :3].T + frustum[:, 3] < -_MARGIN[1], axis=0)):
+                continue                                  # the rectangle is out of view
+            slopes = camera.slopes_of(corners)
+            if slopes is not None:
+                seen_through = np.vstack([frustum, camera.planes(slopes)])
+        mirrors.append((point, axes[2], seen_through))
+    return candidates, mirrors
 
 
-def hidden_from_view(mj, scn, aspect: float = 1.0) -> list[int]:
-    """Indices of the geoms of ``scn`` (after ``mjv_updateScene``) that cannot change a pixel of its next
-    ``mjr_render`` color pass in a viewport of width/height ``aspect`` (see the module docstring)."""
+@dataclasses.dataclass(frozen=True)
+class Cut:
+    """What one color pass leaves out: ``hidden`` geoms (scene indices), and the whole reflection pass when
+    ``reflection_off`` (a reflector is in the scene but none can show in this view)."""
+
+    hidden: tuple[int, ...] = ()
+    reflection_off: bool = False
+
+
+def plan_cut(mj, scn, aspect: float = 1.0) -> Cut:
+    """What the next ``mjr_render`` color pass of ``scn`` (after ``mjv_updateScene``) in a viewport of
+    width/height ``aspect`` can leave out without changing a pixel (see the module docstring)."""
     if scn.flags[mj.mjtRndFlag.mjRND_SEGMENT]:
-        return []
+        return Cut()
     if scn.flags[mj.mjtRndFlag.mjRND_SHADOW] and any(scn.lights[i].castshadow for i in range(scn.nlight)):
-        return []
+        return Cut()
     camera = _Camera(mj, scn, aspect)
     if not camera.usable:
-        return []
+        return Cut()
     frustum = camera.planes()
     kinds = _bounded_types(mj)
-    mirrors = _mirrors(mj, scn, camera, frustum)
+    candidates, mirrors = _mirrors(mj, scn, camera, frustum)
     hidden = []
     for i in range(scn.ngeom):
         g = scn.geoms[i]
@@ -146,20 +165,25 @@ def hidden_from_view(mj, scn, aspect: float = 1.0) -> list[int]:
         if all(float((center - p) @ n) < -radius or _outside(seen, center - 2 * float((center - p) @ n) * n, radius)
                for p, n, seen in mirrors):
             hidden.append(i)
-    return hidden
+    return Cut(tuple(hidden), reflection_off=candidates > 0 and not mirrors)
 
 
 @contextlib.contextmanager
 def culled(mj, scn, aspect: float = 1.0, *, enabled: bool = True):
-    """Within the block the geoms :func:`hidden_from_view` names are not drawn (none when not ``enabled``);
-    yields their indices."""
-    hidden = hidden_from_view(mj, scn, aspect) if enabled else []
-    types = [scn.geoms[i].type for i in hidden]
+    """Within the block the scene draws without what :func:`plan_cut` leaves out (nothing when not ``enabled``):
+    its hidden geoms marked not drawn, the reflection pass off; yields the :class:`Cut`."""
+    cut = plan_cut(mj, scn, aspect) if enabled else Cut()
+    types = [scn.geoms[i].type for i in cut.hidden]
     none = int(mj.mjtGeom.mjGEOM_NONE)
-    for i in hidden:
+    reflection = mj.mjtRndFlag.mjRND_REFLECTION
+    flag = scn.flags[reflection]
+    for i in cut.hidden:
         scn.geoms[i].type = none
+    if cut.reflection_off:
+        scn.flags[reflection] = 0
     try:
-        yield hidden
+        yield cut
     finally:
-        for i, t in zip(hidden, types, strict=True):
+        scn.flags[reflection] = flag
+        for i, t in zip(cut.hidden, types, strict=True):
             scn.geoms[i].type = t
