@@ -478,6 +478,56 @@ def test_start_at_keeps_an_earlier_episodes_frames_out_even_without_the_clock(ro
     assert [round(m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, 3) for _mc, m in written] == [7.05, 7.55]
 
 
+def test_state_published_before_the_episode_stays_out_though_taken_after_begin(ros_client, tmp_path):
+    """The state a driver published while the recorder was matching it (its boot's step 0, stamped 0) can be taken
+    by the executor only after begin(): an eval worker's first bag once held that pose and joint state beside its
+    own step 0. Pose, joint states and TF are kept from the episode's start (start_at) on; the reset's own step 0
+    (stamped at the start, published before its clock) and the steps after it are all kept."""
+    from builtin_interfaces.msg import Time
+    from geometry_msgs.msg import PoseStamped, TransformStamped
+    from rosgraph_msgs.msg import Clock
+    from tf2_msgs.msg import TFMessage
+
+    pose, tf, clock = "/rec_since/ee_pose", "/rec_since/tf", "/rec_since/clock"
+    topics = {pose: "geometry_msgs/msg/PoseStamped", tf: recorder.TF_MESSAGE, clock: "rosgraph_msgs/msg/Clock"}
+    rec = recorder.EpisodeRecorder(ros_client.node, tmp_path / "since.mcap", topics, held=True,
+                                   since_start=[pose, tf], clock=clock)
+    poses = ros_client.node.create_publisher(PoseStamped, pose, qos.EVENTS)
+    tfs = ros_client.node.create_publisher(TFMessage, tf, qos.EVENTS)
+    clocks = ros_client.node.create_publisher(Clock, clock, qos.EVENTS)
+    assert spin_until(lambda: poses.get_subscription_count() and tfs.get_subscription_count()
+                      and clocks.get_subscription_count(), 10.0)
+
+    def stamp(t: float) -> Time:
+        return Time(sec=int(t), nanosec=round(t % 1 * 1e9))
+
+    def step(t: float) -> None:   # what a driver publishes after a step: state first, then the clock
+        msg = PoseStamped()
+        msg.header.stamp = stamp(t)
+        poses.publish(msg)
+        transform = TransformStamped(child_frame_id="hand")
+        transform.header.stamp = stamp(t)
+        tfs.publish(TFMessage(transforms=[transform]))
+        clocks.publish(Clock(clock=stamp(t)))
+
+    clocks.publish(Clock(clock=stamp(0.0)))
+    rec.begin()
+    step(0.0)                                      # the driver's boot state, taken after begin()
+    step(0.05)                                     # the reset's step 0 ...
+    assert spin_until(lambda: len(rec._pending) == 4, 5.0)   # ... both held back until the reset answers
+    rec.start_at(0.05)
+    for t in (0.1, 0.15):
+        step(t)
+    step(0.0)                                      # a stale state after the start: not written either
+    assert spin_until(lambda: rec.counts[pose] == 3 and rec.counts[tf] == 3, 5.0)
+    rec.close()
+    written = decoded(tmp_path / "since.mcap")
+    assert [round(m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, 3)
+            for _mc, m in written[interface_name(pose)]] == [0.05, 0.1, 0.15]
+    assert [round(m.transforms[0].header.stamp.sec + m.transforms[0].header.stamp.nanosec * 1e-9, 3)
+            for _mc, m in written[interface_name(tf)]] == [0.05, 0.1, 0.15]
+
+
 def test_a_held_recording_gets_the_first_state_a_driver_in_another_process_publishes(ros_client, tmp_path):
     """The bag must hold the reset's step-0 state. Matched on this side is not matched on the driver's (DDS
     discovery is one-sided; under load CI lost the step-0 pose so): ``wait_for_publishers`` also waits for the

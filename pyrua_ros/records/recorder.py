@@ -59,6 +59,9 @@ _PRIMITIVE_NAMES = {"boolean": "bool", "octet": "byte", "double": "float64", "fl
 STRING = "std_msgs/msg/String"
 TF_MESSAGE = "tf2_msgs/msg/TFMessage"
 IMAGE = "sensor_msgs/msg/Image"
+# [ns] a stamp this much before the episode's start still counts as in it: the start comes from the status's sim time
+# in float seconds, a stamp from its seconds and nanoseconds, and the two may round 1 ns apart (a control step: 50 ms)
+START_SLACK_NS = 1000
 CAMERA_INFO = "sensor_msgs/msg/CameraInfo"
 ROSBAG2_METADATA_VERSION = 8        # integer QoS policies: read by rosbag2 from Humble to Kilted alike
 INFINITE_NS = 2**63 - 1             # RMW_DURATION_INFINITE
@@ -275,14 +278,20 @@ def _absolute(node: Any, topic: str) -> str:
     return resolve(topic) if resolve is not None else interfaces.resolve(topic, node.get_namespace())
 
 
-def _cdr_time_ns(data: bytes) -> int:
-    """The ``builtin_interfaces/Time`` that starts a CDR message (after the 4-byte encapsulation header): a
-    ``std_msgs/Header``'s stamp, or a ``rosgraph_msgs/Clock``. 0 for a message too short to hold one."""
-    if len(data) < 12:
+def _cdr_time_ns(data: bytes, offset: int = 4) -> int:
+    """The ``builtin_interfaces/Time`` at ``offset`` of a CDR message (4: just after the encapsulation header, where
+    a ``std_msgs/Header``'s stamp or a ``rosgraph_msgs/Clock`` starts). 0 for a message too short to hold one."""
+    if len(data) < offset + 8:
         return 0
     order = "<" if data[1] == 1 else ">"   # CDR_LE / CDR_BE
-    sec, nanosec = struct.unpack_from(f"{order}iI", data, 4)
+    sec, nanosec = struct.unpack_from(f"{order}iI", data, offset)
     return sec * 1_000_000_000 + nanosec
+
+
+def _stamp_ns(type_name: str, data: bytes) -> int:
+    """The stamp of a message of a stamped topic: its header's, or for a ``tf2_msgs/TFMessage`` its first
+    transform's (after the sequence length); 0 when there is none."""
+    return _cdr_time_ns(data, 8) if type_name == TF_MESSAGE else _cdr_time_ns(data)
 
 
 class EpisodeRecorder:
@@ -304,13 +313,20 @@ class EpisodeRecorder:
     which under load it may not have; so from :meth:`begin` the stamped messages are held back until
     :meth:`start_at` names the episode's reset time, and only those stamped from then on are written.
 
+    ``since_start`` topics (a ``std_msgs/Header`` first, or a ``tf2_msgs/TFMessage``) are kept by that last rule
+    alone: held back from :meth:`begin` until :meth:`start_at`, and written when stamped at or after the episode's
+    start. A driver's state is published before its clock in a step, so the clock rule does not fit it; but the
+    state a driver published while this recorder was matching it (its boot, an earlier episode) may be taken by
+    the executor only after :meth:`begin`, and it belongs to no episode of this bag.
+
     ``stepwise``: topics subscribed on ``stepwise_node`` (when given) instead of ``node``; the recorder's lock
     orders the writes of the two nodes' executor threads.
     """
 
     def __init__(self, node: Any, path: str | os.PathLike, topics: Mapping[str, str], *,
                  latched: Iterable[str] = (), held: bool = False, stamped: Iterable[str] = (),
-                 clock: str | None = None, stepwise_node: Any = None, stepwise: Iterable[str] = ()):
+                 since_start: Iterable[str] = (), clock: str | None = None, stepwise_node: Any = None,
+                 stepwise: Iterable[str] = ()):
         from mcap.writer import Writer
         from rclpy.event_handler import SubscriptionEventCallbacks
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -328,13 +344,14 @@ class EpisodeRecorder:
         self._closed = False
         self._held = bool(held)
         self._stamped = frozenset(stamped)
+        self._since_start = frozenset(since_start) - self._stamped
         self._clock_topic = clock
         self._clock_ns = 0       # the clock topic's latest time since begin() [ns]
         self._last_clock_ns: int | None = None    # its latest time ever (held or not) [ns]
         self._begin_clock_ns: int | None = None   # that time when begin() was called
         self._guard = False      # stamped topics checked against it (from begin(), when a clock is published)
         self._start_ns: int | None = None   # the episode's reset sim time [ns] (start_at): earlier frames stay out
-        self._pending: list[tuple] | None = None   # stamped messages between begin() and start_at(), held back
+        self._pending: list[tuple] | None = None   # stamped / since_start messages between begin() and start_at()
         self._sequence: dict[str, int] = {}   # per topic, the last sequence number written
         self._started_ns: int | None = None
         self._last_ns = 0
@@ -410,8 +427,15 @@ class EpisodeRecorder:
             self._start_ns = None if sim_time is None else round(sim_time * 1e9)
             pending, self._pending = self._pending or [], None
             for topic, data, received, source in pending:
-                if not self._earlier_episode(_cdr_time_ns(data)):
+                if not self._before_start(topic, data):
                     self._write(topic, data, received, source)
+
+    def _before_start(self, topic: str, data: bytes) -> bool:
+        """Whether a message of a stamped or since_start topic belongs to an episode before this one (lock held)."""
+        stamp = _stamp_ns(self.topics[topic], data)
+        if topic in self._stamped:
+            return self._earlier_episode(stamp)
+        return self._start_ns is not None and stamp < self._start_ns - START_SLACK_NS
 
     def _earlier_episode(self, stamp_ns: int) -> bool:
         """Whether a stream frame stamped ``stamp_ns`` belongs to an episode before :meth:`begin` (lock held).
@@ -419,8 +443,8 @@ class EpisodeRecorder:
         Ahead of the clock seen since begin(): a driver whose clock restarts at a reset. Not after the clock
         at begin() while the clock carries on from there: a driver whose time never runs backwards across resets
         (pyrua_ros's drivers: the new episode starts one control period after the last one's end)."""
-        if self._start_ns is not None:
-            return stamp_ns < self._start_ns   # the episode's own start says it (sim time never runs backwards)
+        if self._start_ns is not None:   # the episode's own start says it (sim time never runs backwards)
+            return stamp_ns < self._start_ns - START_SLACK_NS
         if not self._guard:
             return False
         if stamp_ns > self._clock_ns:
@@ -480,9 +504,9 @@ class EpisodeRecorder:
                         return
                     if clock_ns is not None:
                         self._clock_ns = max(self._clock_ns, clock_ns)
-                    elif topic in self._stamped and self._earlier_episode(_cdr_time_ns(data)):
-                        return   # a late frame of an earlier episode
-                    elif topic in self._stamped and self._pending is not None:
+                    elif (topic in self._stamped or topic in self._since_start) and self._before_start(topic, data):
+                        return   # a late frame or state of an earlier episode
+                    elif (topic in self._stamped or topic in self._since_start) and self._pending is not None:
                         self._pending.append((topic, data, received, source))   # until start_at() tells the start
                         return
                     self._write(topic, data, received, source)
@@ -574,5 +598,6 @@ def record_episode(node: Any, path: str | os.PathLike, *, cameras: bool = True,
     d = names.driver
     return EpisodeRecorder(node, path, episode_topics(names, cameras=cameras), latched=latched_topics(names),
                            held=held, stamped=list(stream_topics(names)) if held else (),
+                           since_start=[d.ee_pose, d.joint_states, d.tf] if held else (),
                            clock=d.clock if held else None, stepwise_node=stepwise_node,
                            stepwise=stepwise_topics(names))
