@@ -9,7 +9,6 @@ import time
 from pyrua_ros.robo.backend import BackendRefused, BackendTimeout, GripperOutcome
 from pyrua_ros.robo.ros.link import RosLink
 from pyrua_ros.robo.ros.state import SETTLE_S, RobotState
-from pyrua_ros.wire.goal_client import action_client
 
 
 class Gripper:
@@ -23,12 +22,11 @@ class Gripper:
 
         self.link, self.state = link, state
         d = link.names.driver
-        self._gripper = action_client(link.state_node, GripperCommand, d.gripper_command)
+        self._gripper = link.action_client(GripperCommand, d.gripper_command)
         self._gripper_type = GripperCommand
         self._target_pub = link.node.create_publisher(Float64MultiArray, d.gripper_target, qos.LOCKSTEP)
         self._target_type = Float64MultiArray
         self._streams_target: bool | None = None
-        link.introspect(self._gripper)
 
     def gripper_target(self, position_m: float) -> bool:
         """Make every following step carry the finger-gap target ``position_m`` [m] (the driver's gripper target

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pyrua_ros import cputime
 from pyrua_ros.robo.backend import BackendDeadline, BackendRefused, BackendTimeout
 from pyrua_ros.wire.followed_clock import FollowedClock
-from pyrua_ros.wire.goal_client import call_answered, future_done_within
+from pyrua_ros.wire.goal_client import action_client, call_answered, future_done_within
 from pyrua_ros.wire.interfaces import Interfaces, load
 from pyrua_ros.wire.spin_thread import spin_until_shutdown
 
@@ -79,6 +79,7 @@ class RosLink:
         self.goals: list = []   # handles of the action goals in flight (cancelled at the deadline and by cancel)
         self._closed = False
         self._executors, self._threads = [], []
+        self._action_clients: list = []   # made by action_client(); destroyed by close() before the nodes
 
         self.owns_node = node is None
         if node is None:
@@ -158,20 +159,29 @@ class RosLink:
         raise BackendDeadline(f"{what}: the time limit of this call was reached (cell timeout or episode budget); "
                               f"motion was stopped")
 
-    # ------------------------------------------------------------------ waits
-    def introspect(self, action_client) -> None:
+    # ------------------------------------------------------------------ action clients
+    def action_client(self, action_type, name: str):
+        """An action client of ``action_type`` on ``name``, on the state node (a goal's feedback comes every step),
+        with introspection on; :meth:`close` destroys it before its node (an action client left to the garbage
+        collector after its node was destroyed crashed a ``play`` process at exit)."""
+        client = action_client(self.state_node, action_type, name)
+        self._action_clients.append(client)
+        self._introspect(client)
+        return client
+
+    def _introspect(self, client) -> None:
         """Publish the client's goal, result and cancel requests and answers on the action's service-event topics
         (stamped on the driver's /clock), so an episode bag records the commands themselves. Action
         introspection exists from Kilted on; on Jazzy the bag keeps the action's feedback and status only."""
-        if not hasattr(action_client, "configure_introspection"):
+        if not hasattr(client, "configure_introspection"):
             return
         from rclpy.service_introspection import ServiceIntrospectionState
 
         from pyrua_ros.wire import qos
 
-        action_client.configure_introspection(self.followed_clock.clock, qos.EVENTS,
-                                              ServiceIntrospectionState.CONTENTS)
+        client.configure_introspection(self.followed_clock.clock, qos.EVENTS, ServiceIntrospectionState.CONTENTS)
 
+    # ------------------------------------------------------------------ waits
     def wait_service(self, client, what: str, timeout: float | None = None) -> None:
         timeout = self.timeouts.server_wait_s if timeout is None else timeout
         if not client.wait_for_service(timeout_sec=timeout):
@@ -220,6 +230,9 @@ class RosLink:
             executor.shutdown(timeout_sec=5.0)
         for thread in self._threads:
             thread.join(timeout=5.0)
+        for client in self._action_clients:
+            with contextlib.suppress(Exception):
+                client.destroy()
         for node in (self.node, self.state_node) if self.owns_node else (self.state_node,):
             with contextlib.suppress(Exception):
                 node.destroy_node()

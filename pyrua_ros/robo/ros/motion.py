@@ -23,7 +23,6 @@ from pyrua_ros.robo.ros.episode import EpisodeControl
 from pyrua_ros.robo.ros.link import RosLink
 from pyrua_ros.robo.ros.state import REFUSALS, SETTLE_S, RobotState
 from pyrua_ros.wire.convert import stamp_to_seconds, time_msg
-from pyrua_ros.wire.goal_client import action_client
 from pyrua_ros.wire.move_law import ServoLaw
 
 # [s] how long the first move waits for the driver's MoveToTarget server (the driver is known by then: its status
@@ -50,10 +49,7 @@ class Motion:
         except ImportError:   # pragma: no cover - only where the interface package was not built
             MoveToTarget = None
         self._move_type = MoveToTarget
-        self._move = (None if MoveToTarget is None else   # its feedback comes every step: on the state node
-                      action_client(link.state_node, MoveToTarget, d.cartesian_move))
-        if self._move is not None:
-            link.introspect(self._move)
+        self._move = None if MoveToTarget is None else link.action_client(MoveToTarget, d.cartesian_move)
         self._serves_move: bool | None = None
         self._goal_events: set[threading.Event] = set()   # set by cancel(): wakes a waiting Cartesian goal
         link.on_deadline(self.stop)
