@@ -345,6 +345,7 @@ class EpisodeRecorder:
         self._held = bool(held)
         self._stamped = frozenset(stamped)
         self._since_start = frozenset(since_start) - self._stamped
+        self._held_back = self._stamped | self._since_start   # checked against the episode's start, every message
         self._clock_topic = clock
         self._clock_ns = 0       # the clock topic's latest time since begin() [ns]
         self._last_clock_ns: int | None = None    # its latest time ever (held or not) [ns]
@@ -504,9 +505,9 @@ class EpisodeRecorder:
                         return
                     if clock_ns is not None:
                         self._clock_ns = max(self._clock_ns, clock_ns)
-                    elif (topic in self._stamped or topic in self._since_start) and self._before_start(topic, data):
+                    elif topic in self._held_back and self._before_start(topic, data):
                         return   # a late frame or state of an earlier episode
-                    elif (topic in self._stamped or topic in self._since_start) and self._pending is not None:
+                    elif topic in self._held_back and self._pending is not None:
                         self._pending.append((topic, data, received, source))   # until start_at() tells the start
                         return
                     self._write(topic, data, received, source)
