@@ -292,8 +292,11 @@ class DriverNode(Node):
         with self._stream_lock:
             self._stream_cache.clear()
 
+    def _status_msg(self):
+        return String(data=self.core.status().to_json())
+
     def publish_status(self) -> None:
-        self.pub_status.publish(String(data=self.core.status().to_json()))
+        self.pub_status.publish(self._status_msg())
 
     def publish_event(self, event: SafetyEvent) -> None:
         self.pub_events.publish(String(data=event.to_json()))
@@ -311,7 +314,7 @@ class DriverNode(Node):
         js.header.stamp = stamp
         self._last_tf = TFMessage(transforms=[transform_stamped_msg(p, c, t, r, stamp)
                                               for p, c, t, r in self.model.transforms(moving_only=True)])
-        status = String(data=self.core.status().to_json())
+        status = self._status_msg()
         for pub, msg in ((self.pub_pose, pose), (self.pub_joints, js), (self.pub_tf, self._last_tf),
                          (self.pub_clock, Clock(clock=stamp)), (self.pub_status, status)):
             pub.publish(msg)
