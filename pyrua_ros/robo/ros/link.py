@@ -29,7 +29,8 @@ from collections.abc import Callable
 from pyrua_ros import cputime
 from pyrua_ros.robo.backend import BackendDeadline, BackendRefused, BackendTimeout
 from pyrua_ros.wire.followed_clock import FollowedClock
-from pyrua_ros.wire.goal_client import action_client, call_answered, future_done_within
+from pyrua_ros.wire.goal_client import action_client as make_action_client
+from pyrua_ros.wire.goal_client import call_answered, future_done_within
 from pyrua_ros.wire.interfaces import Interfaces, load
 from pyrua_ros.wire.spin_thread import spin_until_shutdown
 
@@ -164,7 +165,7 @@ class RosLink:
         """An action client of ``action_type`` on ``name``, on the state node (a goal's feedback comes every step),
         with introspection on; :meth:`close` destroys it before its node (an action client left to the garbage
         collector after its node was destroyed crashed a ``play`` process at exit)."""
-        client = action_client(self.state_node, action_type, name)
+        client = make_action_client(self.state_node, action_type, name)
         self._action_clients.append(client)
         self._introspect(client)
         return client
