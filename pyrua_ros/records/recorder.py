@@ -365,6 +365,7 @@ class EpisodeRecorder:
         self._classes: dict[str, type] = {}
         self._requested: dict[str, Any] = {}
         self._subscriptions: dict[str, Any] = {}
+        self._owners: dict[str, Any] = {}   # topic -> the node its subscription is on (close() destroys it there)
         for topic, type_name in topics.items():
             cls = message_class(type_name)
             self._classes[topic] = cls
@@ -376,7 +377,8 @@ class EpisodeRecorder:
             # no QoS event handlers (rclpy adds two per subscription by default, only to log an incompatible
             # publisher): each is one more entity every wake of the node's executor walks, and the ~80 of the
             # recorder's were most of robo's main executor's (its CPU per wake is about linear in them)
-            self._subscriptions[topic] = (stepwise_node if topic in stepwise else node).create_subscription(
+            owner = self._owners[topic] = stepwise_node if topic in stepwise else node
+            self._subscriptions[topic] = owner.create_subscription(
                 cls, topic, self._callback(topic), qos, raw=True,
                 event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
 
@@ -549,8 +551,8 @@ class EpisodeRecorder:
             for message in self._pending or ():
                 self._write(*message)
             self._pending = None
-        for sub in self._subscriptions.values():
-            self._node.destroy_subscription(sub)
+        for topic, sub in self._subscriptions.items():
+            self._owners[topic].destroy_subscription(sub)   # a node destroys only its own subscriptions
         self._subscriptions.clear()
         with self._lock:
 
