@@ -8,8 +8,9 @@ replay programs, video and MCAP recording on, as users run them) is evaluated, i
 - ``ray2``:   ``--backend ray --workers 2`` (a private Ray instance on loopback, two episode actors).
 
 A worker that slows as it goes (state that grows with every episode it ran: subscriptions, caches) shows in
-``drift``: the mean policy time of the last quarter of the episodes (by ``created_at``) against the first quarter,
-given with eight episodes or more (e.g. ``--driver fake --suite fake_table --task 0 --seed 0-23 --configs local1``).
+``drift``: the policy time per control step of the last quarter of the episodes (by ``created_at``) against the
+first quarter, given with eight episodes or more (e.g. ``--driver fake --suite fake_table --task 0 --seed 0-31
+--configs local1``); per step, so that a set whose long task runs first does not read as a speed-up.
 
 Each configuration writes a fresh evaluation directory; its wall time is the whole command (boot of the workers
 and nodes included), and episodes/hour = episodes / wall. The ratios ``local2 / local1`` (goal >= 1.7 on a 2-core
@@ -85,18 +86,22 @@ def run_config(name: str, instance_args: list[str], out: pathlib.Path, code: pat
 
 
 def drift(out: pathlib.Path) -> dict[str, float] | None:
-    """Mean ``policy_wall_s`` of the first and the last quarter of the episodes in the order they were made, and
-    last / first; None with fewer than eight episodes (a quarter of one or two says nothing)."""
+    """Policy time per control step [ms] (``policy_wall_s`` / ``env_steps``, summed over a quarter's episodes) of
+    the first and the last quarter of the episodes in the order they were made, and last / first; None with fewer
+    than eight episodes (a quarter of one or two says nothing)."""
     records = [json.loads(path.read_text()) for path in out.glob("*/*/*/result.json")]
-    timed = sorted((r["created_at"], r["policy_wall_s"]) for r in records
-                   if r.get("created_at") and r.get("policy_wall_s") is not None)
+    timed = sorted((r["created_at"], r["policy_wall_s"], r["env_steps"]) for r in records
+                   if r.get("created_at") and r.get("policy_wall_s") is not None and r.get("env_steps"))
     if len(timed) < 8:
         return None
     quarter = len(timed) // 4
-    first = sum(p for _, p in timed[:quarter]) / quarter
-    last = sum(p for _, p in timed[-quarter:]) / quarter
-    return {"policy_s_first_quarter": round(first, 3), "policy_s_last_quarter": round(last, 3),
-            "last_over_first": round(last / first, 3) if first else None}
+
+    def ms_per_step(part) -> float:
+        return 1000 * sum(p for _, p, _ in part) / sum(n for _, _, n in part)
+
+    first, last = ms_per_step(timed[:quarter]), ms_per_step(timed[-quarter:])
+    return {"policy_ms_per_step_first_quarter": round(first, 2), "policy_ms_per_step_last_quarter": round(last, 2),
+            "last_over_first": round(last / first, 3)}
 
 
 def breakdown(out: pathlib.Path, wall: float, slots: int) -> dict[str, float]:
@@ -155,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'':16s} breakdown: " + ", ".join(f"{k} {v} s" for k, v in row["breakdown"].items()), flush=True)
             if row["drift"]:
                 d = row["drift"]
-                print(f"{'':16s} drift: policy {d['policy_s_first_quarter']} s/episode in the first quarter, "
-                      f"{d['policy_s_last_quarter']} s in the last ({d['last_over_first']}x)", flush=True)
+                print(f"{'':16s} drift: policy {d['policy_ms_per_step_first_quarter']} ms per control step in the "
+                      f"first quarter of the episodes, {d['policy_ms_per_step_last_quarter']} in the last "
+                      f"({d['last_over_first']}x)", flush=True)
     by = {r["config"]: r for r in rows}
     summary = {"cpus": os.cpu_count(), "instances": instance_args, "runs": rows}
     if "local1" in by and "local2" in by:
