@@ -36,3 +36,33 @@ def test_one_host_serves_a_loop_episode_then_a_single_shot_on_the_same_driver(tm
     assert {json.loads(line)["tool"] for line in calls_b} >= {"segment", "move_to"}
     assert b.env_steps_total == b.env_steps > 0
     assert not (tmp_path / "a" / "host.log").exists()           # a lent host logs where its owner said
+
+
+def test_an_eval_worker_frees_each_episode_before_the_next(tmp_path):
+    """An episode's objects hold one another (callbacks, hooks), so the cyclic collector frees them; a reused eval
+    worker must not keep finished episodes (their images, bag buffers and ledgers) until the collector's rare full
+    pass: over a long evaluation that memory grew without bound. Automatic collection is off here, so only what the
+    worker frees itself counts."""
+    import gc
+
+    from pyrua_ros.agent.run.episode import Episode
+    from pyrua_ros.evaluation.jobs import config_to_json
+    from pyrua_ros.evaluation.worker import EpisodeWorker
+
+    worker = EpisodeWorker(0, tmp_path / "logs")
+    gc.collect()
+    gc.disable()
+    try:
+        for seed in range(2):   # recording and video on, as users run an evaluation
+            out = tmp_path / f"run{seed}"
+            cfg = build(PlayConfig, {"suite": "fake_table", "task": 0, "seed": seed, "robot": "fake",
+                                     "replay": PROGRAM, "out": out})
+            summary = worker.run({"config": config_to_json(cfg), "out": str(out)})
+            assert summary["status"] == "completed" and summary["environment_success"] is True, summary
+            assert (out / "episode.mcap").stat().st_size > 0 and (out / "episode.mp4").stat().st_size > 0
+            left = [o for o in gc.get_objects() if isinstance(o, Episode)]
+            assert not left, f"{len(left)} finished episode(s) still in memory after episode {seed}"
+        assert worker.driver_starts == 1
+    finally:
+        gc.enable()
+        worker.close()
