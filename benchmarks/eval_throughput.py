@@ -10,7 +10,9 @@ replay programs, video and MCAP recording on, as users run them) is evaluated, i
 A worker that slows as it goes (state that grows with every episode it ran: subscriptions, caches) shows in
 ``drift``: the policy time per control step of the last quarter of the episodes (by ``created_at``) against the
 first quarter, given with eight episodes or more (e.g. ``--driver fake --suite fake_table --task 0 --seed 0-31
---configs local1``); per step, so that a set whose long task runs first does not read as a speed-up.
+--configs local1``); per step, so that a set whose long task runs first does not read as a speed-up. Its memory
+shows in ``worker_memory``: the local workers' resident memory once a quarter of their life had passed, at the
+end, and at most (``benchmarks/worker_memory.py``; Ray's actors are not sampled).
 
 Each configuration writes a fresh evaluation directory; its wall time is the whole command (boot of the workers
 and nodes included), and episodes/hour = episodes / wall. The ratios ``local2 / local1`` (goal >= 1.7 on a 2-core
@@ -46,6 +48,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from process_tree import UnaccountedChildren  # noqa: E402
+from worker_memory import WorkerMemory  # noqa: E402
 
 CONFIGS = {
     "local1": ["--workers", "1"],
@@ -63,10 +66,12 @@ def run_config(name: str, instance_args: list[str], out: pathlib.Path, code: pat
     load_before = os.getloadavg()[0]
     usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     unaccounted = UnaccountedChildren().start()   # Ray's workers: the raylet's children count in no rusage
+    memory = WorkerMemory().start()
     t0 = time.monotonic()
     proc = subprocess.run(cmd, check=False, cwd=code or ROOT, capture_output=True, text=True, env=env_with_code(code))
     wall = time.monotonic() - t0
     unaccounted.stop()
+    memory.stop()
     usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     # CPU of the whole local process tree (every level reaps its children), plus Ray's workers, sampled
     cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime) + unaccounted.total_s()
@@ -82,7 +87,7 @@ def run_config(name: str, instance_args: list[str], out: pathlib.Path, code: pat
             "cpu_s": round(cpu, 1), "cpu_s_per_episode": round(cpu / max(1, episodes), 1),
             "cores_busy": round(cpu / wall, 2),
             "load_1min_before": round(load_before, 2), "load_1min_after": round(os.getloadavg()[0], 2),
-            "breakdown": breakdown(out, wall, slots), "drift": drift(out)}
+            "breakdown": breakdown(out, wall, slots), "drift": drift(out), "worker_memory": memory.summary()}
 
 
 def drift(out: pathlib.Path) -> dict[str, float] | None:
@@ -163,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{'':16s} drift: policy {d['policy_ms_per_step_first_quarter']} ms per control step in the "
                       f"first quarter of the episodes, {d['policy_ms_per_step_last_quarter']} in the last "
                       f"({d['last_over_first']}x)", flush=True)
+            if row["worker_memory"]:
+                m = row["worker_memory"]
+                print(f"{'':16s} worker memory: {m['rss_mb_at_quarter']} MB resident a quarter in, "
+                      f"{m['rss_mb_last']} MB at the end, {m['rss_mb_max']} MB at most", flush=True)
     by = {r["config"]: r for r in rows}
     summary = {"cpus": os.cpu_count(), "instances": instance_args, "runs": rows}
     if "local1" in by and "local2" in by:
