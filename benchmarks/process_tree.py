@@ -35,26 +35,41 @@ def reap_all(timeout_s: float = 30.0) -> tuple[bool, set[int]]:
     return False, reaped
 
 
-class UnaccountedChildren:
-    """The CPU of processes whose CPU no ``RUSAGE_CHILDREN`` of ours ever gets: everything below a descendant that
-    ignores SIGCHLD (Ray's raylet does: the kernel reaps its children without adding their CPU to any parent).
-    Each such process's own CPU is sampled from ``/proc`` every ``period_s`` while running; what one spends after
-    its last sample is missed. ``total_s()`` after ``stop()``."""
+class PeriodicSampler:
+    """Calls ``_sample()`` every ``period_s`` [s] in a daemon thread, from ``start()`` (which returns the sampler)
+    until ``stop()``."""
 
-    def __init__(self, period_s: float = 0.2):
+    def __init__(self, period_s: float, name: str):
         self.period_s = period_s
-        self._last: dict[int, float] = {}
-        self._parents: dict[int, int] = {}
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="unaccounted-children", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
-    def start(self) -> UnaccountedChildren:
+    def start(self):
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self._sample()
+
+    def _sample(self) -> None:
+        raise NotImplementedError
+
+
+class UnaccountedChildren(PeriodicSampler):
+    """The CPU of processes whose CPU no ``RUSAGE_CHILDREN`` of ours ever gets: everything below a descendant that
+    ignores SIGCHLD (Ray's raylet does: the kernel reaps its children without adding their CPU to any parent).
+    Each such process's own CPU is sampled from ``/proc`` every ``period_s`` while running; what one spends after
+    its last sample is missed. ``total_s()`` after ``stop()``."""
+
+    def __init__(self, period_s: float = 0.2):
+        super().__init__(period_s, "unaccounted-children")
+        self._last: dict[int, float] = {}
+        self._parents: dict[int, int] = {}
 
     def total_s(self, reaped: set[int] = frozenset()) -> float:
         """The sampled CPU [s], without the processes in ``reaped`` (:func:`reap_all`) and those below them: an
@@ -70,10 +85,6 @@ class UnaccountedChildren:
             return False
 
         return sum(cpu for pid, cpu in self._last.items() if not counted_by_reaping(pid))
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            self._sample()
 
     def _sample(self) -> None:
         parents: dict[int, int] = {}

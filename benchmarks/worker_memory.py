@@ -10,41 +10,31 @@ worker's sampled life had passed, its last sample and its largest, the worst wor
 from __future__ import annotations
 
 import os
-import threading
+
+from process_tree import PeriodicSampler
 
 PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20
 WORKER_MODULE = b"pyrua_ros.evaluation.worker"
 
 
-class WorkerMemory:
+class WorkerMemory(PeriodicSampler):
     def __init__(self, period_s: float = 0.5):
-        self.period_s = period_s
+        super().__init__(period_s, "worker-memory")
         self.series: dict[int, list[float]] = {}   # pid -> RSS samples [MB]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="worker-memory", daemon=True)
 
-    def start(self) -> WorkerMemory:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            for entry in os.listdir("/proc"):
-                if not entry.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{entry}/cmdline", "rb") as f:
-                        if WORKER_MODULE not in f.read():
-                            continue
-                    with open(f"/proc/{entry}/statm") as f:
-                        rss = int(f.read().split()[1]) * PAGE_MB
-                except (OSError, IndexError, ValueError):   # gone meanwhile
-                    continue
-                self.series.setdefault(int(entry), []).append(rss)
+    def _sample(self) -> None:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if WORKER_MODULE not in f.read():
+                        continue
+                with open(f"/proc/{entry}/statm") as f:
+                    rss = int(f.read().split()[1]) * PAGE_MB
+            except (OSError, IndexError, ValueError):   # gone meanwhile
+                continue
+            self.series.setdefault(int(entry), []).append(rss)
 
     def summary(self) -> dict[str, float] | None:
         """``rss_mb_at_quarter``, ``rss_mb_last``, ``rss_mb_max`` (the largest over the workers), or None when no
