@@ -436,9 +436,11 @@ class EpisodeRecorder:
     def _before_start(self, topic: str, data: bytes) -> bool:
         """Whether a message of a stamped or since_start topic belongs to an episode before this one (lock held)."""
         stamp = _stamp_ns(self.topics[topic], data)
-        if topic in self._stamped:
-            return self._earlier_episode(stamp)
-        return self._start_ns is not None and stamp < self._start_ns - START_SLACK_NS
+        return self._earlier_episode(stamp) if topic in self._stamped else self._precedes_start(stamp)
+
+    def _precedes_start(self, stamp_ns: int) -> bool:
+        """Whether ``stamp_ns`` lies before the episode's start (:meth:`start_at`; False while it is not known)."""
+        return self._start_ns is not None and stamp_ns < self._start_ns - START_SLACK_NS
 
     def _earlier_episode(self, stamp_ns: int) -> bool:
         """Whether a stream frame stamped ``stamp_ns`` belongs to an episode before :meth:`begin` (lock held).
@@ -447,7 +449,7 @@ class EpisodeRecorder:
         at begin() while the clock carries on from there: a driver whose time never runs backwards across resets
         (pyrua_ros's drivers: the new episode starts one control period after the last one's end)."""
         if self._start_ns is not None:   # the episode's own start says it (sim time never runs backwards)
-            return stamp_ns < self._start_ns - START_SLACK_NS
+            return self._precedes_start(stamp_ns)
         if not self._guard:
             return False
         if stamp_ns > self._clock_ns:
@@ -507,11 +509,12 @@ class EpisodeRecorder:
                         return
                     if clock_ns is not None:
                         self._clock_ns = max(self._clock_ns, clock_ns)
-                    elif topic in self._held_back and self._before_start(topic, data):
-                        return   # a late frame or state of an earlier episode
-                    elif topic in self._held_back and self._pending is not None:
-                        self._pending.append((topic, data, received, source))   # until start_at() tells the start
-                        return
+                    elif topic in self._held_back:
+                        if self._before_start(topic, data):
+                            return   # a late frame or state of an earlier episode
+                        if self._pending is not None:
+                            self._pending.append((topic, data, received, source))   # until start_at() tells the start
+                            return
                     self._write(topic, data, received, source)
 
         return on_message
