@@ -7,7 +7,7 @@ draws each view with the cut on and a second renderer of the same model with it 
 depth must be equal bit for bit; the process CPU of each side's renders (the GL rasteriser threads included) is
 summed, with how many geoms and reflection passes the cut left out.
 
-    .venv/bin/python benchmarks/view_cut.py [--scenes libero_goal:0-9,libero_spatial:0,5,...] [--json FILE]
+    .venv/bin/python benchmarks/view_cut.py [--scenes "libero_goal:0-9;libero_spatial:0,5;..."] [--json FILE]
 
 The last line printed is JSON. Exit status 1 when any render differs.
 """
@@ -24,21 +24,23 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-DEFAULT_SCENES = ("libero_goal:0-9,libero_spatial:0,5,libero_object:0,3,libero_10:0,4,8,"
-                  "libero_90:0,20,40,60,80")
+DEFAULT_SCENES = "libero_goal:0-9;libero_spatial:0,5;libero_object:0,3;libero_10:0,4,8;libero_90:0,20,40,60,80"
 
 
 def parse_scenes(text: str) -> list[tuple[str, int]]:
-    """``suite:0-9,5`` lists; a bare number or range continues the last suite."""
-    scenes, suite = [], None
-    for item in text.split(","):
-        tasks = item
-        if ":" in item:
-            suite, tasks = item.split(":", 1)
-        if suite is None:
-            raise SystemExit(f"--scenes: {item!r} names no suite (write suite:task)")
-        lo, _, hi = tasks.partition("-")
-        scenes += [(suite, t) for t in range(int(lo), int(hi or lo) + 1)]
+    """``suite:tasks`` items separated by ``;``, the tasks an index list as eval's ``--task`` takes (``0-9,12``)."""
+    from pyrua_ros.evaluation.instances import parse_index_list
+    from pyrua_ros.settings.schema import SettingError
+
+    scenes = []
+    for item in text.split(";"):
+        suite, sep, tasks = item.partition(":")
+        if not sep or not suite.strip():
+            raise SystemExit(f"--scenes: {item!r} names no suite (write suite:tasks, items separated by ;)")
+        try:
+            scenes += [(suite.strip(), t) for t in parse_index_list(tasks, f"--scenes {suite.strip()}")]
+        except SettingError as exc:
+            raise SystemExit(f"--scenes: {exc}") from None
     return scenes
 
 
