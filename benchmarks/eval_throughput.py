@@ -80,6 +80,7 @@ def run_config(name: str, instance_args: list[str], out: pathlib.Path, code: pat
     report = json.loads(proc.stdout)
     episodes = report["episodes"]
     slots = int(CONFIGS[name][CONFIGS[name].index("--workers") + 1])
+    records = [json.loads(path.read_text()) for path in out.glob("*/*/*/result.json")]   # one per episode
     return {"config": name, "episodes": episodes, "wall_s": round(wall, 1),
             "episodes_per_hour": round(episodes / wall * 3600, 1),
             "successes": report["overall"]["successes"], "infra_failures": report["overall"]["infra_failures"],
@@ -87,14 +88,14 @@ def run_config(name: str, instance_args: list[str], out: pathlib.Path, code: pat
             "cpu_s": round(cpu, 1), "cpu_s_per_episode": round(cpu / max(1, episodes), 1),
             "cores_busy": round(cpu / wall, 2),
             "load_1min_before": round(load_before, 2), "load_1min_after": round(os.getloadavg()[0], 2),
-            "breakdown": breakdown(out, wall, slots), "drift": drift(out), "worker_memory": memory.summary()}
+            "breakdown": breakdown(out, records, wall, slots), "drift": drift(records),
+            "worker_memory": memory.summary()}
 
 
-def drift(out: pathlib.Path) -> dict[str, float] | None:
+def drift(records: list[dict]) -> dict[str, float] | None:
     """Policy time per control step [ms] (``policy_wall_s`` / ``env_steps``, summed over a quarter's episodes) of
     the first and the last quarter of the episodes in the order they were made, and last / first; None with fewer
-    than eight episodes (a quarter of one or two says nothing)."""
-    records = [json.loads(path.read_text()) for path in out.glob("*/*/*/result.json")]
+    than eight episodes (a quarter of one or two says nothing). ``records``: the episodes' result.json."""
     timed = sorted((r["created_at"], r["policy_wall_s"], r["env_steps"]) for r in records
                    if r.get("created_at") and r.get("policy_wall_s") is not None and r.get("env_steps"))
     if len(timed) < 8:
@@ -109,7 +110,7 @@ def drift(out: pathlib.Path) -> dict[str, float] | None:
             "last_over_first": round(last / first, 3)}
 
 
-def breakdown(out: pathlib.Path, wall: float, slots: int) -> dict[str, float]:
+def breakdown(out: pathlib.Path, records: list[dict], wall: float, slots: int) -> dict[str, float]:
     """Where a configuration's wall time went (seconds): ``engine_start`` (Ray: the private instance and the
     episode actors; local workers start in the background), ``first_boot`` (the mean ``startup_s`` of each worker's
     first episode, its driver's boot included: the ``slots`` largest), ``episodes`` (the episodes' own wall time
@@ -117,11 +118,8 @@ def breakdown(out: pathlib.Path, wall: float, slots: int) -> dict[str, float]:
     stopped, Ray's processes ended) and ``rest`` (the command's own start, waits between episodes, the report)."""
     run = json.loads((out / "eval.json").read_text())["runs"][-1]
     timings = run.get("engine_timings") or {}
-    startups, walls = [], []
-    for path in out.glob("*/*/*/result.json"):
-        record = json.loads(path.read_text())
-        startups.append(record.get("startup_s") or 0.0)
-        walls.append(record.get("total_wall_s") or 0.0)
+    startups = [record.get("startup_s") or 0.0 for record in records]
+    walls = [record.get("total_wall_s") or 0.0 for record in records]
     first = sorted(startups, reverse=True)[:slots]
     parts = {"engine_start": timings.get("ray_init_s", 0.0) + timings.get("actors_start_s", 0.0),
              "first_boot": sum(first) / max(1, len(first)), "episodes": sum(walls) / max(1, slots),
