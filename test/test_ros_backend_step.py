@@ -175,7 +175,11 @@ def test_what_every_step_publishes_is_taken_on_the_node_with_few_entities(script
     from pyrua_ros.records.video import EpisodeVideo
 
     _, backend = scripted_rig
-    before = {node.get_name(): len(list(node.subscriptions)) for node in (backend.node, backend.stepwise_node)}
+
+    def subscription_counts() -> dict[str, int]:
+        return {node.get_name(): len(list(node.subscriptions)) for node in (backend.node, backend.stepwise_node)}
+
+    before = subscription_counts()
     recorder = record_episode(backend.node, tmp_path / "episode.mcap", stepwise_node=backend.stepwise_node)
     video = EpisodeVideo(backend.stepwise_node)
     try:
@@ -197,7 +201,7 @@ def test_what_every_step_publishes_is_taken_on_the_node_with_few_entities(script
         recorder.close()
     # an episode's recorder and video leave no subscription behind on either node: one left on the stepwise node
     # would take every step's messages for a closed bag, one more set per episode of a reused worker
-    assert {node.get_name(): len(list(node.subscriptions)) for node in (backend.node, backend.stepwise_node)} == before
+    assert subscription_counts() == before
     # close() destroys the action clients before their node: rclpy's destroy_node leaves waitables alone, and one
     # left to the garbage collector after its node crashed a play process at exit
     backend.close()
