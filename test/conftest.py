@@ -10,10 +10,12 @@ import shutil
 import signal
 import sys
 
+from pyrua_ros.sim_interfaces import blas
 from pyrua_ros.testing import apply_loopback_environment
 
 assert "rclpy" not in sys.modules, "rclpy was imported before test/conftest.py set the loopback environment"
 apply_loopback_environment()
+blas.one_thread()   # as every pyrua_ros process runs (nodes, the CLI): the in-process drivers and renders too
 
 # Tests interrupt the processes they start (SIGINT, as a terminal's Ctrl-C reaches its foreground job) and check
 # what they do then. A suite started as a background job of a non-interactive shell (`.ci/run &`) inherits SIGINT

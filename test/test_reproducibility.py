@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -111,6 +113,41 @@ def test_the_same_program_takes_the_same_trajectory_in_process_over_ros_fresh_re
     for label, digest in runs:
         why = sd.describe_difference(reference, digest)
         assert why is None, f"{label}: {why}"
+
+
+BLAS_THREADS = """
+import json, os, sys
+{entry}
+import numpy
+from threadpoolctl import threadpool_info
+threads = sorted({{lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}})
+print(json.dumps({{"env": os.environ.get("OPENBLAS_NUM_THREADS"), "threads": threads}}))
+"""
+
+
+def _blas_threads(entry: str, **env: str) -> dict:
+    """The OpenBLAS thread counts of a fresh process after ``entry`` ran (and NumPy loaded), and the variable its
+    children inherit; started without ``OPENBLAS_NUM_THREADS`` unless ``env`` gives it."""
+    base = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", BLAS_THREADS.format(entry=entry)], env={**base, **env},
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.unit
+def test_nodes_and_the_cli_run_blas_on_one_thread_unless_the_user_says_otherwise():
+    """OpenBLAS spins a thread per core after every large product; our processes run it on one thread, and so
+    do the processes they start, whether NumPy was loaded before or after; a user's own setting stands."""
+    if (os.cpu_count() or 1) > 1:   # what the library does by itself: so the checks below can fail
+        assert max(_blas_threads("")["threads"]) > 1
+    preamble = "from pyrua_ros.wire.rosenv import node_preamble; node_preamble()"
+    cli = "from pyrua_ros.cli.main import main\ntry: main(['--version'])\nexcept SystemExit: pass"
+    late = "import numpy; from pyrua_ros.sim_interfaces import blas; blas.one_thread()"
+    for entry in (preamble, cli, late):
+        assert _blas_threads(entry) == {"env": "1", "threads": [1]}, entry
+    user = {"env": "2", "threads": [min(2, os.cpu_count() or 1)]}   # OpenBLAS runs at most a thread per core
+    assert _blas_threads(late, OPENBLAS_NUM_THREADS="2") == user
 
 
 @pytest.mark.unit

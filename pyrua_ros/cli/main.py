@@ -24,6 +24,7 @@ from pyrua_ros.cli.args import add_settings, settings_from_args
 from pyrua_ros.cli.common import episode_summary, prepare_ros_environment, refuse, stamp_provenance
 from pyrua_ros.settings.runtimes import RUNTIMES
 from pyrua_ros.settings.schema import SettingError
+from pyrua_ros.sim_interfaces import blas
 from pyrua_ros.wire.rosenv import dump_stacks_when_stuck_or_crashed
 
 DESCRIPTION = "Run PyRUA-Lean robot agents on ROS 2 (PyRUA-Lean-compatible command lines)."
@@ -136,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    blas.one_thread()   # this process and every node, worker and launch it starts
     dump_stacks_when_stuck_or_crashed()
     try:
         parser = build_parser()

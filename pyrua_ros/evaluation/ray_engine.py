@@ -30,6 +30,7 @@ from typing import Any
 from pyrua_ros.evaluation.gather import pack
 from pyrua_ros.evaluation.runner import EngineError
 from pyrua_ros.evaluation.worker import EpisodeWorker, isolate_ros_domain
+from pyrua_ros.sim_interfaces import blas
 
 #: ``RAY_USAGE_STATS_REPORT_URL``: a head started by ``ray start --head`` with usage statistics off still posts a
 #: "disabled" notice to Ray's usage server (https://usage-stats.ray.io): this one is a loopback port nothing serves
@@ -163,6 +164,7 @@ class EpisodeActor:
         # stop would wait out its grace period (closing two actors took 16 s instead of 2). A SIGINT to the
         # actor itself now raises KeyboardInterrupt, as in a local worker: the episode ends as interrupted.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        blas.one_thread()   # a cluster started elsewhere gave this worker no OPENBLAS_NUM_THREADS
 
         self.domain = isolate_ros_domain()
         self.slot = slot

@@ -1,4 +1,5 @@
-"""The BLAS kernel a driver's physics runs on, and pinning it so state digests compare across CPUs.
+"""The BLAS our processes run: the kernel a driver's physics runs on (pinned so state digests compare across
+CPUs), and one thread per process (:func:`one_thread`).
 
 robosuite's OSC controller does its small matrix algebra through NumPy's BLAS (OpenBLAS in NumPy's wheels), and
 OpenBLAS picks a kernel per CPU at load time (``SkylakeX`` on an AVX-512 Xeon, ``Haswell`` on an AVX2 EPYC): the
@@ -14,15 +15,43 @@ start (:func:`environment`), never switched inside a running process; :func:`req
 
 from __future__ import annotations
 
+import os
 import platform
+import sys
 from pathlib import Path
 
 KERNELS = {"native": None, "haswell": "Haswell"}   # setting value -> OPENBLAS_CORETYPE
 ENV_VAR = "OPENBLAS_CORETYPE"
+THREADS_VAR = "OPENBLAS_NUM_THREADS"
 
 
 class BlasKernelError(RuntimeError):
     """The running process's BLAS kernel is not the one asked for (it was started without the pin)."""
+
+
+def one_thread() -> None:
+    """Run OpenBLAS on one thread in this process and in every process it starts, unless
+    ``OPENBLAS_NUM_THREADS`` already says how many (a user's own setting stands).
+
+    Called first by every node, the CLI and an evaluation actor. Our processes multiply large arrays only on the
+    side (the fake arm's ray caster shades a 1024 px image as a 10^6 x 3 by 3 product; depth images become world
+    points): memory-bound work a second thread barely speeds up, while each OpenBLAS thread spins
+    (``sched_yield``) after every call. On two cores, where an episode's driver, agent and renders already run side
+    by side, the spinning took CPU from them: a fake-arm ``play`` used 4.1-4.3 CPU s with the default (one thread
+    per core), 3.4 with one. The small matrices of robosuite's controller run on one thread either way, so no state
+    digest changes. Each of the three OpenBLAS copies a driver loads (NumPy's, SciPy's, OpenCV's) reads the
+    variable when it loads; one already loaded (NumPy imported before this call, as in a Ray worker) is set through
+    threadpoolctl instead.
+    """
+    if THREADS_VAR in os.environ:
+        return
+    os.environ[THREADS_VAR] = "1"
+    if "numpy" in sys.modules:
+        try:
+            from threadpoolctl import threadpool_limits  # noqa: PLC0415 (optional: threadpoolctl)
+        except ImportError:   # a venv without it (the cross-distro one): its children still start on one thread
+            return
+        threadpool_limits(1, user_api="blas")
 
 
 def environment(kernel: str) -> dict[str, str]:

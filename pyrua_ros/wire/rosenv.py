@@ -28,6 +28,8 @@ import sys
 import tempfile
 from collections.abc import MutableMapping
 
+from pyrua_ros.sim_interfaces import blas
+
 DISCOVERY_VAR = "ROS_AUTOMATIC_DISCOVERY_RANGE"
 LOCALHOST = "LOCALHOST"
 REQUIRE_VAR = "PYRUA_REQUIRE_LOOPBACK"
@@ -256,6 +258,7 @@ def survive_lost_output() -> None:
 
 def node_preamble() -> None:
     """Call first in every node ``main()``: exit with status 3 and a clear message on an unsafe environment;
+    run BLAS on one thread (:func:`pyrua_ros.sim_interfaces.blas.one_thread`);
     apply pyrua_ros's Fast DDS defaults (:func:`default_fastdds_profile`); tie the node's life to its parent's
     when asked (:func:`die_with_parent`); keep writing output from failing once its reader is gone
     (:func:`survive_lost_output`); dump stacks on SIGUSR1 and on a crash (:func:`dump_stacks_when_stuck_or_crashed`)."""
@@ -264,6 +267,7 @@ def node_preamble() -> None:
     except UnsafeDiscoveryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(3) from None
+    blas.one_thread()
     default_fastdds_profile()
     die_with_parent()
     survive_lost_output()
