@@ -95,13 +95,13 @@ def _box_t(o, d, h):
     return np.where((tmax >= tmin) & (tmin > EPS), tmin, np.inf)
 
 
-def _box_normal(p, h):
-    """Outward normal (local) of points ``p`` (N, 3) on a box of half extents ``h``: the face they are nearest."""
+def _box_facing(p, h, light):
+    """``n . light`` for the outward normal ``n`` (local) of points ``p`` (N, 3) on a box of half extents ``h``, the
+    normal of the face they are nearest: one signed axis, so the product is that axis of ``light`` (exactly what
+    the full dot product gives: the other terms are zeros)."""
     rel = np.abs(p) / h
     axis = rel.argmax(axis=1)
-    n = np.zeros_like(p)
-    n[np.arange(len(p)), axis] = np.sign(p[np.arange(len(p)), axis])
-    return n
+    return np.sign(p[np.arange(len(p)), axis]).astype(np.float64) * light[axis]
 
 
 def _cylinder_t(o, d, r, hh):
@@ -202,8 +202,12 @@ def render(shapes: list[Shape], cam: PinholeCamera) -> tuple[np.ndarray, np.ndar
         cols += c0
         o, d = _local_rays(shape, R, origin, us[cols], vs[rows])
         p = o + depth[rows, cols][:, None] * np.stack(d, axis=1)
-        n = _box_normal(p, shape.size) if shape.kind == "box" else _cylinder_normal(p, shape.size[0], shape.size[2])
-        lambert[rows, cols] = AMBIENT + (1 - AMBIENT) * np.clip(n @ (shape.T[:3, :3].T @ LIGHT), 0.0, 1.0)
+        light = shape.T[:3, :3].T @ LIGHT
+        if shape.kind == "box":
+            facing = _box_facing(p, shape.size, light)
+        else:
+            facing = _cylinder_normal(p, shape.size[0], shape.size[2]) @ light
+        lambert[rows, cols] = AMBIENT + (1 - AMBIENT) * np.clip(facing, 0.0, 1.0)
     palette = np.array([SKY] + [s.color for s in shapes], dtype=np.float32)
     ids = np.array([0] + [s.seg_id for s in shapes], dtype=np.int32)
     color = palette[winner] * lambert[..., None]
