@@ -180,7 +180,7 @@ def render(shapes: list[Shape], cam: PinholeCamera) -> tuple[np.ndarray, np.ndar
 
     Band by band of rows (:data:`BAND_PIXELS`): every pixel's value comes from its own ray alone, so a band is
     drawn whole (the nearest hit of every shape, then its shading) before the next, and its temporaries stay in the
-    CPU's cache (whole-image arrays took about twice the CPU at 1024 px)."""
+    CPU's cache (whole-image arrays took about 1.6 times the CPU)."""
     H, W = cam.height, cam.width
     K = cam.K
     R, origin = cam.T_world_optical[:3, :3], cam.T_world_optical[:3, 3]
@@ -193,6 +193,7 @@ def render(shapes: list[Shape], cam: PinholeCamera) -> tuple[np.ndarray, np.ndar
         if win is not None:
             windows[k] = win
     frames = {k: _frame(shapes[k], R, origin) for k in windows}
+    lights = {k: shapes[k].T[:3, :3].T @ LIGHT for k in windows}   # the light direction in each shape's frame
     depth = np.full((H, W), np.inf, dtype=np.float32)   # optical z of a direction (u, v, 1) is 1: t is depth
     winner = np.zeros((H, W), dtype=np.int32)  # index + 1 into shapes, 0 = sky
     lambert = np.ones((H, W), dtype=np.float32)
@@ -219,11 +220,10 @@ def render(shapes: list[Shape], cam: PinholeCamera) -> tuple[np.ndarray, np.ndar
             cols += c0
             o, M = frames[k]
             p = o + depth[rows, cols][:, None] * np.stack(_directions(M, us[cols], vs[rows]), axis=1)
-            light = shape.T[:3, :3].T @ LIGHT
             if shape.kind == "box":
-                facing = _box_facing(p, shape.size, light)
+                facing = _box_facing(p, shape.size, lights[k])
             else:
-                facing = _cylinder_normal(p, shape.size[0], shape.size[2]) @ light
+                facing = _cylinder_normal(p, shape.size[0], shape.size[2]) @ lights[k]
             lambert[rows, cols] = AMBIENT + (1 - AMBIENT) * np.clip(facing, 0.0, 1.0)
         color[b0:b1] = np.clip(palette[winner[b0:b1]] * lambert[b0:b1, :, None], 0, 255).astype(np.uint8)
     ids = np.array([0] + [s.seg_id for s in shapes], dtype=np.int32)
