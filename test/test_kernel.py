@@ -428,3 +428,24 @@ def test_the_seccomp_tables_agree_with_libseccomp():
         assert not wrong, (arch, wrong)
         assert sum(v >= 0 for v in known.values()) >= len(numbers) - 5   # (calls newer than this libseccomp)
     assert len(seccomp.program("aarch64")) // 8 < 4096 > len(seccomp.program("x86_64")) // 8   # BPF_MAXINSNS
+
+
+def test_the_sandbox_finds_each_allowed_modules_distribution_as_importlib_does():
+    """The sandbox binds the site-packages files of the distributions behind each allowed module: found by name,
+    by ``top_level.txt``, or (a wheel without one, as scikit-image's) by its RECORD, and the same distributions
+    ``importlib.metadata.packages_distributions`` names; none for the standard library."""
+    import importlib.metadata
+    import importlib.util
+
+    from pyrua_ros.kernel import sandbox
+
+    known = importlib.metadata.packages_distributions()
+    for top in policy.ALLOWED_MODULES:
+        owners = sandbox._owners(top)
+        assert set(owners) <= set(known.get(top, ())), top
+        origin = importlib.util.find_spec(top).origin or ""
+        if "site-packages" in origin:
+            assert owners, f"{top} is installed but no distribution was found for it"
+    assert sandbox._owners("json") == []
+    assert sandbox._owners("skimage") == ["scikit-image"]   # its wheel has no top_level.txt
+    assert sandbox._owners("cv2") == ["opencv-python"]

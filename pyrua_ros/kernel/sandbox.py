@@ -38,6 +38,7 @@ import dataclasses
 import functools
 import importlib.metadata
 import importlib.util
+import inspect
 import os
 import platform
 import random
@@ -146,8 +147,11 @@ def _record_tops(dist: importlib.metadata.Distribution) -> set[str]:
 
 
 def _owners(top: str) -> list[str]:
-    """Distributions that provide the top-level module ``top`` (none for stdlib or missing modules). Cheap paths
-    first (a distribution of that name, ``top_level.txt``); the full scan of every RECORD only as a fallback."""
+    """Distributions that provide the top-level module ``top`` (none for stdlib or missing modules), as
+    ``importlib.metadata.packages_distributions`` names them: a distribution of that name first; else those whose
+    ``top_level.txt`` lists it; else, of those without one, the ones whose RECORD installed it. One pass over the
+    distributions, and a RECORD is parsed only when its text holds the name (``packages_distributions`` parses every
+    RECORD: 0.13 of the 0.17 CPU s a kernel's plan took, for scikit-image's wheel alone)."""
     spec = importlib.util.find_spec(top) if top.isidentifier() else None
     if spec is None or not spec.origin or "site-packages" not in spec.origin:
         return []
@@ -155,9 +159,16 @@ def _owners(top: str) -> list[str]:
         dist = importlib.metadata.distribution(top)
         if top in _record_tops(dist):
             return [dist.metadata["Name"]]
-    found = [d.metadata["Name"] for d in importlib.metadata.distributions()
-             if top in (d.read_text("top_level.txt") or "").split()]
-    return found or list(importlib.metadata.packages_distributions().get(top, ()))
+    declared, recorded = [], []
+    for dist in importlib.metadata.distributions():
+        listed = dist.read_text("top_level.txt")
+        if listed is not None:
+            if top in listed.split():
+                declared.append(dist.metadata["Name"])
+        elif top in (dist.read_text("RECORD") or "") and any(
+                name == top or inspect.getmodulename(name) == top for name in _record_tops(dist)):
+            recorded.append(dist.metadata["Name"])
+    return declared or recorded
 
 
 @functools.lru_cache(maxsize=4)
