@@ -49,6 +49,21 @@ def test_world_map_of_a_plane_lies_on_the_plane(pitch):
         assert np.allclose(centre, [0.1, -0.05, 0.9])
 
 
+def test_world_map_is_the_same_whatever_its_band_of_rows(monkeypatch):
+    """A pixel's point depends on its own depth alone, so computing the map a band of rows at a time (what keeps
+    its float64 temporaries in the CPU's cache) changes no bit: one row per band and the whole map in one band
+    agree, invalid pixels (zero, NaN, infinite) included."""
+    K, T = camera(20.0)
+    depth = plane_depth(K, T)
+    depth[3, 4], depth[5, 6], depth[40, 1] = 0.0, np.nan, np.inf
+    maps = []
+    for band in (1, N * N):
+        monkeypatch.setattr(perception, "BAND_PIXELS", band)
+        maps.append(perception.world_map(depth, K, T))
+    assert maps[0].dtype == maps[1].dtype == np.float32 and np.array_equal(maps[0], maps[1])
+    assert np.all(maps[0][40, 1] == 0)
+
+
 def test_pixel_world_round_trip():
     K, T = camera(15.0)
     for row, col, d in ((0, 0, 0.5), (10, 50, 0.8), (63, 20, 1.2)):

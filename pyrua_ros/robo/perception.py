@@ -12,6 +12,7 @@ import dataclasses
 
 import numpy as np
 
+BAND_PIXELS = 1 << 15   # pixels per band of rows in world_map (float64 temporaries: a band's stay in the cache)
 
 def valid_depth(depth: np.ndarray) -> np.ndarray:
     """Boolean mask of pixels with a usable depth (finite and > 0)."""
@@ -20,23 +21,32 @@ def valid_depth(depth: np.ndarray) -> np.ndarray:
 
 
 def world_map(depth: np.ndarray, K: np.ndarray, T_world_optical: np.ndarray) -> np.ndarray:
-    """World [x, y, z] (m) of the surface seen at every pixel, (H, W, 3) float32, zeros where depth is invalid."""
-    depth = np.asarray(depth, dtype=np.float64)
+    """World [x, y, z] (m) of the surface seen at every pixel, (H, W, 3) float32, zeros where depth is invalid.
+
+    Computed band by band of rows (:data:`BAND_PIXELS`): a pixel's point depends on its depth alone, so the bands
+    give the same array as whole-image passes while their float64 temporaries stay in the CPU's cache."""
+    depth = np.asarray(depth)
     if depth.ndim != 2:
         raise ValueError(f"depth must be (H, W), got shape {depth.shape}")
     h, w = depth.shape
     K = np.asarray(K, dtype=np.float64)
     T = np.asarray(T_world_optical, dtype=np.float64)
-    ok = valid_depth(depth)
-    z = np.where(ok, depth, 0.0)
     # per-pixel ray factors as a row and a column, broadcast (no (H, W) grids of pixel coordinates)
-    x = ((np.arange(w, dtype=np.float64) - K[0, 2]) / K[0, 0])[None, :] * z
-    y = ((np.arange(h, dtype=np.float64) - K[1, 2]) / K[1, 1])[:, None] * z
+    cols = ((np.arange(w, dtype=np.float64) - K[0, 2]) / K[0, 0])[None, :]
+    rows = ((np.arange(h, dtype=np.float64) - K[1, 2]) / K[1, 1])[:, None]
     R, t = T[:3, :3], T[:3, 3]
     out = np.empty((h, w, 3), dtype=np.float32)
-    for i in range(3):
-        out[..., i] = R[i, 0] * x + R[i, 1] * y + R[i, 2] * z + t[i]
-    out[~ok] = 0.0
+    step = max(1, BAND_PIXELS // max(w, 1))
+    for r0 in range(0, h, step):
+        band = np.asarray(depth[r0:r0 + step], dtype=np.float64)
+        ok = valid_depth(band)
+        z = np.where(ok, band, 0.0)
+        x = cols * z
+        y = rows[r0:r0 + step] * z
+        points = out[r0:r0 + step]
+        for i in range(3):
+            points[..., i] = R[i, 0] * x + R[i, 1] * y + R[i, 2] * z + t[i]
+        points[~ok] = 0.0
     return out
 
 
