@@ -153,8 +153,11 @@ def profile_episode(suite: str, task: int, out: pathlib.Path, top: int = 10) -> 
 
     sim_prof = out / "sim_node.prof"
     out.mkdir(parents=True, exist_ok=True)
-    node = NodeProcess([sys.executable, "-m", "cProfile", "-o", str(sim_prof), "-m", "pyrua_ros.nodes.sim_node",
-                        "--ros-args", "--params-file", str(ROOT / "config" / "sim.yaml")], cwd=str(ROOT))
+    # main() under cProfile.run, not `python -m cProfile -m pyrua_ros.nodes.sim_node`: run as __main__ the node
+    # ends with os._exit (exit_now), before cProfile writes its file; main() itself returns after a Ctrl-C
+    profiled = f"import cProfile; from pyrua_ros.nodes.sim_node import main; cProfile.run('main()', {str(sim_prof)!r})"
+    node = NodeProcess([sys.executable, "-c", profiled, "--ros-args", "--params-file",
+                        str(ROOT / "config" / "sim.yaml")], cwd=str(ROOT))
     agent = cProfile.Profile()
     run_policy = SingleShotAgent.run
 
@@ -178,8 +181,9 @@ def profile_episode(suite: str, task: int, out: pathlib.Path, top: int = 10) -> 
         SingleShotAgent.run = run_policy
         node.stop()
     found = {"agent (policy only)": _top(agent, top)}
-    if sim_prof.exists():
-        found["sim_node (whole process, its startup included)"] = _top(str(sim_prof), top + 5)
+    if not sim_prof.exists():
+        raise RuntimeError(f"the sim node wrote no profile ({sim_prof}):\n" + node.output()[-3000:])
+    found["sim_node (whole process, its startup included)"] = _top(str(sim_prof), top + 5)
     return found
 
 
