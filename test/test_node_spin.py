@@ -22,11 +22,13 @@ from pyrua_ros.testing import NodeProcess
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 NODE = '''
-import _thread, sys, time
+import _thread, gc, sys, time
 from pyrua_ros.nodes.spin import spin_node
 
 def make():
     from rclpy.node import Node
+
+    print("collector while building:", gc.isenabled(), flush=True)
 
     class Busy(Node):
         def __init__(self):
@@ -37,6 +39,7 @@ def make():
         def tick(self):
             self.ticks += 1
             if self.ticks == 3:
+                print("collector while spinning:", gc.isenabled(), flush=True)
                 print("ticking", flush=True)
             if sys.argv[1] == "fault" and self.ticks == 5:
                 raise SystemError("a fault of the callback itself")
@@ -70,6 +73,15 @@ def test_ctrl_c_inside_compiled_code_that_wraps_the_interrupt_is_a_clean_exit():
     rc, output = _run_to_its_end("interrupt")
     assert rc == 0, f"exit code {rc}:\n" + output[-3000:]
     assert "Traceback" not in output
+
+
+def test_a_node_is_built_with_the_garbage_collector_paused_and_spins_with_it_on():
+    """What a node makes at its start lives as long as it, so collecting meanwhile is wasted; a node left without
+    the collector would never free a reference cycle."""
+    rc, output = _run_to_its_end("interrupt")
+    assert rc == 0, output[-3000:]
+    assert "collector while building: False" in output, output[-3000:]
+    assert "collector while spinning: True" in output, output[-3000:]
 
 
 def test_a_fault_of_a_callback_still_ends_the_node_with_its_traceback():
