@@ -449,3 +449,44 @@ def test_the_sandbox_finds_each_allowed_modules_distribution_as_importlib_does()
     assert sandbox._owners("json") == []
     assert sandbox._owners("skimage") == ["scikit-image"]   # its wheel has no top_level.txt
     assert sandbox._owners("cv2") == ["opencv-python"]
+
+
+def test_stopping_a_kernel_ends_its_whole_process_group_even_after_its_leader_exited(tmp_path):
+    """A kernel's process group can outlive the process that leads it: bubblewrap's inner process (the sandbox's
+    PID namespace init) stayed asleep forever after a double Ctrl-C ended the outer bwrap during their start
+    handshake (seen in CI, test_double_ctrl_c_leaves_no_process_kernel_included). Stopping the kernel ends the
+    group whatever became of its leader."""
+    import subprocess
+    import time
+
+    from pyrua_ros.kernel.mirror import WorkspaceMirror
+    from pyrua_ros.kernel.process import KernelProcess
+
+    limits = KernelLimits()
+    mirror = WorkspaceMirror(tmp_path, limits, lambda text: None)
+    process = KernelProcess(tmp_path, limits, sandbox="unsafe", manifest={}, mirror=mirror, event=lambda text: None)
+    # a leader that leaves a member of its group behind and exits, as the outer bwrap did
+    process.popen = subprocess.Popen(["sh", "-c", "sleep 300 & echo $!"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, start_new_session=True)
+    member = int(process.popen.stdout.readline())
+    process.popen.wait(10)
+    assert os.getpgid(member) == process.popen.pid
+    try:
+        process.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(member):
+            time.sleep(0.05)
+        assert not _alive(member), "a process of the kernel's group outlived the kernel"
+    finally:
+        if _alive(member):
+            os.kill(member, signal.SIGKILL)
+        mirror.close()
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, whose parent has not reaped it yet, counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

@@ -4,8 +4,8 @@ It starts the child under the OS boundary of ``sandbox.py`` (bubblewrap with the
 or ``--unsafe-sandbox``), sends it the ``init`` frame and waits (bounded by ``KernelLimits.start_timeout_s``) for
 its ``ready`` with the report of :func:`.isolation.isolate`; caps the sandbox's tmpfs inodes, puts its processes in
 a cgroup where the machine delegates one, and attaches the kernel's workspace to the :class:`.WorkspaceMirror`.
-It ends the child politely (a ``shutdown`` frame, 2 s) or by SIGKILL to its process group, and says how it ended
-with the tail of its log. What runs in the child, and the frames of a job, are ``host.Kernel``'s.
+It ends the child politely (a ``shutdown`` frame, 2 s), then SIGKILLs what is left of its process group, and says
+how it ended with the tail of its log. What runs in the child, and the frames of a job, are ``host.Kernel``'s.
 """
 
 from __future__ import annotations
@@ -224,9 +224,12 @@ class KernelProcess:
                 proc.wait(timeout=2.0)
             except (OSError, subprocess.TimeoutExpired):
                 pass
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+        # The whole group, even when its leader has exited: bubblewrap's inner process (the init of the sandbox's PID
+        # namespace) outlives the outer one when a Ctrl-C to every process group ends the outer bwrap during their
+        # start handshake; as a namespace init it ignores that SIGINT and would wait for the handshake forever. (A
+        # leader reaped just above cannot have had its id reused since: PIDs come round only after pid_max more.)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         try:
             rc = proc.wait(timeout=10.0)
         except subprocess.TimeoutExpired:
