@@ -53,12 +53,26 @@ def get_parameters(client, node: str, names: list[str], timeout: float = 60.0) -
     return {n: parameter_value_to_python(v) for n, v in zip(names, resp.values)}
 
 
+def _after_a_pause(example: pathlib.Path, pause_s: float) -> str:
+    """The packaged example program ``example``, its ``run`` preceded by ``pause_s`` seconds of sleep."""
+    return (f"{example.read_text()}\n\n_solve = run\n\n\ndef run(robo):\n    import time\n\n"
+            f"    time.sleep({pause_s})\n    _solve(robo)\n")
+
+
 def test_two_namespaced_robots_each_with_its_agent_complete_their_episodes(ros_client, tmp_path):
     """Two fake arms in one ROS domain, each with its agent under its namespace (robot1 with its own seed): each
     agent drives only its own robot, and each node's parameters (the params files', or the overrides) answer like
-    ``ros2 param get``. (The LIBERO sim under a launch: test_runner_rviz.py and test_colcon_install.py.)"""
-    robot1 = launch("robot:=fake", "namespace:=robot1", "seed:=2", f"out:={tmp_path / 'r1'}", *QUIET)
-    robot2 = launch("robot:=fake", "namespace:=robot2", f"out:={tmp_path / 'r2'}", *QUIET)
+    ``ros2 param get``. (The LIBERO sim under a launch: test_runner_rviz.py and test_colcon_install.py.)
+
+    Each agent replays the packaged program after a pause: a fake-arm episode ends its graph about 2 s after it
+    starts, which lost the race against reading the four nodes' parameters on a quiet machine."""
+    from pyrua_ros.examples import EXAMPLES
+
+    program = tmp_path / "paused.py"
+    program.write_text(_after_a_pause(EXAMPLES[("fake_table", 0)], 10.0))
+    robot1 = launch("robot:=fake", "namespace:=robot1", "seed:=2", f"replay:={program}", f"out:={tmp_path / 'r1'}",
+                    *QUIET)
+    robot2 = launch("robot:=fake", "namespace:=robot2", f"replay:={program}", f"out:={tmp_path / 'r2'}", *QUIET)
     try:
         got2 = get_parameters(ros_client, "/robot2/agent", ["suite", "task", "max_episode_steps", "budget_s"])
         assert got2 == {"suite": "fake_table", "task": 0, "max_episode_steps": 300, "budget_s": 1200.0}
