@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 from pyrua_ros.testing import spin_until
-from pyrua_ros.testing.processes import agent_running_its_kernel, alive, cmdline, descendants, press_ctrl_c
+from pyrua_ros.testing.processes import agent_running_its_kernel, alive, cmdline, descendants, naming, press_ctrl_c
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # no bag and no video where a test looks at neither (the interrupted launch below keeps its video on)
@@ -121,6 +121,9 @@ def test_double_ctrl_c_leaves_no_process_kernel_included(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert spin_until(lambda: not alive(tree), 30.0), {p: cmdline(p) for p in alive(tree)}
+    # and none started after the tree was taken: a kernel started again between the two presses left its inner
+    # bubblewrap asleep for good once (its command line names the run directory)
+    assert spin_until(lambda: not naming(str(tmp_path)), 30.0), {p: cmdline(p) for p in naming(str(tmp_path))}
     assert code != 0, out[-3000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["status"] == "interrupted" and result["reason"] == "interrupted", result

@@ -89,6 +89,18 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def naming(text: str) -> set[int]:
+    """PIDs of the live processes whose command line holds ``text`` (a run directory, say): what a process tree
+    taken earlier misses, such as a process started after it or one whose parent died."""
+    found = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit() and text in cmdline(int(name)):
+            state = _stat(name)
+            if state is not None and state[0] != "Z":
+                found.add(int(name))
+    return found
+
+
 def dump_node_stacks(pids, settle_s: float = 2.0) -> list[int]:
     """Ask every pyrua_ros node among ``pids`` to print its threads' stacks (SIGUSR1: see
     :func:`pyrua_ros.wire.rosenv.dump_stacks_when_stuck_or_crashed`), so a test that gives up on a hung launch shows
