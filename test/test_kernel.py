@@ -457,10 +457,11 @@ def test_stopping_a_kernel_ends_its_whole_process_group_even_after_its_leader_ex
     handshake (seen in CI, test_double_ctrl_c_leaves_no_process_kernel_included). Stopping the kernel ends the
     group whatever became of its leader."""
     import subprocess
-    import time
 
     from pyrua_ros.kernel.mirror import WorkspaceMirror
     from pyrua_ros.kernel.process import KernelProcess
+    from pyrua_ros.testing import spin_until
+    from pyrua_ros.testing.processes import alive
 
     limits = KernelLimits()
     mirror = WorkspaceMirror(tmp_path, limits, lambda text: None)
@@ -473,20 +474,8 @@ def test_stopping_a_kernel_ends_its_whole_process_group_even_after_its_leader_ex
     assert os.getpgid(member) == process.popen.pid
     try:
         process.close()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _alive(member):
-            time.sleep(0.05)
-        assert not _alive(member), "a process of the kernel's group outlived the kernel"
+        assert spin_until(lambda: not alive({member}), 10.0), "a process of the kernel's group outlived the kernel"
     finally:
-        if _alive(member):
+        if alive({member}):
             os.kill(member, signal.SIGKILL)
         mirror.close()
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, whose parent has not reaped it yet, counts as ended)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"

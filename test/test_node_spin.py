@@ -17,6 +17,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from pyrua_ros.testing import NodeProcess
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -69,16 +71,22 @@ def _run_to_its_end(mode: str) -> tuple[int | None, str]:
     return rc, node.output()
 
 
-def test_ctrl_c_inside_compiled_code_that_wraps_the_interrupt_is_a_clean_exit():
-    rc, output = _run_to_its_end("interrupt")
+@pytest.fixture(scope="module")
+def interrupted():
+    """Exit code and output of one node run to its end in ``interrupt`` mode (two tests read it)."""
+    return _run_to_its_end("interrupt")
+
+
+def test_ctrl_c_inside_compiled_code_that_wraps_the_interrupt_is_a_clean_exit(interrupted):
+    rc, output = interrupted
     assert rc == 0, f"exit code {rc}:\n" + output[-3000:]
     assert "Traceback" not in output
 
 
-def test_a_node_is_built_with_the_garbage_collector_paused_and_spins_with_it_on():
+def test_a_node_is_built_with_the_garbage_collector_paused_and_spins_with_it_on(interrupted):
     """What a node makes at its start lives as long as it, so collecting meanwhile is wasted; a node left without
     the collector would never free a reference cycle."""
-    rc, output = _run_to_its_end("interrupt")
+    rc, output = interrupted
     assert rc == 0, output[-3000:]
     assert "collector while building: False" in output, output[-3000:]
     assert "collector while spinning: True" in output, output[-3000:]
